@@ -1,0 +1,92 @@
+"""tickq: a job queue in one PostgreSQL table, run by stateless ticks."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from .backoff import Backoff
+from .context import JobContext
+from .errors import (
+    ConfigurationError,
+    DatabaseError,
+    InvalidJob,
+    InvalidTransition,
+    JobCancelled,
+    JobNotFound,
+    LeaseLost,
+    PermanentError,
+    QueueFull,
+    RetryAfter,
+    TickqError,
+    UnknownJobType,
+)
+from .jobs import EnqueueResult, Job, JobSpec, Status
+from .registry import Registry, Task, registry, task
+from .store import PostgresStore
+from .tick import Runner, TickReport
+
+# Libraries stay quiet unless the application configures logging.
+logging.getLogger("tickq").addHandler(logging.NullHandler())
+
+__all__ = [
+    "Backoff",
+    "ConfigurationError",
+    "DatabaseError",
+    "EnqueueResult",
+    "InvalidJob",
+    "InvalidTransition",
+    "Job",
+    "JobCancelled",
+    "JobContext",
+    "JobNotFound",
+    "JobSpec",
+    "LeaseLost",
+    "PermanentError",
+    "PostgresStore",
+    "QueueFull",
+    "Registry",
+    "RetryAfter",
+    "Runner",
+    "Status",
+    "Task",
+    "TickReport",
+    "TickqError",
+    "UnknownJobType",
+    "enqueue",
+    "enqueue_many",
+    "registry",
+    "task",
+]
+
+
+def enqueue(
+    conn: psycopg.Connection[Any],
+    type: str,
+    payload: Mapping[str, Any] | None = None,
+    *,
+    using: Registry | None = None,
+    now: datetime | None = None,
+    **options: Any,
+) -> EnqueueResult:
+    """Enqueue one job on the caller's connection; inside the caller's transaction it commits
+    or rolls back with the caller's own writes."""
+    spec = (using or registry).spec(type, payload, **options)
+    return PostgresStore(conn).enqueue(spec, now=now)
+
+
+def enqueue_many(
+    conn: psycopg.Connection[Any],
+    requests: Iterable[Mapping[str, Any]],
+    *,
+    using: Registry | None = None,
+    now: datetime | None = None,
+) -> list[EnqueueResult]:
+    """Enqueue many jobs in one round trip; each request is a dict of enqueue's arguments."""
+    reg = using or registry
+    specs = [reg.spec(**dict(request)) for request in requests]
+    return PostgresStore(conn).enqueue_many(specs, now=now)

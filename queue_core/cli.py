@@ -1,0 +1,597 @@
+"""The `tickq` command line: human tables by default, `--json` for machines.
+
+Exit codes: 0 success, 1 the operation was refused (unknown job, wrong state, lease lost),
+2 bad input or configuration, 3 the database failed or could not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from rich.console import Console
+from rich.table import Table
+
+from . import migrate as migrations
+from .config import Settings
+from .errors import (
+    ConfigurationError,
+    DatabaseError,
+    InvalidJob,
+    TickqError,
+)
+from .jobs import TERMINAL, Job, Status
+from .registry import Registry, registry
+from .store import PostgresStore
+from .tick import Runner, TickReport
+
+EXIT_REFUSED, EXIT_INPUT, EXIT_DATABASE = 1, 2, 3
+LOCAL_DATA_DIR = Path(os.environ.get("TICKQ_LOCAL_DIR", "~/.cache/tickq/pgdata")).expanduser()
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+class UsageError(TickqError):
+    """The command line is invalid."""
+
+
+# Database session
+
+
+@contextmanager
+def database(*, throwaway: bool = False) -> Iterator[psycopg.Connection[Any]]:
+    """Connect to TICKQ_DATABASE_URL, or start the embedded local PostgreSQL and say so."""
+    settings = Settings.from_env()
+    if settings.database_url:
+        with _connect(settings.database_url, settings) as conn:
+            yield conn
+        return
+    from infra.localdb import LocalPostgres, LocalPostgresError
+
+    data_dir = None if throwaway else LOCAL_DATA_DIR
+    if data_dir is not None:
+        data_dir.parent.mkdir(parents=True, exist_ok=True)
+    where = "a throwaway directory" if data_dir is None else str(data_dir)
+    err.print(
+        f"[dim]TICKQ_DATABASE_URL is not set: using an embedded local PostgreSQL in {where}[/]"
+    )
+    try:
+        server = LocalPostgres(data_dir=data_dir).start()
+    except LocalPostgresError as exc:
+        raise ConfigurationError(str(exc)) from exc
+    try:
+        with _connect(server.url, settings) as conn:
+            migrations.migrate(conn)
+            yield conn
+    finally:
+        server.stop()
+
+
+@contextmanager
+def _connect(url: str, settings: Settings) -> Iterator[psycopg.Connection[Any]]:
+    try:
+        conn = psycopg.connect(
+            url, autocommit=True, prepare_threshold=settings.prepare_threshold, connect_timeout=10
+        )
+    except psycopg.OperationalError as exc:
+        raise DatabaseError(f"cannot connect to the database: {exc}".strip()) from exc
+    with conn:
+        yield conn
+
+
+def load_registry(modules: Sequence[str] | None = None) -> Registry:
+    settings = Settings.from_env()
+    registry.load_modules(modules or settings.task_modules)
+    return registry
+
+
+# Rendering
+
+
+def emit(args: argparse.Namespace, data: Any, human: Callable[[], None]) -> None:
+    if args.json:
+        print(json.dumps(data, default=str, indent=2))
+    else:
+        human()
+
+
+STATUS_STYLE = {
+    "queued": "cyan",
+    "running": "yellow",
+    "retrying": "magenta",
+    "succeeded": "green",
+    "dead": "bold red",
+    "cancelled": "dim",
+}
+
+
+def _status(value: str) -> str:
+    return f"[{STATUS_STYLE.get(value, '')}]{value}[/]"
+
+
+def _when(value: datetime | None) -> str:
+    return "" if value is None else value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def jobs_table(jobs: Sequence[Job], title: str | None = None) -> Table:
+    table = Table(title=title, show_lines=False)
+    for column in ("id", "type", "queue", "status", "attempts", "priority", "created", "error"):
+        table.add_column(column, overflow="fold")
+    for job in jobs:
+        table.add_row(
+            str(job.id),
+            job.type,
+            job.queue,
+            _status(job.status.value),
+            f"{job.attempts}/{job.max_attempts}",
+            str(job.priority),
+            _when(job.created_at),
+            (job.error or "")[:80],
+        )
+    return table
+
+
+def report_table(report: TickReport) -> Table:
+    table = Table(title="tick")
+    data = report.as_dict()
+    data.pop("dead_letters")
+    for key in data:
+        table.add_column(key)
+    table.add_row(*(f"{v:.3f}" if isinstance(v, float) else str(v) for v in data.values()))
+    return table
+
+
+# Commands
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    with database() as conn:
+        applied = migrations.migrate(conn)
+    emit(
+        args,
+        {"applied": applied},
+        lambda: out.print(f"applied {', '.join(applied)}" if applied else "database is up to date"),
+    )
+    return 0
+
+
+def cmd_enqueue(args: argparse.Namespace) -> int:
+    payload = _json_arg(args.payload, "--payload")
+    reg = load_registry(args.tasks)
+    options = {
+        "queue": args.queue,
+        "idempotency_key": args.key,
+        "priority": args.priority,
+        "max_attempts": args.max_attempts,
+        "delay": args.delay,
+        "run_after": _time_arg(args.run_after) if args.run_after else None,
+        "user_id": args.user,
+    }
+    specs = [reg.spec(args.type, payload, **options) for _ in range(args.count)]
+    with database() as conn:
+        results = PostgresStore(conn).enqueue_many(specs)
+    rows = [{"id": str(r.id), "status": r.status.value, "duplicate": r.duplicate} for r in results]
+
+    def human() -> None:
+        for r in results:
+            note = " (duplicate: a live job holds this key)" if r.duplicate else ""
+            out.print(f"{r.id} {_status(r.status.value)}{note}")
+
+    emit(args, rows if args.count > 1 else rows[0], human)
+    return 0
+
+
+def _runner(args: argparse.Namespace, store: PostgresStore, reg: Registry) -> Runner:
+    settings = Settings.from_env()
+    return Runner(
+        store,
+        reg,
+        queues=args.queue or settings.queues,
+        batch_size=args.batch_size or settings.batch_size,
+        concurrency=args.concurrency or settings.concurrency,
+        lease_seconds=args.lease_seconds or settings.lease_seconds,
+    )
+
+
+def cmd_tick(args: argparse.Namespace) -> int:
+    reg = load_registry(args.tasks)
+    with database() as conn, _runner(args, PostgresStore(conn), reg) as runner:
+        report = runner.tick(max_batches=args.max_batches)
+    emit(args, report.as_dict(), lambda: out.print(report_table(report)))
+    return 0
+
+
+def cmd_work(args: argparse.Namespace) -> int:
+    reg = load_registry(args.tasks)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    deadline = time.monotonic() + args.max_seconds if args.max_seconds else None
+    with database() as conn, _runner(args, PostgresStore(conn), reg) as runner:
+        total = TickReport()
+
+        def on_tick(report: TickReport) -> None:
+            total.add(report)
+            if not args.json and err.is_terminal:
+                err.print(
+                    f"\r[dim]claimed {total.claimed}  succeeded {total.succeeded}  "
+                    f"retried {total.retried}  dead {total.dead}[/]",
+                    end="",
+                )
+
+        def until() -> None:
+            while not stop.wait(0.2):
+                if deadline is not None and time.monotonic() >= deadline:
+                    stop.set()
+                if args.until_empty and _idle(conn, runner.queues):
+                    stop.set()
+
+        watcher = threading.Thread(target=until, daemon=True)
+        watcher.start()
+        report = runner.work(stop=stop, poll_interval=args.poll_interval, on_tick=on_tick)
+    if not args.json and err.is_terminal:
+        err.print()
+    emit(args, report.as_dict(), lambda: out.print(report_table(report)))
+    return 0
+
+
+def _idle(conn: psycopg.Connection[Any], queues: Sequence[str]) -> bool:
+    row = conn.execute(
+        "select not exists (select from tickq.jobs where queue = any(%s)"
+        " and status in ('queued', 'retrying', 'running'))",
+        (list(queues),),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    with database() as conn:
+        page = PostgresStore(conn).list_jobs(
+            statuses=args.status,
+            types=args.type,
+            queues=args.queue,
+            user_id=args.user,
+            limit=args.limit,
+            cursor=args.cursor,
+        )
+
+    def human() -> None:
+        out.print(jobs_table(page.jobs))
+        if page.next_cursor:
+            out.print(f"more: --cursor {page.next_cursor}")
+
+    emit(
+        args,
+        {"jobs": [j.to_dict() for j in page.jobs], "next_cursor": page.next_cursor},
+        human,
+    )
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with database() as conn:
+        job = PostgresStore(conn).get(args.id)
+
+    def human() -> None:
+        table = Table(show_header=False, title=f"job {job.id}")
+        table.add_column("field", style="bold")
+        table.add_column("value", overflow="fold")
+        for key, value in job.to_dict().items():
+            shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
+            table.add_row(key, _status(shown) if key == "status" else shown)
+        out.print(table)
+
+    emit(args, job.to_dict(), human)
+    return 0
+
+
+def cmd_dead(args: argparse.Namespace) -> int:
+    args.status = ["dead"]
+    args.user = None
+    args.cursor = None
+    return cmd_jobs(args)
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    if bool(args.ids) == bool(args.dead):
+        raise UsageError("give job ids, or --dead (with optional --type/--queue filters)")
+    with database() as conn:
+        store = PostgresStore(conn)
+        if args.ids:
+            jobs = [store.retry(job_id) for job_id in args.ids]
+        else:
+            jobs = store.retry_dead(types=args.type, queues=args.queue, limit=args.limit)
+    emit(
+        args,
+        [j.to_dict() for j in jobs],
+        lambda: out.print(f"{len(jobs)} job(s) back in the queue"),
+    )
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    with database() as conn:
+        store = PostgresStore(conn)
+        jobs = [store.cancel(job_id) for job_id in args.ids]
+
+    def human() -> None:
+        for job in jobs:
+            note = " (asked to stop at its next heartbeat)" if job.cancel_requested else ""
+            out.print(f"{job.id} {_status(job.status.value)}{note}")
+
+    emit(args, [j.to_dict() for j in jobs], human)
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with database() as conn:
+        rows = PostgresStore(conn).stats()
+    data = [
+        {
+            "queue": r.queue,
+            "type": r.type,
+            "status": r.status.value,
+            "count": r.count,
+            "oldest_runnable_seconds": r.oldest_runnable_seconds,
+        }
+        for r in rows
+    ]
+
+    def human() -> None:
+        table = Table(title="jobs by queue, type and status")
+        for column in ("queue", "type", "status", "count", "oldest runnable"):
+            table.add_column(column)
+        for r in rows:
+            age = "" if r.oldest_runnable_seconds is None else f"{r.oldest_runnable_seconds:.1f} s"
+            table.add_row(r.queue, r.type, _status(r.status.value), str(r.count), age)
+        out.print(table)
+
+    emit(args, data, human)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from . import demo
+
+    with database(throwaway=not Settings.from_env().database_url) as conn:
+        migrations.migrate(conn)
+        store = PostgresStore(conn)
+        specs = [demo.demo.spec(**r) for r in demo.requests()]
+        results = store.enqueue_many(specs)
+        ids = list(dict.fromkeys(r.id for r in results))
+        duplicates = sum(r.duplicate for r in results)
+        if not args.json:
+            out.print(
+                f"enqueued {len(results)} requests as {len(ids)} jobs "
+                f"({duplicates} deduplicated by idempotency key)"
+            )
+        runner = Runner(store, demo.demo, batch_size=4, concurrency=4, lease_seconds=30)
+        total = TickReport()
+        deadline = time.monotonic() + 60
+        with runner, Progress(transient=True, disable=args.json) as progress:
+            bar = progress.add_task("running ticks", total=len(ids))
+            while time.monotonic() < deadline:
+                total.add(runner.tick())
+                jobs = [store.get(i) for i in ids]
+                finished = sum(j.status in TERMINAL for j in jobs)
+                progress.update(bar, completed=finished)
+                if finished == len(ids):
+                    break
+                time.sleep(0.1)
+        jobs = [store.get(i) for i in ids]
+
+    def human() -> None:
+        table = Table(title="demo outcomes")
+        for column in ("type", "payload", "status", "attempts", "result / error"):
+            table.add_column(column, overflow="fold")
+        for job in jobs:
+            detail = job.error if job.status == Status.DEAD else json.dumps(job.result)
+            table.add_row(
+                job.type,
+                json.dumps(job.payload),
+                _status(job.status.value),
+                f"{job.attempts}/{job.max_attempts}",
+                detail or "",
+            )
+        out.print(table)
+        for job in jobs:
+            if job.status == Status.DEAD:
+                out.print(f"[bold red]dead letter[/] {job.id} ({job.type}): {job.error}")
+        out.print(
+            f"ticks ran {total.batches} batches: {total.succeeded} succeeded, "
+            f"{total.retried} retried, {total.snoozed} snoozed, {total.dead} dead"
+        )
+
+    emit(args, {"jobs": [j.to_dict() for j in jobs], "report": total.as_dict()}, human)
+    unfinished = [j for j in jobs if j.status not in TERMINAL]
+    return EXIT_REFUSED if unfinished else 0
+
+
+# Argument parsing
+
+
+def _json_arg(raw: str | None, flag: str) -> Any:
+    if raw is None:
+        return {}
+    if raw.startswith("@"):
+        try:
+            raw = Path(raw[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{flag}: cannot read {raw[1:]}: {exc.strerror}") from None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{flag} is not valid JSON: {exc}") from None
+
+
+def _time_arg(raw: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(raw)
+    except ValueError:
+        raise UsageError(f"--run-after must be an ISO 8601 time, got {raw!r}") from None
+    if value.tzinfo is None:
+        raise UsageError("--run-after needs a time zone, e.g. 2026-12-01T09:00:00+09:00")
+    return value
+
+
+def _positive(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {raw!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _seconds(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {raw!r}") from None
+    if not 0 <= value <= 86_400 * 366:
+        raise argparse.ArgumentTypeError(f"expected 0 to 31622400 seconds, got {raw}")
+    return value
+
+
+def _int(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {raw!r}") from None
+
+
+EXAMPLES = """\
+examples:
+  tickq demo                                  run the demo on a throwaway PostgreSQL
+  tickq migrate                               create or upgrade the tickq schema
+  tickq enqueue embed --payload '{"doc": 1}' --key doc-1
+  tickq work --tasks myapp.tasks              run a worker until SIGTERM
+  tickq jobs --status dead --type embed       list dead embed jobs
+  tickq retry --dead --type embed             send them back to the queue
+
+The database is TICKQ_DATABASE_URL; without it, an embedded local PostgreSQL is used.
+exit codes: 0 ok, 1 refused (not found, wrong state), 2 bad input, 3 database error
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tickq",
+        description="A job queue in one PostgreSQL table.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Any:
+        p = sub.add_parser(name, help=help, description=help)
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.set_defaults(func=func)
+        return p
+
+    def worker_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--tasks", nargs="*", help="handler modules (else TICKQ_TASK_MODULES)")
+        p.add_argument("--queue", action="append", help="queue to claim from (repeatable)")
+        p.add_argument("--batch-size", type=_positive, help="jobs claimed per round trip")
+        p.add_argument("--concurrency", type=_positive, help="handlers run at once")
+        p.add_argument("--lease-seconds", type=_positive, help="lease for jobs without one")
+
+    command("migrate", cmd_migrate, "apply pending schema migrations")
+
+    p = command("enqueue", cmd_enqueue, "enqueue a job")
+    p.add_argument("type", help="job type (handler name)")
+    p.add_argument("--payload", help="JSON object, or @file.json")
+    p.add_argument("--queue")
+    p.add_argument("--key", help="idempotency key")
+    p.add_argument("--priority", type=_int, help="higher runs first")
+    p.add_argument("--max-attempts", type=_int)
+    p.add_argument("--delay", type=_seconds, help="seconds before it may run")
+    p.add_argument("--run-after", help="ISO 8601 time before which it does not run")
+    p.add_argument("--user", help="owner's user id (UUID)")
+    p.add_argument("--count", type=_positive, default=1, help="enqueue this many copies")
+    p.add_argument("--tasks", nargs="*", help="handler modules, for defaults and type checks")
+
+    p = command("tick", cmd_tick, "run one tick: reclaim, then claim/run/persist until drained")
+    worker_options(p)
+    p.add_argument("--max-batches", type=_positive)
+
+    p = command("work", cmd_work, "run a long-lived worker until SIGINT/SIGTERM")
+    worker_options(p)
+    p.add_argument("--poll-interval", type=_seconds, default=1.0, help="idle sleep, seconds")
+    p.add_argument("--max-seconds", type=_seconds, help="stop after this long")
+    p.add_argument("--until-empty", action="store_true", help="stop when nothing is left")
+
+    for name, func, help in (
+        ("jobs", cmd_jobs, "list jobs, newest first"),
+        ("dead", cmd_dead, "list dead letters"),
+    ):
+        p = command(name, func, help)
+        if name == "jobs":
+            p.add_argument("--status", action="append", help="filter (repeatable)")
+            p.add_argument("--user", help="owner's user id")
+            p.add_argument("--cursor", help="continue after a previous page")
+        p.add_argument("--type", action="append", help="filter (repeatable)")
+        p.add_argument("--queue", action="append", help="filter (repeatable)")
+        p.add_argument("--limit", type=_positive, default=50)
+
+    p = command("show", cmd_show, "show one job")
+    p.add_argument("id")
+
+    p = command("retry", cmd_retry, "send dead or cancelled jobs back to the queue")
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--dead", action="store_true", help="retry dead jobs matching the filters")
+    p.add_argument("--type", action="append")
+    p.add_argument("--queue", action="append")
+    p.add_argument("--limit", type=_positive, default=1000)
+
+    p = command("cancel", cmd_cancel, "cancel waiting jobs; ask running ones to stop")
+    p.add_argument("ids", nargs="+", metavar="ID")
+
+    command("stats", cmd_stats, "counts per queue, type and status")
+    command("demo", cmd_demo, "run a realistic mix of jobs end to end")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.json = bool(getattr(args, "json", False))
+    try:
+        return int(args.func(args))
+    except (InvalidJob, UsageError, ConfigurationError) as exc:
+        return _fail(args, exc, EXIT_INPUT)
+    except DatabaseError as exc:
+        hint = ""
+        if "does not exist" in str(exc) and "tickq" in str(exc):
+            hint = " (has `tickq migrate` run on this database?)"
+        return _fail(args, exc, EXIT_DATABASE, hint)
+    except TickqError as exc:
+        return _fail(args, exc, EXIT_REFUSED)
+
+
+def _fail(args: argparse.Namespace, exc: Exception, code: int, hint: str = "") -> int:
+    if args.json:
+        print(json.dumps({"error": type(exc).__name__, "message": str(exc) + hint}))
+    else:
+        err.print(f"[red]error:[/] {exc}{hint}", markup=True, highlight=False)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""Settings read from the environment, once, by the shells (CLI, Lambda handlers)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .errors import ConfigurationError
+from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    database_url: str | None = None
+    task_modules: tuple[str, ...] = ()
+    queues: tuple[str, ...] = (DEFAULT_QUEUE,)
+    batch_size: int = 10
+    concurrency: int = 10
+    lease_seconds: int = DEFAULT_LEASE_SECONDS
+    # psycopg prepares a statement after it ran this many times; None (env "off") disables
+    # server-side prepared statements, as transaction-pooling proxies require.
+    prepare_threshold: int | None = 5
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        prepare = env.get("TICKQ_PREPARE_THRESHOLD", "5").strip().lower()
+        return cls(
+            database_url=env.get("TICKQ_DATABASE_URL") or None,
+            task_modules=_list(env.get("TICKQ_TASK_MODULES", "")),
+            queues=_list(env.get("TICKQ_QUEUES", "")) or (DEFAULT_QUEUE,),
+            batch_size=_int(env, "TICKQ_BATCH_SIZE", 10, 1, 10_000),
+            concurrency=_int(env, "TICKQ_CONCURRENCY", 10, 1, 1_000),
+            lease_seconds=_int(env, "TICKQ_LEASE_SECONDS", DEFAULT_LEASE_SECONDS, 1, 43_200),
+            prepare_threshold=None
+            if prepare in ("off", "none", "")
+            else _parse_int("TICKQ_PREPARE_THRESHOLD", prepare, 0, 1_000),
+        )
+
+
+def _list(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = env.get(name)
+    return default if raw in (None, "") else _parse_int(name, raw, low, high)
+
+
+def _parse_int(name: str, raw: str, low: int, high: int) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ConfigurationError(f"{name} must be between {low} and {high}, got {value}")
+    return value

@@ -1,0 +1,71 @@
+"""The demo's handlers: a realistic mix of AI back-end jobs with failures built in."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .context import JobContext
+from .errors import PermanentError, RetryAfter
+from .registry import Registry
+
+# Fast retries so the demo finishes in seconds; production defaults are 1 s doubling to 5 min.
+_FAST = {"base": 0.2, "factor": 2.0, "max": 1.0}
+
+demo = Registry()
+
+
+@demo.task("embed", max_attempts=3, backoff=_FAST)
+def embed(job: JobContext) -> dict[str, Any]:
+    chunks = int(job.payload.get("chunks", 3))
+    for done in range(1, chunks + 1):
+        time.sleep(0.01)
+        job.progress({"chunks": done, "of": chunks})
+    return {"vectors": chunks * 4, "model": "text-embedding-3-small"}
+
+
+@demo.task("transcribe", max_attempts=4, lease_seconds=60, backoff=_FAST)
+def transcribe(job: JobContext) -> dict[str, Any]:
+    # A flaky speech API: the first attempt times out, the retry succeeds.
+    if job.attempt < 2 and job.payload.get("flaky"):
+        raise TimeoutError("speech API timed out after 30 s")
+    return {"words": 1200, "language": "ja"}
+
+
+@demo.task("connector-sync", max_attempts=3, backoff=_FAST)
+def connector_sync(job: JobContext) -> dict[str, Any]:
+    # The connector's API rate-limits the first call; RetryAfter reschedules without an error.
+    if job.attempt == 1 and job.payload.get("rate_limited"):
+        raise RetryAfter(0.3, "429 from connector, Retry-After: 0.3")
+    return {"synced": job.payload.get("source", "drive"), "documents": 42}
+
+
+@demo.task("reindex", max_attempts=3, backoff=_FAST)
+def reindex(job: JobContext) -> dict[str, Any]:
+    if job.payload.get("index") == "missing":
+        raise PermanentError("index 'missing' does not exist; retrying cannot help")
+    return {"reindexed": job.payload.get("index")}
+
+
+def requests() -> list[dict[str, Any]]:
+    """The demo's jobs: one uses an idempotency key twice, one fails for good."""
+    return [
+        {"type": "embed", "payload": {"doc": "handbook.pdf", "chunks": 5}, "priority": 5},
+        {"type": "embed", "payload": {"doc": "faq.md", "chunks": 2}},
+        {
+            "type": "embed",
+            "payload": {"doc": "faq.md", "chunks": 2},
+            "idempotency_key": "embed:faq",
+        },
+        {
+            "type": "embed",
+            "payload": {"doc": "faq.md", "chunks": 2},
+            "idempotency_key": "embed:faq",
+        },
+        {"type": "transcribe", "payload": {"audio": "standup.m4a", "flaky": True}},
+        {"type": "transcribe", "payload": {"audio": "interview.wav"}},
+        {"type": "connector-sync", "payload": {"source": "notion", "rate_limited": True}},
+        {"type": "connector-sync", "payload": {"source": "drive"}, "queue": "default"},
+        {"type": "reindex", "payload": {"index": "docs"}},
+        {"type": "reindex", "payload": {"index": "missing"}},
+    ]

@@ -1,0 +1,152 @@
+"""Values of the queue: job rows, enqueue requests and handler outcomes."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from .backoff import Backoff
+
+
+class Status(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+
+RUNNABLE = frozenset({Status.QUEUED, Status.RETRYING})
+TERMINAL = frozenset({Status.SUCCEEDED, Status.DEAD, Status.CANCELLED})
+# Statuses whose idempotency key is still taken (the partial unique index covers these).
+KEY_HOLDING = frozenset({Status.QUEUED, Status.RUNNING, Status.RETRYING, Status.SUCCEEDED})
+
+DEFAULT_QUEUE = "default"
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_LEASE_SECONDS = 30
+ERROR_HISTORY = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One row of tickq.jobs. Field order matches the store's column list."""
+
+    id: UUID
+    queue: str
+    type: str
+    user_id: UUID | None
+    status: Status
+    payload: dict[str, Any]
+    idempotency_key: str | None
+    attempts: int
+    max_attempts: int
+    priority: int
+    run_after: datetime
+    lease_until: datetime | None
+    lease_token: UUID | None
+    progress: Any
+    result: Any
+    error: str | None
+    errors: list[dict[str, Any]]
+    lease_seconds: int | None
+    backoff_base: float
+    backoff_factor: float
+    backoff_max: float
+    backoff_jitter: float
+    cancel_requested: bool
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @property
+    def backoff(self) -> Backoff:
+        return Backoff(
+            self.backoff_base, self.backoff_factor, self.backoff_max, self.backoff_jitter
+        )
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view for the CLI and the HTTP API."""
+        out: dict[str, Any] = {}
+        for name in JOB_COLUMNS:
+            value = getattr(self, name)
+            if isinstance(value, UUID):
+                value = str(value)
+            elif isinstance(value, datetime):
+                value = value.isoformat()
+            elif isinstance(value, Status):
+                value = value.value
+            out[name] = value
+        return out
+
+
+JOB_COLUMNS: tuple[str, ...] = tuple(Job.__dataclass_fields__)
+_STATUS_INDEX = JOB_COLUMNS.index("status")
+_make_job: Any = Job
+
+
+def job_from_row(values: Sequence[Any]) -> Job:
+    """Build a Job from a row selected in JOB_COLUMNS order."""
+    fields = list(values)
+    fields[_STATUS_INDEX] = Status(fields[_STATUS_INDEX])
+    job: Job = _make_job(*fields)
+    return job
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A validated request to enqueue one job (see `validation.job_spec`)."""
+
+    type: str
+    payload_json: str
+    queue: str = DEFAULT_QUEUE
+    user_id: UUID | None = None
+    idempotency_key: str | None = None
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    priority: int = 0
+    run_after: datetime | None = None
+    delay: float = 0.0
+    lease_seconds: int | None = None
+    backoff: Backoff = field(default_factory=Backoff)
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueResult:
+    """The job a request landed on; `duplicate` when a live job already held its key."""
+
+    id: UUID
+    status: Status
+    duplicate: bool
+    job: Job | None = None  # the whole row, for callers that show it (single enqueue)
+
+
+class Verdict(enum.StrEnum):
+    """What a handler run decided; the tick runner turns it into an Outcome."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    PERMANENT = "permanent"
+    SNOOZED = "snoozed"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The write that ends one attempt, fenced by the attempt's lease token."""
+
+    job_id: UUID
+    lease_token: UUID
+    status: Status
+    result_json: str | None = None
+    error: str | None = None
+    delay: float = 0.0
+    extra_attempt: bool = False  # a snooze gives back the attempt its claim used

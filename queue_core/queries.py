@@ -1,0 +1,35 @@
+"""The store's named SQL statements, parsed once from sql/queries.sql."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+from .jobs import JOB_COLUMNS
+
+_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+def _load() -> dict[str, str]:
+    text = (resources.files("queue_core") / "sql" / "queries.sql").read_text(encoding="utf-8")
+    columns = ", ".join(JOB_COLUMNS)
+    columns_j = ", ".join(f"j.{c}" for c in JOB_COLUMNS)
+    parts = _NAME.split(text)
+    statements: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        sql = body.strip().replace("{columns_j}", columns_j).replace("{columns}", columns)
+        statements[name] = sql.rstrip(";")
+    # Bulk enqueue returns only what its callers map results by: reading back whole rows
+    # (payload included) costs more than the insert itself.
+    slim = "id, status, idempotency_key, user_id"
+    statements["jobs_enqueue_slim"] = (
+        parts[parts.index("jobs_enqueue") + 1]
+        .strip()
+        .rstrip(";")
+        .replace("{columns_j}", ", ".join(f"j.{c}" for c in slim.split(", ")))
+        .replace("{columns}", slim)
+    )
+    return statements
+
+
+QUERIES: dict[str, str] = _load()

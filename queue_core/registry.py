@@ -1,0 +1,124 @@
+"""Handlers by job type: the @task decorator and the registry workers look types up in."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import validation
+from .backoff import Backoff
+from .errors import ConfigurationError
+from .jobs import JobSpec
+
+Handler = Callable[..., Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """A handler and the defaults its jobs are enqueued with."""
+
+    name: str
+    fn: Handler
+    is_async: bool
+    queue: str | None = None
+    max_attempts: int | None = None
+    lease_seconds: int | None = None
+    priority: int | None = None
+    backoff: Backoff | None = None
+
+
+class Registry:
+    def __init__(self) -> None:
+        self.tasks: dict[str, Task] = {}
+
+    def task(
+        self,
+        name: str,
+        *,
+        queue: str | None = None,
+        max_attempts: int | None = None,
+        lease_seconds: int | None = None,
+        priority: int | None = None,
+        backoff: Backoff | Mapping[str, float] | None = None,
+    ) -> Callable[[Handler], Handler]:
+        """Register the decorated function as the handler of job type `name`."""
+        # Validate the defaults now, so a bad decorator fails at import rather than at enqueue.
+        validation.job_spec(
+            name,
+            {},
+            queue=queue,
+            max_attempts=max_attempts,
+            lease_seconds=lease_seconds,
+            priority=priority,
+            backoff_policy=backoff,
+        )
+        policy = None if backoff is None else validation.backoff(backoff)
+
+        def register(fn: Handler) -> Handler:
+            existing = self.tasks.get(name)
+            if existing is not None and existing.fn is not fn:
+                raise ConfigurationError(
+                    f"job type {name!r} already has a handler: {_where(existing.fn)}"
+                )
+            is_async = inspect.iscoroutinefunction(fn)
+            self.tasks[name] = Task(
+                name, fn, is_async, queue, max_attempts, lease_seconds, priority, policy
+            )
+            return fn
+
+        return register
+
+    def get(self, name: str) -> Task | None:
+        return self.tasks.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self.tasks)
+
+    def spec(self, type: Any, payload: Any = None, **options: Any) -> JobSpec:
+        """Validate a request, filling what it leaves out from the task's defaults.
+
+        When handlers are registered, an unknown type is refused; a registry with none (an
+        enqueue-only service) accepts any well-formed type.
+        """
+        task = self.tasks.get(type) if isinstance(type, str) else None
+        if task is not None:
+            defaults = {
+                "queue": task.queue,
+                "max_attempts": task.max_attempts,
+                "lease_seconds": task.lease_seconds,
+                "priority": task.priority,
+                "backoff_policy": task.backoff,
+            }
+            for key, value in defaults.items():
+                if options.get(key) is None:
+                    options[key] = value
+        known = self.names() if self.tasks else None
+        return validation.job_spec(type, payload, known_types=known, **options)
+
+    def load_modules(self, modules: Iterable[str]) -> None:
+        """Import handler modules (e.g. from TICKQ_TASK_MODULES) so their @task calls run."""
+        for module in modules:
+            module = module.strip()
+            if not module:
+                continue
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                raise ConfigurationError(
+                    f"cannot import task module {module!r} (from TICKQ_TASK_MODULES): {exc}"
+                ) from exc
+
+
+def modules_from_env(value: str | None) -> list[str]:
+    return [m.strip() for m in (value or "").split(",") if m.strip()]
+
+
+def _where(fn: Handler) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}"
+
+
+registry = Registry()
+task = registry.task

@@ -1,0 +1,318 @@
+"""The tick runner: reclaim expired leases, then claim → run → persist batches."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from . import transitions
+from .context import JobContext
+from .errors import JobCancelled, LeaseLost, PermanentError, RetryAfter
+from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, Status
+from .registry import Registry, Task
+from .store import PostgresStore
+
+log = logging.getLogger("tickq")
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A job that went dead during a tick, for alerts (EventBridge, logs)."""
+
+    id: UUID
+    type: str
+    queue: str
+    attempts: int
+    error: str | None
+
+
+@dataclass(slots=True)
+class TickReport:
+    claimed: int = 0
+    succeeded: int = 0
+    retried: int = 0
+    dead: int = 0
+    snoozed: int = 0
+    cancelled: int = 0
+    lost_leases: int = 0
+    reclaimed: int = 0
+    batches: int = 0
+    duration_seconds: float = 0.0
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+
+    def add(self, other: TickReport) -> None:
+        for name in _COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.duration_seconds += other.duration_seconds
+        self.dead_letters.extend(other.dead_letters)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in self.__slots__ if name != "dead_letters"}
+        out["dead_letters"] = [
+            {
+                "id": str(d.id),
+                "type": d.type,
+                "queue": d.queue,
+                "attempts": d.attempts,
+                "error": d.error,
+            }
+            for d in self.dead_letters
+        ]
+        return out
+
+
+_COUNTS = (
+    "claimed",
+    "succeeded",
+    "retried",
+    "dead",
+    "snoozed",
+    "cancelled",
+    "lost_leases",
+    "reclaimed",
+    "batches",
+)
+_COUNTER = {
+    Status.SUCCEEDED: "succeeded",
+    Status.RETRYING: "retried",
+    Status.DEAD: "dead",
+    Status.QUEUED: "snoozed",
+    Status.CANCELLED: "cancelled",
+}
+
+
+class Runner:
+    """Runs handlers for claimed jobs. Claims and persists are short statements; handlers run
+    outside any transaction, at most `concurrency` at a time."""
+
+    def __init__(
+        self,
+        store: PostgresStore,
+        registry: Registry,
+        *,
+        queues: Sequence[str] = (DEFAULT_QUEUE,),
+        batch_size: int = 10,
+        concurrency: int = 10,
+        lease_seconds: int = DEFAULT_LEASE_SECONDS,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        if batch_size < 1 or concurrency < 1 or lease_seconds < 1:
+            raise ValueError("batch_size, concurrency and lease_seconds must be positive")
+        self.store = store
+        self.registry = registry
+        self.queues = list(queues)
+        self.batch_size = batch_size
+        self.concurrency = concurrency
+        self.lease_seconds = lease_seconds
+        self.rand = rand
+        self._pool: ThreadPoolExecutor | None = None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # One tick
+
+    def tick(
+        self,
+        *,
+        should_continue: Callable[[], bool] = lambda: True,
+        max_batches: int | None = None,
+    ) -> TickReport:
+        """Reclaim, then run batches until the queue is drained, `should_continue()` says
+        stop, or `max_batches` ran."""
+        started = time.perf_counter()
+        report = TickReport()
+        self.reclaim(report)
+        while should_continue() and (max_batches is None or report.batches < max_batches):
+            claimed = self.run_batch(report)
+            if claimed < self.batch_size:
+                break
+        report.duration_seconds = time.perf_counter() - started
+        return report
+
+    def reclaim(self, report: TickReport) -> None:
+        for job in self.store.reclaim():
+            report.reclaimed += 1
+            log.warning(
+                "lease expired",
+                extra={
+                    "job_id": str(job.id),
+                    "job_type": job.type,
+                    "attempt": job.attempts,
+                    "status": job.status.value,
+                },
+            )
+            if job.status == Status.DEAD:
+                report.dead += 1
+                report.dead_letters.append(_dead_letter(job, job.error))
+
+    def run_batch(self, report: TickReport) -> int:
+        jobs = self.store.claim(
+            queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds
+        )
+        if not jobs:
+            return 0
+        report.batches += 1
+        report.claimed += len(jobs)
+        outcomes = self.run_jobs(jobs)
+        held = self.store.finish(outcomes)
+        for job, outcome in zip(jobs, outcomes, strict=True):
+            if outcome.job_id not in held:
+                report.lost_leases += 1
+                log.warning("lease lost; outcome discarded", extra=_log_extra(job, outcome))
+                continue
+            name = _COUNTER[outcome.status]
+            setattr(report, name, getattr(report, name) + 1)
+            if outcome.status == Status.DEAD:
+                report.dead_letters.append(_dead_letter(job, outcome.error))
+        return len(jobs)
+
+    # Running handlers
+
+    def run_jobs(self, jobs: Sequence[Job]) -> list[Outcome]:
+        tasks = [self.registry.get(job.type) for job in jobs]
+        outcomes: list[Outcome | None] = [None] * len(jobs)
+        sync = [i for i, t in enumerate(tasks) if t is None or not t.is_async]
+        async_ = [i for i, t in enumerate(tasks) if t is not None and t.is_async]
+        futures = []
+        if len(sync) == 1 or self.concurrency == 1:
+            for i in sync:
+                outcomes[i] = self.run_one(jobs[i], tasks[i])
+        elif sync:
+            pool = self._executor()
+            futures = [(i, pool.submit(self.run_one, jobs[i], tasks[i])) for i in sync]
+        if async_:
+            for i, outcome in zip(async_, self._run_async([jobs[i] for i in async_]), strict=True):
+                outcomes[i] = outcome
+        for i, future in futures:
+            outcomes[i] = future.result()
+        return [o for o in outcomes if o is not None]
+
+    def run_one(self, job: Job, task: Task | None) -> Outcome:
+        if task is None:
+            known = ", ".join(self.registry.names()) or "none"
+            return transitions.failed(
+                job,
+                f"no handler registered for type {job.type!r} (known: {known})",
+                rand=self.rand(),
+            )
+        context = JobContext(job, self.store, self.lease_seconds)
+        try:
+            result = task.fn(context)
+        except BaseException as exc:  # judged below; interrupts are re-raised there
+            return self._judge(job, exc)
+        return self._succeeded(job, result)
+
+    def _run_async(self, jobs: Sequence[Job]) -> list[Outcome]:
+        async def run_all() -> list[Outcome]:
+            limit = asyncio.Semaphore(self.concurrency)
+
+            async def run(job: Job) -> Outcome:
+                task = self.registry.get(job.type)
+                assert task is not None
+                async with limit:
+                    context = JobContext(job, self.store, self.lease_seconds)
+                    try:
+                        result = await task.fn(context)
+                    except BaseException as exc:
+                        return self._judge(job, exc)
+                    return self._succeeded(job, result)
+
+            return list(await asyncio.gather(*(run(job) for job in jobs)))
+
+        return asyncio.run(run_all())
+
+    def _succeeded(self, job: Job, result: Any) -> Outcome:
+        try:
+            outcome = transitions.succeeded(job, result)
+        except (TypeError, ValueError) as exc:
+            return transitions.failed(job, f"result is not JSON-serializable: {exc}")
+        log.info("job succeeded", extra=_log_extra(job, outcome))
+        return outcome
+
+    def _judge(self, job: Job, exc: BaseException) -> Outcome:
+        if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
+            raise exc
+        if isinstance(exc, RetryAfter):
+            outcome = transitions.snoozed(job, exc.seconds)
+        elif isinstance(exc, JobCancelled):
+            outcome = transitions.cancelled_while_running(job)
+        elif isinstance(exc, LeaseLost):
+            outcome = transitions.failed(job, str(exc), rand=self.rand())
+        else:
+            error = f"{type(exc).__name__}: {exc}"
+            outcome = transitions.failed(
+                job, error, permanent=isinstance(exc, PermanentError), rand=self.rand()
+            )
+        log.log(
+            logging.ERROR if outcome.status == Status.DEAD else logging.WARNING,
+            "job %s",
+            outcome.status.value,
+            extra=_log_extra(job, outcome),
+        )
+        return outcome
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="tickq-job")
+        return self._pool
+
+    # The long-running worker
+
+    def work(
+        self,
+        *,
+        stop: threading.Event,
+        poll_interval: float = 1.0,
+        reclaim_interval: float = 5.0,
+        on_tick: Callable[[TickReport], None] | None = None,
+    ) -> TickReport:
+        """Run until `stop` is set: batches back to back while there is work, a short sleep
+        when the queue is empty, and a reclaim pass every `reclaim_interval` seconds."""
+        total = TickReport()
+        started = time.perf_counter()
+        last_reclaim = 0.0
+        while not stop.is_set():
+            report = TickReport()
+            if time.monotonic() - last_reclaim >= reclaim_interval:
+                self.reclaim(report)
+                last_reclaim = time.monotonic()
+            claimed = self.run_batch(report)
+            total.add(report)
+            if on_tick is not None and (claimed or report.reclaimed):
+                on_tick(report)
+            if claimed < self.batch_size:
+                # Jitter keeps many idle workers from polling in lockstep.
+                stop.wait(poll_interval * (0.5 + self.rand() / 2))
+        total.duration_seconds = time.perf_counter() - started
+        return total
+
+
+def _dead_letter(job: Job, error: str | None) -> DeadLetter:
+    return DeadLetter(job.id, job.type, job.queue, job.attempts, error)
+
+
+def _log_extra(job: Job, outcome: Outcome) -> dict[str, Any]:
+    return {
+        "job_id": str(job.id),
+        "job_type": job.type,
+        "attempt": job.attempts,
+        "status": outcome.status.value,
+        "error": outcome.error,
+    }

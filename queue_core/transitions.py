@@ -1,0 +1,193 @@
+"""The job state machine as pure functions. Every function takes `now`; none reads a clock.
+
+The Postgres store performs the same transitions in SQL (see sql/queries.sql); the
+model-based tests hold the two to each other.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from .errors import InvalidTransition, LeaseLost
+from .jobs import (
+    ERROR_HISTORY,
+    RUNNABLE,
+    TERMINAL,
+    Job,
+    JobSpec,
+    Outcome,
+    Status,
+)
+
+RECLAIM_ERROR = "lease expired"
+
+
+def new_job(spec: JobSpec, *, id: UUID, now: datetime) -> Job:
+    run_after = spec.run_after or now + timedelta(seconds=spec.delay)
+    return Job(
+        id=id,
+        queue=spec.queue,
+        type=spec.type,
+        user_id=spec.user_id,
+        status=Status.QUEUED,
+        payload=json.loads(spec.payload_json),
+        idempotency_key=spec.idempotency_key,
+        attempts=0,
+        max_attempts=spec.max_attempts,
+        priority=spec.priority,
+        run_after=run_after,
+        lease_until=None,
+        lease_token=None,
+        progress=None,
+        result=None,
+        error=None,
+        errors=[],
+        lease_seconds=spec.lease_seconds,
+        backoff_base=spec.backoff.base,
+        backoff_factor=spec.backoff.factor,
+        backoff_max=spec.backoff.max,
+        backoff_jitter=spec.backoff.jitter,
+        cancel_requested=False,
+        created_at=now,
+        updated_at=now,
+        started_at=None,
+        finished_at=None,
+    )
+
+
+def is_runnable(job: Job, now: datetime) -> bool:
+    return job.status in RUNNABLE and job.run_after <= now
+
+
+def claim_order(job: Job) -> tuple[int, datetime, datetime]:
+    """Sort key of the claim: higher priority first, then the longest-waiting."""
+    return (-job.priority, job.run_after, job.created_at)
+
+
+def claim(job: Job, *, now: datetime, lease_seconds: int, token: UUID) -> Job:
+    if not is_runnable(job, now):
+        raise InvalidTransition(job.id, job.status, "claim")
+    return replace(
+        job,
+        status=Status.RUNNING,
+        attempts=job.attempts + 1,
+        lease_until=now + timedelta(seconds=job.lease_seconds or lease_seconds),
+        lease_token=token,
+        started_at=now,
+        updated_at=now,
+    )
+
+
+# Outcomes: what ends an attempt. The tick runner builds them; `finish` applies them.
+
+
+def succeeded(job: Job, result: Any = None) -> Outcome:
+    return Outcome(
+        job.id, _token(job), Status.SUCCEEDED, result_json=json.dumps(result, default=str)
+    )
+
+
+def failed(job: Job, error: str, *, permanent: bool = False, rand: float = 0.0) -> Outcome:
+    """Retry with backoff while attempts remain; dead when they are used up or on `permanent`."""
+    if permanent or job.attempts >= job.max_attempts:
+        return Outcome(job.id, _token(job), Status.DEAD, error=error)
+    delay = job.backoff.delay(job.attempts, rand)
+    return Outcome(job.id, _token(job), Status.RETRYING, error=error, delay=delay)
+
+
+def snoozed(job: Job, seconds: float) -> Outcome:
+    """Run again later without counting an error: the attempt is given back."""
+    return Outcome(job.id, _token(job), Status.QUEUED, delay=seconds, extra_attempt=True)
+
+
+def cancelled_while_running(job: Job) -> Outcome:
+    return Outcome(job.id, _token(job), Status.CANCELLED, error="cancelled while running")
+
+
+def finish(job: Job, outcome: Outcome, *, now: datetime) -> Job:
+    """Apply an outcome; refused with LeaseLost unless the job still runs under its token."""
+    _check_lease(job, outcome.lease_token)
+    waits = outcome.status in RUNNABLE
+    return replace(
+        job,
+        status=outcome.status,
+        result=json.loads(outcome.result_json) if outcome.result_json is not None else job.result,
+        error=outcome.error if outcome.error is not None else job.error,
+        errors=_history(job, outcome.error, now),
+        run_after=now + timedelta(seconds=outcome.delay) if waits else job.run_after,
+        max_attempts=job.max_attempts + (1 if outcome.extra_attempt else 0),
+        lease_until=None,
+        lease_token=None,
+        cancel_requested=False,
+        updated_at=now,
+        finished_at=now if outcome.status in TERMINAL else None,
+    )
+
+
+def reclaim(job: Job, *, now: datetime) -> Job:
+    """An expired lease counts as a failed attempt, so a job that kills its worker ends dead."""
+    if job.status != Status.RUNNING or job.lease_until is None or job.lease_until > now:
+        raise InvalidTransition(job.id, job.status, "reclaim")
+    if job.cancel_requested:
+        return finish(job, cancelled_while_running(job), now=now)
+    return finish(job, failed(job, RECLAIM_ERROR), now=now)
+
+
+def is_reclaimable(job: Job, now: datetime) -> bool:
+    return job.status == Status.RUNNING and job.lease_until is not None and job.lease_until <= now
+
+
+def extend_lease(job: Job, *, token: UUID, seconds: float, now: datetime) -> Job:
+    _check_lease(job, token)
+    return replace(job, lease_until=now + timedelta(seconds=seconds), updated_at=now)
+
+
+def report_progress(job: Job, *, token: UUID, progress: Any, now: datetime) -> Job:
+    _check_lease(job, token)
+    return replace(job, progress=progress, updated_at=now)
+
+
+def cancel(job: Job, *, now: datetime) -> Job:
+    """Waiting jobs are cancelled at once; a running one is asked to stop at its next heartbeat."""
+    if job.status in RUNNABLE:
+        return replace(job, status=Status.CANCELLED, updated_at=now, finished_at=now)
+    if job.status == Status.RUNNING:
+        return replace(job, cancel_requested=True, updated_at=now)
+    raise InvalidTransition(job.id, job.status, "cancel")
+
+
+def retry(job: Job, *, now: datetime) -> Job:
+    """Send a dead or cancelled job back to the queue with fresh attempts; its errors stay."""
+    if job.status not in (Status.DEAD, Status.CANCELLED):
+        raise InvalidTransition(job.id, job.status, "retry")
+    return replace(
+        job,
+        status=Status.QUEUED,
+        attempts=0,
+        run_after=now,
+        updated_at=now,
+        finished_at=None,
+        cancel_requested=False,
+    )
+
+
+def _check_lease(job: Job, token: UUID) -> None:
+    if job.status != Status.RUNNING or job.lease_token != token:
+        raise LeaseLost(job.id)
+
+
+def _token(job: Job) -> UUID:
+    if job.lease_token is None:
+        raise InvalidTransition(job.id, job.status, "finish")
+    return job.lease_token
+
+
+def _history(job: Job, error: str | None, now: datetime) -> list[dict[str, Any]]:
+    if error is None:
+        return job.errors
+    entry = {"attempt": job.attempts, "at": now.isoformat(), "error": error}
+    return [*job.errors, entry][-ERROR_HISTORY:]

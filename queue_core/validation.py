@@ -1,0 +1,181 @@
+"""Checks on everything that enters the queue, so bad input fails before any write."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Collection, Mapping
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from .backoff import Backoff
+from .errors import InvalidJob, UnknownJobType
+from .jobs import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobSpec
+
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]*")
+MAX_NAME = 128
+MAX_KEY = 255
+MAX_PAYLOAD_BYTES = 256 * 1024
+INT32 = 2**31 - 1
+MAX_ATTEMPTS_LIMIT = 1000
+MAX_LEASE_SECONDS = 12 * 3600
+MAX_DELAY_SECONDS = 366 * 86_400
+# A NUL escape preceded by an even number of backslashes: PostgreSQL's jsonb rejects it.
+_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def name(value: Any, field: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidJob(field, f"must be a string, got {type(value).__name__}")
+    if not 0 < len(value) <= MAX_NAME or not NAME_RE.fullmatch(value):
+        raise InvalidJob(
+            field,
+            f"must be 1-{MAX_NAME} characters of letters, digits and _.:/- "
+            f"starting with a letter or digit, got {_preview(value)}",
+        )
+    return value
+
+
+def integer(value: Any, field: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidJob(field, f"must be an integer, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidJob(field, f"must be between {low} and {high}, got {_preview(value)}")
+    return value
+
+
+def number(value: Any, field: str, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidJob(field, f"must be a number, got {type(value).__name__}")
+    if not (math.isfinite(value) and low <= value <= high):
+        raise InvalidJob(field, f"must be between {low} and {high}, got {_preview(value)}")
+    return float(value)
+
+
+def uuid(value: Any, field: str) -> UUID:
+    if isinstance(value, UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return UUID(value)
+        except ValueError:
+            pass
+    raise InvalidJob(field, f"must be a UUID, got {_preview(value)}")
+
+
+def text(value: Any, field: str, max_len: int) -> str:
+    if not isinstance(value, str):
+        raise InvalidJob(field, f"must be a string, got {type(value).__name__}")
+    if not 0 < len(value) <= max_len:
+        raise InvalidJob(field, f"must be 1-{max_len} characters long")
+    if "\x00" in value:
+        raise InvalidJob(field, "must not contain NUL characters")
+    _utf8(value, field)
+    return value
+
+
+def json_object(value: Any, field: str, max_bytes: int = MAX_PAYLOAD_BYTES) -> str:
+    """Serialize a JSON object once; the text is both size-checked and sent to the database."""
+    if not isinstance(value, Mapping):
+        raise InvalidJob(field, f"must be a JSON object, got {type(value).__name__}")
+    return json_value(value, field, max_bytes)
+
+
+def json_value(value: Any, field: str, max_bytes: int = MAX_PAYLOAD_BYTES) -> str:
+    try:
+        encoded = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except RecursionError:
+        raise InvalidJob(field, "is nested too deeply") from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidJob(field, f"is not JSON-serializable: {exc}") from None
+    size = len(_utf8(encoded, field))
+    if size > max_bytes:
+        raise InvalidJob(field, f"is {size} bytes, over the limit of {max_bytes}")
+    if "\\u0000" in encoded and _JSON_NUL.search(encoded):
+        raise InvalidJob(field, "must not contain NUL characters (PostgreSQL cannot store them)")
+    return encoded
+
+
+def aware_datetime(value: Any, field: str) -> datetime:
+    if not isinstance(value, datetime):
+        raise InvalidJob(field, f"must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidJob(field, "must be timezone-aware")
+    return value
+
+
+def backoff(value: Any, field: str = "backoff") -> Backoff:
+    if isinstance(value, Backoff):
+        return value
+    if not isinstance(value, Mapping):
+        raise InvalidJob(field, f"must be an object with base/factor/max/jitter, got {value!r}")
+    unknown = set(value) - {"base", "factor", "max", "jitter"}
+    if unknown:
+        raise InvalidJob(field, f"unknown keys {sorted(unknown)}")
+    numbers = {k: number(v, f"{field}.{k}", 0, 7 * 86_400) for k, v in value.items()}
+    try:
+        return Backoff(**numbers)
+    except ValueError as exc:
+        raise InvalidJob(field, str(exc)) from None
+
+
+def job_spec(
+    type: Any,
+    payload: Any = None,
+    *,
+    queue: Any = None,
+    user_id: Any = None,
+    idempotency_key: Any = None,
+    max_attempts: Any = None,
+    priority: Any = None,
+    run_after: Any = None,
+    delay: Any = None,
+    lease_seconds: Any = None,
+    backoff_policy: Any = None,
+    known_types: Collection[str] | None = None,
+    max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+) -> JobSpec:
+    """Validate one enqueue request; None means "use the default"."""
+    type_ = name(type, "type")
+    if known_types is not None and type_ not in known_types:
+        raise UnknownJobType(type_, sorted(known_types))
+    payload_json = json_object({} if payload is None else payload, "payload", max_payload_bytes)
+    if run_after is not None and delay is not None:
+        raise InvalidJob("run_after", "give either run_after or delay, not both")
+    return JobSpec(
+        type=type_,
+        payload_json=payload_json,
+        queue=DEFAULT_QUEUE if queue is None else name(queue, "queue"),
+        user_id=None if user_id is None else uuid(user_id, "user_id"),
+        idempotency_key=(
+            None if idempotency_key is None else text(idempotency_key, "idempotency_key", MAX_KEY)
+        ),
+        max_attempts=(
+            DEFAULT_MAX_ATTEMPTS
+            if max_attempts is None
+            else integer(max_attempts, "max_attempts", 1, MAX_ATTEMPTS_LIMIT)
+        ),
+        priority=0 if priority is None else integer(priority, "priority", -INT32, INT32),
+        run_after=None if run_after is None else aware_datetime(run_after, "run_after"),
+        delay=0.0 if delay is None else number(delay, "delay", 0, MAX_DELAY_SECONDS),
+        lease_seconds=(
+            None
+            if lease_seconds is None
+            else integer(lease_seconds, "lease_seconds", 1, MAX_LEASE_SECONDS)
+        ),
+        backoff=Backoff() if backoff_policy is None else backoff(backoff_policy),
+    )
+
+
+def _utf8(value: str, field: str) -> bytes:
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidJob(field, "is not valid UTF-8 (lone surrogate characters)") from None
+
+
+def _preview(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
