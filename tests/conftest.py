@@ -1,0 +1,114 @@
+"""Database fixtures: a real PostgreSQL per test session, a migrated database per worker.
+
+`TICKQ_DATABASE_URL` selects an existing server (as a superuser able to create
+databases); otherwise each pytest process (each xdist worker) starts its own
+throwaway server. Tests get clean tables rather than a new database each, which
+keeps integration tests fast; migration tests use `fresh_database_url`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from infra import localdb
+from infra.localdb import LocalPostgres, LocalPostgresError, create_database, drop_database
+
+Connect = Callable[[], psycopg.Connection]
+
+
+def _unique_database_name(kind: str) -> str:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    return f"tickq_{kind}_{worker}_{secrets.token_hex(4)}"
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> Iterator[str]:
+    """URL of a superuser connection to the server the tests run against."""
+    external = os.environ.get("TICKQ_DATABASE_URL")
+    if external:
+        yield external
+        return
+    try:
+        server = LocalPostgres().start()
+    except LocalPostgresError as exc:
+        pytest.fail(f"cannot start a local PostgreSQL: {exc}", pytrace=False)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def database_url(pg_admin_url: str) -> Iterator[str]:
+    """A database created for this session with all migrations applied; dropped after."""
+    from queue_core.migrate import migrate
+
+    name = _unique_database_name("test")
+    create_database(pg_admin_url, name)
+    url = localdb.database_url(pg_admin_url, name)
+    try:
+        with psycopg.connect(url) as conn:
+            migrate(conn)
+        yield url
+    finally:
+        drop_database(pg_admin_url, name)
+
+
+@pytest.fixture(scope="session")
+def _cleaner(database_url: str) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        # A test that leaked a lock should fail the next test loudly, not hang the run.
+        conn.execute("SET lock_timeout = '10s'")
+        yield conn
+
+
+@pytest.fixture
+def clean_tables(_cleaner: psycopg.Connection) -> None:
+    """Empty every tickq table except the migrations record, before the test."""
+    rows = _cleaner.execute(
+        "SELECT tablename FROM pg_tables"
+        " WHERE schemaname = 'tickq' AND tablename <> 'schema_migrations'"
+        " ORDER BY tablename"
+    ).fetchall()
+    if rows:
+        tables = sql.SQL(", ").join(sql.Identifier("tickq", name) for (name,) in rows)
+        _cleaner.execute(sql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(tables))
+
+
+@pytest.fixture
+def conn(database_url: str, clean_tables: None) -> Iterator[psycopg.Connection]:
+    """An autocommit connection to the migrated test database, with empty tables."""
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        yield connection
+
+
+@pytest.fixture
+def connect(database_url: str, clean_tables: None) -> Iterator[Connect]:
+    """Factory of extra autocommit connections (for races); all closed at teardown."""
+    opened: list[psycopg.Connection] = []
+
+    def factory() -> psycopg.Connection:
+        connection = psycopg.connect(database_url, autocommit=True)
+        opened.append(connection)
+        return connection
+
+    yield factory
+    for connection in opened:
+        connection.close()
+
+
+@pytest.fixture
+def fresh_database_url(pg_admin_url: str) -> Iterator[str]:
+    """A brand-new empty (unmigrated) database for this test only."""
+    name = _unique_database_name("fresh")
+    create_database(pg_admin_url, name)
+    try:
+        yield localdb.database_url(pg_admin_url, name)
+    finally:
+        drop_database(pg_admin_url, name)
