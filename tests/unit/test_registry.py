@@ -1,0 +1,137 @@
+"""The task registry: handler lookup, per-type defaults and duplicate detection."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from queue_core.backoff import Backoff
+from queue_core.errors import ConfigurationError, InvalidJob, UnknownJobType
+from queue_core.registry import Registry, modules_from_env
+
+
+def embed(job: Any) -> dict[str, int]:
+    return {"vectors": 1}
+
+
+async def transcribe(job: Any) -> None:
+    return None
+
+
+def test_a_decorated_function_is_registered_under_its_type_and_returned_unchanged() -> None:
+    reg = Registry()
+
+    decorated = reg.task("embed")(embed)
+
+    assert decorated is embed
+    task = reg.get("embed")
+    assert task is not None and task.fn is embed and task.is_async is False
+    assert reg.names() == ["embed"]
+
+
+def test_an_async_handler_is_recognised_as_async() -> None:
+    reg = Registry()
+    reg.task("transcribe")(transcribe)
+
+    task = reg.get("transcribe")
+
+    assert task is not None and task.is_async is True
+
+
+def test_enqueue_requests_take_the_task_defaults() -> None:
+    reg = Registry()
+    reg.task(
+        "embed",
+        queue="gpu",
+        max_attempts=7,
+        lease_seconds=90,
+        priority=3,
+        backoff={"base": 2, "max": 30},
+    )(embed)
+
+    spec = reg.spec("embed", {"doc": 1})
+
+    assert (spec.queue, spec.max_attempts, spec.lease_seconds, spec.priority) == ("gpu", 7, 90, 3)
+    assert spec.backoff == Backoff(base=2, max=30)
+
+
+def test_explicit_request_options_override_the_task_defaults() -> None:
+    reg = Registry()
+    reg.task("embed", queue="gpu", max_attempts=7, priority=3)(embed)
+
+    spec = reg.spec("embed", queue="cpu", max_attempts=1, priority=-1)
+
+    assert (spec.queue, spec.max_attempts, spec.priority) == ("cpu", 1, -1)
+
+
+def test_a_type_without_a_handler_is_refused_once_handlers_are_registered() -> None:
+    reg = Registry()
+    reg.task("embed")(embed)
+
+    with pytest.raises(UnknownJobType) as raised:
+        reg.spec("transcribe")
+
+    assert raised.value.known == ["embed"]
+
+
+def test_an_enqueue_only_registry_accepts_any_well_formed_type() -> None:
+    spec = Registry().spec("anything-goes", {"a": 1})
+
+    assert spec.type == "anything-goes"
+
+
+def test_a_second_handler_for_one_type_is_refused_and_names_the_first() -> None:
+    reg = Registry()
+    reg.task("embed")(embed)
+
+    def other(job: Any) -> None:
+        return None
+
+    with pytest.raises(ConfigurationError) as raised:
+        reg.task("embed")(other)
+
+    assert "already has a handler" in str(raised.value)
+    assert f"{__name__}.embed" in str(raised.value)
+    task = reg.get("embed")
+    assert task is not None and task.fn is embed
+
+
+def test_registering_the_same_function_twice_is_harmless() -> None:
+    reg = Registry()
+    reg.task("embed")(embed)
+
+    reg.task("embed")(embed)
+
+    assert reg.names() == ["embed"]
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "field"),
+    [
+        ("bad name", {}, "type"),
+        ("embed", {"max_attempts": 0}, "max_attempts"),
+        ("embed", {"queue": "no spaces"}, "queue"),
+        ("embed", {"lease_seconds": -1}, "lease_seconds"),
+    ],
+)
+def test_bad_decorator_arguments_fail_at_decoration_time(
+    name: str, options: dict[str, Any], field: str
+) -> None:
+    reg = Registry()
+
+    with pytest.raises(InvalidJob) as raised:
+        reg.task(name, **options)
+
+    assert raised.value.field == field
+    assert reg.names() == []
+
+
+def test_loading_a_missing_task_module_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="no_such_module_for_tickq"):
+        Registry().load_modules(["no_such_module_for_tickq.tasks"])
+
+
+def test_task_modules_are_read_from_a_comma_separated_list() -> None:
+    assert modules_from_env(" app.tasks, ,app.more ") == ["app.tasks", "app.more"]
+    assert modules_from_env(None) == []
