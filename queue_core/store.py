@@ -177,12 +177,14 @@ class PostgresStore:
         now: datetime | None = None,
     ) -> list[Job]:
         params = {
+            "queue": queues[0] if len(queues) == 1 else None,
             "queues": list(queues),
             "limit": limit,
             "lease_seconds": lease_seconds,
             "now": now,
         }
-        jobs = self._rows("jobs_claim", params, _job)
+        statement = "jobs_claim" if len(queues) == 1 else "jobs_claim_queues"
+        jobs = self._rows(statement, params, _job)
         jobs.sort(key=transitions.claim_order)
         return jobs
 

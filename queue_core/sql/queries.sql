@@ -49,12 +49,39 @@ where i.idempotency_key is not null
   and not exists (select from inserted where inserted.id = i.id);
 
 -- name: jobs_claim
--- Lease up to %(limit)s runnable jobs of the given queues to one worker, best first.
+-- Lease up to %(limit)s runnable jobs of one queue to one worker, best first.
 with picked as materialized (
     -- MATERIALIZED and LIMIT inside the CTE: the lock is taken on exactly these rows
     -- (a bare "id in (select ... limit n for update skip locked)" can lock more than n,
     -- PostgreSQL bug #15715). SKIP LOCKED lets concurrent claimers pass each other's rows
-    -- instead of queueing behind them.
+    -- instead of queueing behind them. "queue = <one value>" lets jobs_claim_idx deliver
+    -- rows already in claim order, so the claim reads N index entries instead of sorting
+    -- the backlog.
+    select id
+    from tickq.jobs
+    where status in ('queued', 'retrying')
+      and queue = %(queue)s
+      and run_after <= coalesce(%(now)s::timestamptz, now())
+    order by priority desc, run_after, created_at
+    limit %(limit)s
+    for update skip locked
+)
+update tickq.jobs j
+set status = 'running',
+    attempts = j.attempts + 1,
+    lease_token = gen_random_uuid(),
+    lease_until = coalesce(%(now)s::timestamptz, now())
+                  + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second',
+    started_at = coalesce(%(now)s::timestamptz, now()),
+    updated_at = coalesce(%(now)s::timestamptz, now())
+-- An id array probes the primary key per row whatever the table's statistics say.
+where j.id = any(array(select id from picked))
+returning {columns_j};
+
+-- name: jobs_claim_queues
+-- Lease up to %(limit)s runnable jobs from any of several queues, best first across them.
+with picked as materialized (
+    -- Same locking as jobs_claim; with several queues the backlog is sorted, not walked.
     select id
     from tickq.jobs
     where status in ('queued', 'retrying')
@@ -72,8 +99,7 @@ set status = 'running',
                   + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second',
     started_at = coalesce(%(now)s::timestamptz, now()),
     updated_at = coalesce(%(now)s::timestamptz, now())
-from picked
-where j.id = picked.id
+where j.id = any(array(select id from picked))
 returning {columns_j};
 
 -- name: jobs_finish
@@ -105,6 +131,7 @@ set status = o.status,
                        then clock.now end
 from outcome o, clock
 where j.id = o.id
+  and j.id = any(array(select id from outcome))
   and j.lease_token = o.lease_token
   and j.status = 'running'
 returning j.id, j.status;
