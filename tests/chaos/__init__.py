@@ -1,0 +1,1 @@
+"""Chaos soak: real worker processes, SIGKILLs and a restarted PostgreSQL."""

@@ -1,0 +1,1 @@
+"""Database faults: dropped connections, statement timeouts, deadlock-prone races."""

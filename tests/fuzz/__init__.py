@@ -1,0 +1,1 @@
+"""Property-based fuzzing of every entry point with bad input."""

@@ -1,0 +1,276 @@
+"""The Postgres store and the pure state machine agree after every step.
+
+A hypothesis state machine applies random sequences of enqueue, claim, complete, fail,
+snooze, reclaim, cancel, retry, lease extension and clock advances to both: the store on a
+real database, and a dict of `Job` values driven by `queue_core.transitions`, with the same
+explicit `now`. After every step the fields that decide a job's fate must be equal.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+import psycopg
+import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from queue_core import transitions, validation
+from queue_core.errors import InvalidTransition, LeaseLost
+from queue_core.jobs import KEY_HOLDING, Job, Status
+from queue_core.store import PostgresStore
+from tests.model.profiles import budget
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+LEASE = 30
+KEYS = st.one_of(st.none(), st.sampled_from(["k1", "k2", "k3"]))
+
+
+def observable(job: Job) -> tuple[Any, ...]:
+    """The fields whose agreement the model promises (error history timestamps differ in
+    format between Python and jsonb, so only its length is compared)."""
+    return (
+        job.status,
+        job.attempts,
+        job.max_attempts,
+        job.run_after,
+        job.lease_until,
+        job.lease_token,
+        job.error,
+        len(job.errors),
+        job.cancel_requested,
+        job.finished_at,
+        job.result,
+        job.progress,
+    )
+
+
+class StoreVersusModel(RuleBasedStateMachine):
+    """One store on a real database and one dict of pure `Job` values, fed the same steps."""
+
+    database_url = ""  # bound by the test, which owns the database fixture
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conn = psycopg.connect(self.database_url, autocommit=True)
+        self.conn.execute("truncate tickq.jobs")
+        self.store = PostgresStore(self.conn)
+        self.now = T0
+        self.model: dict[UUID, Job] = {}
+        self.stale: list[Job] = []  # claims whose lease another attempt has replaced
+
+    def teardown(self) -> None:
+        self.conn.close()
+
+    # Helpers
+
+    def running(self) -> list[Job]:
+        return [j for j in self.model.values() if j.status == Status.RUNNING]
+
+    def key_holder(self, key: str | None) -> Job | None:
+        if key is None:
+            return None
+        for job in self.model.values():
+            if job.idempotency_key == key and job.status in KEY_HOLDING:
+                return job
+        return None
+
+    # Rules
+
+    @rule(
+        key=KEYS,
+        priority=st.integers(-2, 2),
+        max_attempts=st.integers(1, 3),
+        delay=st.sampled_from([0, 0, 1, 5]),
+        lease_seconds=st.sampled_from([None, 5]),
+    )
+    def enqueue(
+        self,
+        key: str | None,
+        priority: int,
+        max_attempts: int,
+        delay: int,
+        lease_seconds: int | None,
+    ) -> None:
+        spec = validation.job_spec(
+            "model",
+            {"n": len(self.model)},
+            idempotency_key=key,
+            priority=priority,
+            max_attempts=max_attempts,
+            delay=delay,
+            lease_seconds=lease_seconds,
+        )
+        holder = self.key_holder(key)
+        result = self.store.enqueue(spec, now=self.now)
+        if holder is not None:
+            assert result.duplicate and result.id == holder.id
+            return
+        assert not result.duplicate and result.id not in self.model
+        self.model[result.id] = transitions.new_job(spec, id=result.id, now=self.now)
+
+    @rule(limit=st.integers(1, 4))
+    def claim(self, limit: int) -> None:
+        claimed = self.store.claim(limit=limit, lease_seconds=LEASE, now=self.now)
+        runnable = sorted(
+            (j for j in self.model.values() if transitions.is_runnable(j, self.now)),
+            key=transitions.claim_order,
+        )
+        assert len(claimed) == min(limit, len(runnable))
+        chosen = {j.id for j in claimed}
+        worst_taken = max((transitions.claim_order(self.model[i]) for i in chosen), default=None)
+        for job in runnable:
+            if job.id not in chosen:
+                # Skipped only if no better than every job taken (ties may go either way).
+                assert worst_taken is None or transitions.claim_order(job) >= worst_taken
+        for job in claimed:
+            assert job.lease_token is not None
+            self.model[job.id] = transitions.claim(
+                self.model[job.id], now=self.now, lease_seconds=LEASE, token=job.lease_token
+            )
+
+    @precondition(lambda self: self.running())
+    @rule(data=st.data(), result=st.sampled_from([None, 1, {"ok": True}]))
+    def complete(self, data: st.DataObject, result: Any) -> None:
+        job = data.draw(st.sampled_from(self.running()))
+        self.store.complete(job, result, now=self.now)
+        self.model[job.id] = transitions.finish(
+            job, transitions.succeeded(job, result), now=self.now
+        )
+
+    @precondition(lambda self: self.running())
+    @rule(data=st.data(), permanent=st.booleans())
+    def fail(self, data: st.DataObject, permanent: bool) -> None:
+        job = data.draw(st.sampled_from(self.running()))
+        self.store.fail(job, "boom", permanent=permanent, now=self.now)
+        outcome = transitions.failed(job, "boom", permanent=permanent)
+        self.model[job.id] = transitions.finish(job, outcome, now=self.now)
+
+    @precondition(lambda self: self.running())
+    @rule(data=st.data(), seconds=st.sampled_from([0, 2]))
+    def snooze(self, data: st.DataObject, seconds: int) -> None:
+        job = data.draw(st.sampled_from(self.running()))
+        outcome = transitions.snoozed(job, seconds)
+        assert self.store.finish([outcome], now=self.now) == {job.id}
+        self.model[job.id] = transitions.finish(job, outcome, now=self.now)
+
+    @precondition(lambda self: self.running())
+    @rule(data=st.data(), seconds=st.sampled_from([1, 10, 60]))
+    def extend_lease(self, data: st.DataObject, seconds: int) -> None:
+        job = data.draw(st.sampled_from(self.running()))
+        assert job.lease_token is not None
+        state = self.store.extend_lease(job.id, job.lease_token, seconds, now=self.now)
+        self.model[job.id] = transitions.extend_lease(
+            job, token=job.lease_token, seconds=seconds, now=self.now
+        )
+        assert state.lease_until == self.model[job.id].lease_until
+
+    @precondition(lambda self: self.running())
+    @rule(data=st.data(), value=st.integers(0, 100))
+    def progress(self, data: st.DataObject, value: int) -> None:
+        job = data.draw(st.sampled_from(self.running()))
+        assert job.lease_token is not None
+        asked = self.store.report_progress(job.id, job.lease_token, value, now=self.now)
+        self.model[job.id] = transitions.report_progress(
+            job, token=job.lease_token, progress=value, now=self.now
+        )
+        assert asked == job.cancel_requested
+
+    @rule()
+    def reclaim(self) -> None:
+        reclaimed = {j.id: j for j in self.store.reclaim(now=self.now)}
+        expected = [j for j in self.model.values() if transitions.is_reclaimable(j, self.now)]
+        assert set(reclaimed) == {j.id for j in expected}
+        for job in expected:
+            self.stale.append(job)
+            self.model[job.id] = transitions.reclaim(job, now=self.now)
+
+    @precondition(lambda self: self.stale)
+    @rule(data=st.data())
+    def finish_with_stale_lease(self, data: st.DataObject) -> None:
+        """A worker whose lease was reclaimed is refused, whatever happened since."""
+        job = data.draw(st.sampled_from(self.stale))
+        with pytest.raises(LeaseLost):
+            self.store.complete(job, "late", now=self.now)
+        with pytest.raises(LeaseLost):
+            transitions.finish(self.model[job.id], transitions.succeeded(job), now=self.now)
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        job = self.model[data.draw(st.sampled_from(sorted(self.model)))]
+        try:
+            expected = transitions.cancel(job, now=self.now)
+        except InvalidTransition:
+            with pytest.raises(InvalidTransition):
+                self.store.cancel(job.id, now=self.now)
+            return
+        self.store.cancel(job.id, now=self.now)
+        self.model[job.id] = expected
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def retry(self, data: st.DataObject) -> None:
+        job = self.model[data.draw(st.sampled_from(sorted(self.model)))]
+        holder = self.key_holder(job.idempotency_key)
+        try:
+            expected = transitions.retry(job, now=self.now)
+        except InvalidTransition:
+            expected = None
+        if expected is None or (holder is not None and holder.id != job.id):
+            with pytest.raises(InvalidTransition):
+                self.store.retry(job.id, now=self.now)
+            return
+        self.store.retry(job.id, now=self.now)
+        self.model[job.id] = expected
+
+    @rule(seconds=st.sampled_from([0.5, 1, 3, 10, 31, 120]))
+    def advance_clock(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def operate_on_unknown_job(self, data: st.DataObject) -> None:
+        """Operations on ids that do not exist change nothing and say so."""
+        ghost = uuid4()
+        with pytest.raises(LeaseLost):
+            self.store.extend_lease(ghost, uuid4(), 10, now=self.now)
+        with pytest.raises(LeaseLost):
+            self.store.report_progress(ghost, uuid4(), 1, now=self.now)
+
+    # Invariants
+
+    @invariant()
+    def store_equals_model(self) -> None:
+        page = self.store.list_jobs(limit=500)
+        stored = {j.id: j for j in page.jobs}
+        assert set(stored) == set(self.model)
+        for job_id, job in self.model.items():
+            assert observable(stored[job_id]) == observable(job), job_id
+
+    @invariant()
+    def at_most_one_live_holder_per_key(self) -> None:
+        keys = [
+            j.idempotency_key
+            for j in self.model.values()
+            if j.idempotency_key is not None and j.status in KEY_HOLDING
+        ]
+        assert len(keys) == len(set(keys))
+
+    @invariant()
+    def attempts_within_limit(self) -> None:
+        for job in self.model.values():
+            assert 0 <= job.attempts <= job.max_attempts
+
+
+def test_store_and_pure_transitions_agree_after_every_step(database_url: str) -> None:
+    machine = type("BoundStoreVersusModel", (StoreVersusModel,), {"database_url": database_url})
+    run_state_machine_as_test(machine, settings=budget(ci=40, long=1000, steps=40))

@@ -1,0 +1,1 @@
+"""Row-level security and role privileges, proven with real non-superuser roles."""
