@@ -16,7 +16,7 @@ import psycopg
 import psycopg.errors
 from psycopg.rows import RowMaker
 
-from . import transitions
+from . import transitions, validation
 from .errors import (
     DatabaseError,
     InvalidJob,
@@ -192,7 +192,7 @@ class PostgresStore:
         """Persist a batch of outcomes in one statement; returns the ids whose lease held."""
         if not outcomes:
             return set()
-        payload = json.dumps([_outcome_dict(o) for o in outcomes])
+        payload = "[" + ",".join(map(_outcome_json, outcomes)) + "]"
         rows = self._rows("jobs_finish", {"outcomes": payload, "now": now}, None)
         return {row[0] for row in rows}
 
@@ -228,7 +228,7 @@ class PostgresStore:
         params = {
             "id": job_id,
             "lease_token": lease_token,
-            "progress": json.dumps(progress),
+            "progress": validation.json_value(progress, "progress"),
             "now": now,
         }
         rows = self._rows("jobs_report_progress", params, None)
@@ -402,16 +402,14 @@ def _uuid(value: UUID | str) -> UUID:
         raise JobNotFound(value) from None
 
 
-def _outcome_dict(o: Outcome) -> dict[str, Any]:
-    return {
-        "id": str(o.job_id),
-        "lease_token": str(o.lease_token),
-        "status": o.status.value,
-        "result": None if o.result_json is None else json.loads(o.result_json),
-        "error": o.error,
-        "delay": o.delay,
-        "extra_attempt": o.extra_attempt,
-    }
+def _outcome_json(o: Outcome) -> str:
+    # Built as text: the result is already JSON, and re-parsing it per job costs more than
+    # the statement that stores it.
+    return (
+        f'{{"id":"{o.job_id}","lease_token":"{o.lease_token}","status":"{o.status.value}",'
+        f'"result":{o.result_json or "null"},"error":{json.dumps(o.error)},'
+        f'"delay":{float(o.delay)!r},"extra_attempt":{"true" if o.extra_attempt else "false"}}}'
+    )
 
 
 def _job(cursor: psycopg.Cursor[Any]) -> RowMaker[Job]:

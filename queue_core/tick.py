@@ -15,7 +15,7 @@ from uuid import UUID
 
 from . import transitions
 from .context import JobContext
-from .errors import JobCancelled, LeaseLost, PermanentError, RetryAfter
+from .errors import InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
 from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, Status
 from .registry import Registry, Task
 from .store import PostgresStore
@@ -241,8 +241,8 @@ class Runner:
     def _succeeded(self, job: Job, result: Any) -> Outcome:
         try:
             outcome = transitions.succeeded(job, result)
-        except (TypeError, ValueError) as exc:
-            return transitions.failed(job, f"result is not JSON-serializable: {exc}")
+        except InvalidJob as exc:
+            return transitions.failed(job, f"the handler's {exc}", rand=self.rand())
         log.info("job succeeded", extra=_log_extra(job, outcome))
         return outcome
 

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from . import validation
 from .errors import InvalidTransition, LeaseLost
 from .jobs import (
     ERROR_HISTORY,
@@ -24,6 +25,7 @@ from .jobs import (
 )
 
 RECLAIM_ERROR = "lease expired"
+MAX_ERROR = 4000
 
 
 def new_job(spec: JobSpec, *, id: UUID, now: datetime) -> Job:
@@ -86,13 +88,14 @@ def claim(job: Job, *, now: datetime, lease_seconds: int, token: UUID) -> Job:
 
 
 def succeeded(job: Job, result: Any = None) -> Outcome:
-    return Outcome(
-        job.id, _token(job), Status.SUCCEEDED, result_json=json.dumps(result, default=str)
-    )
+    """Raises InvalidJob when the result cannot be stored as JSON (NaN, NUL, too large)."""
+    result_json = validation.json_value(result, "result", validation.MAX_RESULT_BYTES)
+    return Outcome(job.id, _token(job), Status.SUCCEEDED, result_json=result_json)
 
 
 def failed(job: Job, error: str, *, permanent: bool = False, rand: float = 0.0) -> Outcome:
     """Retry with backoff while attempts remain; dead when they are used up or on `permanent`."""
+    error = storable_error(error)
     if permanent or job.attempts >= job.max_attempts:
         return Outcome(job.id, _token(job), Status.DEAD, error=error)
     delay = job.backoff.delay(job.attempts, rand)
@@ -173,6 +176,12 @@ def retry(job: Job, *, now: datetime) -> Job:
         finished_at=None,
         cancel_requested=False,
     )
+
+
+def storable_error(error: str) -> str:
+    """Error text PostgreSQL accepts: no NUL, valid UTF-8, bounded length."""
+    clean = error.replace("\x00", "\\0").encode("utf-8", "replace").decode("utf-8")
+    return clean if len(clean) <= MAX_ERROR else clean[: MAX_ERROR - 3] + "..."
 
 
 def _check_lease(job: Job, token: UUID) -> None:
