@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
@@ -51,12 +52,11 @@ class UsageError(TickqError):
 
 
 @contextmanager
-def database(*, throwaway: bool = False) -> Iterator[psycopg.Connection[Any]]:
-    """Connect to TICKQ_DATABASE_URL, or start the embedded local PostgreSQL and say so."""
+def database_url(*, throwaway: bool = False) -> Iterator[str]:
+    """TICKQ_DATABASE_URL, or the URL of an embedded local PostgreSQL (migrated), saying so."""
     settings = Settings.from_env()
     if settings.database_url:
-        with _connect(settings.database_url, settings) as conn:
-            yield conn
+        yield settings.database_url
         return
     from infra.localdb import LocalPostgres, LocalPostgresError
 
@@ -74,20 +74,30 @@ def database(*, throwaway: bool = False) -> Iterator[psycopg.Connection[Any]]:
     try:
         with _connect(server.url, settings) as conn:
             migrations.migrate(conn)
-            yield conn
+        yield server.url
     finally:
         server.stop()
 
 
 @contextmanager
-def _connect(url: str, settings: Settings) -> Iterator[psycopg.Connection[Any]]:
+def database(*, throwaway: bool = False) -> Iterator[psycopg.Connection[Any]]:
+    """A connection to TICKQ_DATABASE_URL or to the embedded local PostgreSQL."""
+    with database_url(throwaway=throwaway) as url, _connect(url, Settings.from_env()) as conn:
+        yield conn
+
+
+def open_connection(url: str, settings: Settings) -> psycopg.Connection[Any]:
     try:
-        conn = psycopg.connect(
+        return psycopg.connect(
             url, autocommit=True, prepare_threshold=settings.prepare_threshold, connect_timeout=10
         )
     except psycopg.OperationalError as exc:
         raise DatabaseError(f"cannot connect to the database: {exc}".strip()) from exc
-    with conn:
+
+
+@contextmanager
+def _connect(url: str, settings: Settings) -> Iterator[psycopg.Connection[Any]]:
+    with open_connection(url, settings) as conn:
         yield conn
 
 
@@ -219,7 +229,13 @@ def cmd_work(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     deadline = time.monotonic() + args.max_seconds if args.max_seconds else None
-    with database() as conn, _runner(args, PostgresStore(conn), reg) as runner:
+    settings = Settings.from_env()
+    with database_url() as url:
+
+        def connect_store() -> PostgresStore:
+            return PostgresStore(open_connection(url, settings))
+
+        runner = _runner(args, connect_store(), reg)
         total = TickReport()
 
         def on_tick(report: TickReport) -> None:
@@ -232,15 +248,23 @@ def cmd_work(args: argparse.Namespace) -> int:
                 )
 
         def until() -> None:
-            while not stop.wait(0.2):
-                if deadline is not None and time.monotonic() >= deadline:
-                    stop.set()
-                if args.until_empty and _idle(conn, runner.queues):
-                    stop.set()
+            with open_connection(url, settings) as watch:
+                while not stop.wait(0.2):
+                    if deadline is not None and time.monotonic() >= deadline:
+                        stop.set()
+                    if args.until_empty and _idle(watch, runner.queues):
+                        stop.set()
 
         watcher = threading.Thread(target=until, daemon=True)
         watcher.start()
-        report = runner.work(stop=stop, poll_interval=args.poll_interval, on_tick=on_tick)
+        with runner:
+            report = runner.work(
+                stop=stop,
+                poll_interval=args.poll_interval,
+                on_tick=on_tick,
+                reconnect=connect_store,
+            )
+        runner.store.conn.close()
     if not args.json and err.is_terminal:
         err.print()
     emit(args, report.as_dict(), lambda: out.print(report_table(report)))
@@ -572,6 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.json = bool(getattr(args, "json", False))
+    _configure_logging(quiet=args.command == "demo")
     try:
         return int(args.func(args))
     except (InvalidJob, UsageError, ConfigurationError) as exc:
@@ -583,6 +608,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args, exc, EXIT_DATABASE, hint)
     except TickqError as exc:
         return _fail(args, exc, EXIT_REFUSED)
+
+
+def _configure_logging(*, quiet: bool) -> None:
+    """Worker events (retries, expired leases, reconnects) go to stderr, one line each."""
+    level = os.environ.get("TICKQ_LOG_LEVEL", "ERROR" if quiet else "WARNING").upper()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LogFormat())
+    logger = logging.getLogger("tickq")
+    logger.handlers[:] = [handler]
+    logger.setLevel(level if level in logging.getLevelNamesMapping() else "WARNING")
+    logger.propagate = False
+
+
+class _LogFormat(logging.Formatter):
+    FIELDS = ("job_id", "job_type", "attempt", "status", "error")
+
+    def format(self, record: logging.LogRecord) -> str:
+        extra = " ".join(
+            f"{k}={getattr(record, k)}" for k in self.FIELDS if getattr(record, k, None)
+        )
+        stamp = self.formatTime(record, "%H:%M:%S")
+        return f"{stamp} {record.levelname.lower()} {record.getMessage()} {extra}".rstrip()
 
 
 def _fail(args: argparse.Namespace, exc: Exception, code: int, hint: str = "") -> int:

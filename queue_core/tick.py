@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import threading
@@ -15,7 +16,7 @@ from uuid import UUID
 
 from . import transitions
 from .context import JobContext
-from .errors import InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
+from .errors import DatabaseError, InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
 from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, Status
 from .registry import Registry, Task
 from .store import PostgresStore
@@ -282,18 +283,36 @@ class Runner:
         poll_interval: float = 1.0,
         reclaim_interval: float = 5.0,
         on_tick: Callable[[TickReport], None] | None = None,
+        reconnect: Callable[[], PostgresStore] | None = None,
     ) -> TickReport:
         """Run until `stop` is set: batches back to back while there is work, a short sleep
-        when the queue is empty, and a reclaim pass every `reclaim_interval` seconds."""
+        when the queue is empty, and a reclaim pass every `reclaim_interval` seconds.
+
+        With `reconnect`, a database failure (restart, dropped connection) is survived: the
+        worker waits with backoff and carries on with a fresh store. Outcomes of the batch
+        in flight are lost with the connection; their leases expire and reclaim retries them.
+        """
         total = TickReport()
         started = time.perf_counter()
         last_reclaim = 0.0
+        delay = 0.5
         while not stop.is_set():
             report = TickReport()
-            if time.monotonic() - last_reclaim >= reclaim_interval:
-                self.reclaim(report)
-                last_reclaim = time.monotonic()
-            claimed = self.run_batch(report)
+            try:
+                if time.monotonic() - last_reclaim >= reclaim_interval:
+                    self.reclaim(report)
+                    last_reclaim = time.monotonic()
+                claimed = self.run_batch(report)
+            except DatabaseError as exc:
+                if reconnect is None:
+                    raise
+                log.warning("database error, reconnecting in %.1f s: %s", delay, exc)
+                if stop.wait(delay):
+                    break
+                delay = min(delay * 2, 30.0)
+                self._replace_store(reconnect)
+                continue
+            delay = 0.5
             total.add(report)
             if on_tick is not None and (claimed or report.reclaimed):
                 on_tick(report)
@@ -302,6 +321,16 @@ class Runner:
                 stop.wait(poll_interval * (0.5 + self.rand() / 2))
         total.duration_seconds = time.perf_counter() - started
         return total
+
+    def _replace_store(self, reconnect: Callable[[], PostgresStore]) -> None:
+        try:
+            fresh = reconnect()
+        except DatabaseError as exc:
+            log.warning("reconnect failed: %s", exc)
+            return
+        old, self.store = self.store, fresh
+        with contextlib.suppress(Exception):
+            old.conn.close()
 
 
 def _dead_letter(job: Job, error: str | None) -> DeadLetter:
