@@ -445,6 +445,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_REFUSED if unfinished else 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from infra import serve
+
+    try:
+        user = serve.parse_user(args.user)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    group = serve.operator_group(os.environ) if args.operator else None
+    identity = serve.DevIdentity(user, operator_group=group)
+    with database() as conn:
+        try:
+            serve.run(
+                conn,
+                database_url=Settings.from_env().database_url,
+                host=args.host,
+                port=args.port,
+                identity=identity,
+                role=args.role or None,
+                say=lambda line: err.print(line, markup=False),
+            )
+        except serve.ServeError as exc:
+            raise ConfigurationError(str(exc)) from None
+    return 0
+
+
 # Argument parsing
 
 
@@ -492,6 +517,13 @@ def _seconds(raw: str) -> float:
     return value
 
 
+def _port(raw: str) -> int:
+    value = _int(raw)
+    if not 0 <= value <= 65_535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {value}")
+    return value
+
+
 def _int(raw: str) -> int:
     try:
         return int(raw)
@@ -499,6 +531,7 @@ def _int(raw: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {raw!r}") from None
 
 
+EXIT_CODES = "exit codes: 0 ok, 1 refused (not found, wrong state), 2 bad input, 3 database error"
 EXAMPLES = """\
 examples:
   tickq demo                                  run the demo on a throwaway PostgreSQL
@@ -523,8 +556,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, func: Callable[[argparse.Namespace], int], help: str) -> Any:
-        p = sub.add_parser(name, help=help, description=help)
+    def command(
+        name: str, func: Callable[[argparse.Namespace], int], help: str, examples: str = ""
+    ) -> Any:
+        p = sub.add_parser(
+            name,
+            help=help,
+            description=help,
+            epilog=(f"examples:\n{examples}\n\n" if examples else "") + EXIT_CODES,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         p.add_argument("--json", action="store_true", help="machine-readable output")
         p.set_defaults(func=func)
         return p
@@ -588,6 +629,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ids", nargs="+", metavar="ID")
 
     command("stats", cmd_stats, "counts per queue, type and status")
+
+    p = command(
+        "serve",
+        cmd_serve,
+        "serve the HTTP API and the job list page locally, as API Gateway would",
+        "  tickq serve --user alice                    the page at http://127.0.0.1:8000/ui\n"
+        "  tickq serve --user alice --operator         also the operator view (all users)\n"
+        "  tickq serve --user 0b9c...-uuid --port 0    any free port",
+    )
+    p.add_argument("--user", required=True, help="signed-in user: a UUID or a name")
+    p.add_argument("--operator", action="store_true", help="make that user an operator")
+    p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8000, help="listen port; 0 picks a free one")
+    p.add_argument(
+        "--role",
+        default="tickq_app",
+        help="database role the API acts as (default tickq_app: row-level security on)",
+    )
     command("demo", cmd_demo, "run a realistic mix of jobs end to end")
     return parser
 

@@ -313,6 +313,16 @@ class PostgresStore:
             for q, t, s, c, age in rows
         ]
 
+    def stats_all_users(self, *, now: datetime | None = None) -> list[StatsRow]:
+        """`stats` over every user's jobs, as tickq_worker for one transaction.
+
+        For operator views on an application login: it must be allowed to SET ROLE
+        tickq_worker without inheriting it, so its other queries stay under row-level security.
+        """
+        with translate_errors(), self.conn.transaction():
+            self.conn.execute(QUERIES["role_worker"])
+            return self.stats(now=now)
+
     def now(self) -> datetime:
         row = self._rows("clock_now", {}, None)[0]
         value: datetime = row[0]

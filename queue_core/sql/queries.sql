@@ -270,6 +270,10 @@ from tickq.jobs
 group by queue, type, status
 order by queue, type, status;
 
+-- name: role_worker
+-- Act as tickq_worker until this transaction ends (operator views read every user's jobs).
+set local role tickq_worker;
+
 -- name: clock_now
 -- The database clock, for shells that must agree with the store on "now".
 select now();
