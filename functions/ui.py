@@ -1,0 +1,182 @@
+"""The job list page and its operator view, served by ApiFunction next to the /jobs routes.
+
+The page is static HTML and plain JavaScript that calls the same HTTP API as any client,
+so it can do nothing a caller could not do with curl. The operator view reads every
+user's jobs; it is open only to identities named in TICKQ_OPERATORS (JWT `sub`, user
+name, or owner UUID) or carrying a group of TICKQ_OPERATOR_GROUPS (default
+"tickq-operators") in their `cognito:groups` / `groups` claim.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from functools import cache
+from http import HTTPStatus
+from importlib import resources
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from queue_core import Status, TickqError
+from queue_core.store import StatsRow
+
+from .identity import caller_id
+from .runtime import store
+
+DEFAULT_OPERATOR_GROUPS = "tickq-operators"
+ASSETS = {
+    "app.js": "text/javascript; charset=utf-8",
+    "style.css": "text/css; charset=utf-8",
+}
+# The page loads only its own assets and talks only to its own origin.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+        "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    # Assets change with each deploy; revalidating is cheap next to a stale page.
+    "Cache-Control": "no-cache",
+}
+
+router = Router()
+
+
+class NotOperator(TickqError):
+    """Only operators may see every user's queues."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOverview:
+    """One queue as an operator sees it, across all users."""
+
+    queue: str
+    depth: int  # waiting: queued or retrying
+    oldest_runnable_seconds: float | None
+    running: int
+    retrying: int
+    dead: int
+    total: int
+
+
+@router.get("/")
+def index() -> Response:
+    return _static("index.html", "text/html; charset=utf-8")
+
+
+@router.get("/ui")
+def page() -> Response:
+    return _static("index.html", "text/html; charset=utf-8")
+
+
+@router.get("/ui/<asset>")
+def asset(asset: str) -> Response:
+    if asset not in ASSETS:
+        return _json(HTTPStatus.NOT_FOUND, {"error": "NotFound", "message": "no such asset"})
+    return _static(asset, ASSETS[asset])
+
+
+@router.get("/me")
+def me() -> Response:
+    claims = _claims()
+    owner = _owner()
+    return _json(
+        HTTPStatus.OK,
+        {
+            "user_id": owner,
+            "name": claims.get("username") or claims.get("cognito:username") or claims.get("sub"),
+            "operator": is_operator(claims, owner, os.environ),
+        },
+    )
+
+
+@router.get("/admin/stats")
+def admin_stats() -> Response:
+    if not is_operator(_claims(), _owner(), os.environ):
+        raise NotOperator()
+    queues = queue_overview(store().stats_all_users())
+    return _json(HTTPStatus.OK, {"queues": [asdict(q) for q in queues]})
+
+
+def is_operator(claims: Mapping[str, Any], owner: str, env: Mapping[str, str]) -> bool:
+    """Whether the caller is on the operator allow-list, by name or by group."""
+    names = _split(env.get("TICKQ_OPERATORS", ""))
+    groups = _split(env.get("TICKQ_OPERATOR_GROUPS", DEFAULT_OPERATOR_GROUPS))
+    who = {owner, claims.get("sub"), claims.get("username"), claims.get("cognito:username")}
+    if names & {w for w in who if isinstance(w, str) and w}:
+        return True
+    held = _claim_list(claims.get("cognito:groups")) | _claim_list(claims.get("groups"))
+    return bool(groups & held)
+
+
+def queue_overview(rows: Iterable[StatsRow]) -> list[QueueOverview]:
+    """Per-queue depth, oldest runnable age, running and dead counts from the stats rows."""
+    totals: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        entry = totals.setdefault(row.queue, {"oldest": None, "total": 0})
+        entry[row.status] = entry.get(row.status, 0) + row.count
+        entry["total"] += row.count
+        if row.oldest_runnable_seconds is not None:
+            entry["oldest"] = max(entry["oldest"] or 0.0, row.oldest_runnable_seconds)
+    return [
+        QueueOverview(
+            queue=queue,
+            depth=entry.get(Status.QUEUED, 0) + entry.get(Status.RETRYING, 0),
+            oldest_runnable_seconds=entry["oldest"],
+            running=entry.get(Status.RUNNING, 0),
+            retrying=entry.get(Status.RETRYING, 0),
+            dead=entry.get(Status.DEAD, 0),
+            total=entry["total"],
+        )
+        for queue, entry in sorted(totals.items())
+    ]
+
+
+def _claims() -> Mapping[str, Any]:
+    context = router.current_event.raw_event.get("requestContext") or {}
+    claims = ((context.get("authorizer") or {}).get("jwt") or {}).get("claims") or {}
+    return claims if isinstance(claims, Mapping) else {}
+
+
+def _owner() -> str:
+    return str(caller_id(router.current_event.raw_event.get("requestContext")))
+
+
+def _split(value: str) -> set[str]:
+    return {part.strip() for part in value.split(",") if part.strip()}
+
+
+def _claim_list(value: Any) -> set[str]:
+    """A list claim as the JWT authorizer passes it: a JSON list, or "[a b]" flattened."""
+    if isinstance(value, list):
+        return {str(v) for v in value}
+    if not isinstance(value, str):
+        return set()
+    return {part for part in value.strip("[]").replace(",", " ").split() if part}
+
+
+@cache
+def _asset_text(name: str) -> str:
+    return (resources.files("functions") / "static" / name).read_text(encoding="utf-8")
+
+
+def _static(name: str, content_type: str) -> Response:
+    return Response(
+        status_code=HTTPStatus.OK,
+        content_type=content_type,
+        body=_asset_text(name),
+        headers=dict(SECURITY_HEADERS),
+    )
+
+
+def _json(status: int, body: Any) -> Response:
+    return Response(
+        status_code=int(status),
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps(body, default=str),
+    )
