@@ -470,6 +470,40 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_invoke(args: argparse.Namespace) -> int:
+    """Run a template.yaml function's handler here, like `sam local invoke` minus Docker."""
+    from contextlib import ExitStack
+
+    from infra import local_invoke  # AWS tooling stays out of queue_core's imports
+
+    event = _json_arg(sys.stdin.read() if args.event == "-" else "@" + args.event, "--event")
+    env = dict(_env_pair(pair) for pair in args.env or [])
+    template = Path(args.template) if args.template else local_invoke.default_template()
+    with ExitStack() as stack:
+        if not (env.get("TICKQ_DATABASE_URL") or Settings.from_env().database_url):
+            env["TICKQ_DATABASE_URL"] = stack.enter_context(database()).info.dsn
+        try:
+            run = local_invoke.invoke(args.function, event, template_path=template, env=env)
+        except local_invoke.LocalInvokeError as exc:
+            raise UsageError(str(exc)) from None
+        except Exception as exc:  # the handler's own failure, reported as Lambda reports it
+            print(json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}))
+            return EXIT_REFUSED
+    if run.config.unresolved:
+        err.print(f"[dim]no local value for {', '.join(run.config.unresolved)}: left unset[/]")
+    if run.timed_out:
+        err.print(f"[yellow]ran {run.seconds:.1f} s, past the {run.config.timeout} s timeout[/]")
+    print(json.dumps(run.result, default=str, indent=None if args.json else 2))
+    return 0
+
+
+def _env_pair(raw: str) -> tuple[str, str]:
+    name, sep, value = raw.partition("=")
+    if not sep or not name:
+        raise UsageError(f"--env takes NAME=VALUE, got {raw!r}")
+    return name, value
+
+
 # Argument parsing
 
 
@@ -647,6 +681,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="tickq_app",
         help="database role the API acts as (default tickq_app: row-level security on)",
     )
+    p = command("invoke", cmd_invoke, "run a template.yaml function locally, without Docker")
+    p.add_argument("function", metavar="FUNCTION_ID", help="logical id, e.g. TickFunction")
+    p.add_argument("--event", required=True, help="event JSON file (- for stdin)")
+    p.add_argument("--template", help="SAM template (default ./template.yaml)")
+    p.add_argument("--env", action="append", metavar="NAME=VALUE", help="extra environment")
     command("demo", cmd_demo, "run a realistic mix of jobs end to end")
     return parser
 

@@ -1,0 +1,81 @@
+"""ApiFunction: the HTTP API over the queue (POST/GET /jobs, retry, cancel).
+
+Environment:
+  TICKQ_DATABASE_URL or TICKQ_DB_SECRET_ARN   the application login, a non-superuser member
+                                              of tickq_app, so row-level security applies
+  TICKQ_TASK_MODULES      handler modules, for per-type defaults and type checks (optional)
+  TICKQ_PREPARE_THRESHOLD "off" behind RDS Proxy
+  TICKQ_KICK_FUNCTION     TickFunction's name: start a tick right after an enqueue (optional)
+Routes live on Routers (functions/api_routes.py); another module adds its own by calling
+`app.include_router(...)` here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import ServiceError
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from . import api_routes, ui
+from .errors import Problem, problem
+from .observability import logger, metrics, tracer
+
+app = APIGatewayHttpResolver()
+app.include_router(api_routes.router)
+app.include_router(ui.router)
+
+
+@app.exception_handler(Exception)
+def _error(exc: Exception) -> Response:
+    found = _problem(exc)
+    if found.status >= 500:
+        logger.exception("request failed", extra={"status": found.status})
+    return _response(found)
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    if not _is_http_event(event):
+        return _as_dict(_response(Problem(400, "BadRequest", "not an HTTP API (v2) event")))
+    return app.resolve(event, context)
+
+
+def _problem(exc: Exception) -> Problem:
+    if isinstance(exc, ServiceError):  # Powertools' own: unknown route, wrong method
+        return Problem(exc.status_code, type(exc).__name__, str(exc.msg))
+    return problem(exc, getattr(app.lambda_context, "aws_request_id", None))
+
+
+def _is_http_event(event: Any) -> bool:
+    if not isinstance(event, Mapping):
+        return False
+    http = (event.get("requestContext") or {}).get("http")
+    return (
+        isinstance(http, Mapping)
+        and isinstance(http.get("method"), str)
+        and isinstance(event.get("rawPath"), str)
+    )
+
+
+def _response(found: Problem) -> Response:
+    return Response(
+        status_code=found.status,
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps(found.body(), default=str),
+    )
+
+
+def _as_dict(response: Response) -> dict[str, Any]:
+    return {
+        "statusCode": response.status_code,
+        "headers": {"Content-Type": content_types.APPLICATION_JSON},
+        "body": response.body,
+        "isBase64Encoded": False,
+    }

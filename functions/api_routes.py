@@ -1,0 +1,128 @@
+"""The /jobs routes of ApiFunction, on a Router so other modules can add their own routes.
+
+Every query runs as the caller (row-level security): another user's job is simply absent.
+"""
+
+from __future__ import annotations
+
+import json
+from http import HTTPStatus
+from typing import Any
+from uuid import UUID
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.metrics import MetricUnit
+
+from queue_core import Job
+from queue_core.validation import MAX_PAYLOAD_BYTES
+
+from .errors import BadRequest
+from .identity import caller_id
+from .observability import logger, metrics
+from .requests import EnqueueRequest, parse
+from .runtime import kick_tick, store, tasks
+
+# Room for the request's other fields around a payload of the maximum size.
+MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 4096
+
+router = Router()
+
+
+@router.post("/jobs")
+def enqueue_job() -> Response:
+    owner = _caller()
+    request = parse(EnqueueRequest, _json_body())
+    header_key = router.current_event.get_header_value("Idempotency-Key", case_sensitive=False)
+    if header_key is not None:
+        if request.idempotency_key not in (None, header_key):
+            raise BadRequest("the Idempotency-Key header and idempotency_key in the body differ")
+        request = request.model_copy(update={"idempotency_key": header_key})
+    result = store(user_id=owner).enqueue(request.spec(tasks(), user_id=owner))
+    job = result.job or store(user_id=owner).get(result.id)
+    logger.info("enqueued", extra={"job_id": str(job.id), "job_type": job.type})
+    if not result.duplicate:
+        metrics.add_metric(name="enqueued", unit=MetricUnit.Count, value=1)
+        kick_tick()
+    status = HTTPStatus.OK if result.duplicate else HTTPStatus.ACCEPTED
+    return _json(status, job.to_dict(), Location=f"/jobs/{job.id}")
+
+
+@router.get("/jobs")
+def list_jobs() -> Response:
+    query = router.current_event.query_string_parameters or {}
+    unknown = set(query) - {"status", "type", "queue", "limit", "cursor"}
+    if unknown:
+        raise BadRequest(f"unknown query parameters: {', '.join(sorted(unknown))}")
+    page = store(user_id=_caller()).list_jobs(
+        statuses=_csv(query.get("status")),
+        types=_csv(query.get("type")),
+        queues=_csv(query.get("queue")),
+        limit=_limit(query.get("limit")),
+        cursor=query.get("cursor") or None,
+    )
+    body = {"jobs": [j.to_dict() for j in page.jobs], "next_cursor": page.next_cursor}
+    return _json(HTTPStatus.OK, body)
+
+
+@router.get("/jobs/<job_id>")
+def get_job(job_id: str) -> Response:
+    return _job(store(user_id=_caller()).get(job_id))
+
+
+@router.post("/jobs/<job_id>/retry")
+def retry_job(job_id: str) -> Response:
+    return _job(store(user_id=_caller()).retry(job_id))
+
+
+@router.post("/jobs/<job_id>/cancel")
+def cancel_job(job_id: str) -> Response:
+    return _job(store(user_id=_caller()).cancel(job_id))
+
+
+def _caller() -> UUID:
+    return caller_id(router.current_event.raw_event.get("requestContext"))
+
+
+def _json_body() -> Any:
+    raw = router.current_event.decoded_body
+    if not raw:
+        raise BadRequest("the request needs a JSON body")
+    size = len(raw.encode("utf-8", "surrogatepass"))
+    if size > MAX_BODY_BYTES:
+        raise BadRequest(
+            f"the body is {size} bytes, over the limit of {MAX_BODY_BYTES}",
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+        )
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise BadRequest(f"the body is not valid JSON: {exc}") from None
+
+
+def _csv(value: str | None) -> list[str] | None:
+    if not value:
+        return None
+    return [part.strip() for part in value.split(",") if part.strip()] or None
+
+
+def _limit(value: str | None) -> int:
+    if value is None:
+        return 50
+    try:
+        return int(value)
+    except ValueError:
+        raise BadRequest(f"limit must be an integer, got {value[:40]!r}") from None
+
+
+def _job(job: Job) -> Response:
+    return _json(HTTPStatus.OK, job.to_dict())
+
+
+def _json(status: int, body: Any, **headers: str) -> Response:
+    return Response(
+        status_code=int(status),
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps(body, default=str),
+        headers=headers or None,
+    )

@@ -1,0 +1,75 @@
+"""EnqueueFunction: other functions of the account enqueue jobs by invoking this directly.
+
+Event: {"type": ..., "payload": {...}, ...options} or {"jobs": [request, ...]}; options are
+those of POST /jobs plus "user_id". Answer: {"jobs": [{"id", "status", "duplicate"}, ...]}.
+Bad input is answered ({"error", "message", "index", ...}) rather than raised, so an
+asynchronous caller's retries do not repeat it; database failures are raised and retried.
+Every request of a batch is checked before any is written, so a bad one writes nothing.
+
+Environment:
+  TICKQ_DATABASE_URL or TICKQ_DB_SECRET_ARN   a login allowed to enqueue for any user
+  TICKQ_TASK_MODULES      handler modules, for per-type defaults and type checks (optional)
+  TICKQ_PREPARE_THRESHOLD "off" behind RDS Proxy
+  TICKQ_KICK_FUNCTION     TickFunction's name: start a tick right after (optional)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from queue_core import DatabaseError, InvalidJob, JobSpec
+
+from . import db
+from .errors import BadRequest, problem
+from .observability import logger, metrics, tracer
+from .requests import TrustedEnqueueRequest, parse
+from .runtime import kick_tick, store, tasks
+
+MAX_JOBS_PER_EVENT = 1000
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    index: int | None = None
+    try:
+        requests = _requests(event)
+        specs: list[JobSpec] = []
+        registry = tasks()
+        for index, request in enumerate(requests):
+            specs.append(parse(TrustedEnqueueRequest, request, f"jobs[{index}]").spec(registry))
+        index = None
+        results = store().enqueue_many(specs)
+    except (BadRequest, InvalidJob) as exc:
+        logger.warning("enqueue refused", extra={"error": str(exc), "index": index})
+        answer = problem(exc).body()
+        return answer if index is None else {**answer, "index": index}
+    except DatabaseError:
+        db.discard()
+        raise
+    new = sum(not r.duplicate for r in results)
+    metrics.add_metric(name="enqueued", unit=MetricUnit.Count, value=new)
+    if new:
+        kick_tick()
+    jobs = [{"id": str(r.id), "status": r.status.value, "duplicate": r.duplicate} for r in results]
+    return {"jobs": jobs}
+
+
+def _requests(event: Any) -> list[Any]:
+    if not isinstance(event, Mapping):
+        raise BadRequest(f"the event must be a JSON object, got {type(event).__name__}")
+    if "jobs" not in event:
+        return [event]
+    if set(event) != {"jobs"}:
+        raise BadRequest("an event with 'jobs' must carry nothing else")
+    jobs = event["jobs"]
+    if not isinstance(jobs, list) or not jobs:
+        raise BadRequest("'jobs' must be a non-empty list of job requests")
+    if len(jobs) > MAX_JOBS_PER_EVENT:
+        raise BadRequest(f"'jobs' holds {len(jobs)} requests, over the limit of 1000")
+    return jobs

@@ -1,0 +1,74 @@
+"""Logs, metrics and traces shared by every handler (Powertools).
+
+Logs are JSON with the job id, type and attempt that queue_core attaches to its records;
+metrics are CloudWatch embedded metric format in namespace "tickq"; traces go to X-Ray
+only inside Lambda (Powertools disables the tracer elsewhere).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+from queue_core import TickReport
+from queue_core.store import StatsRow
+
+NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "tickq"
+
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "tickq")
+metrics = Metrics(namespace=NAMESPACE)
+tracer = Tracer()
+
+# queue_core logs through the standard "tickq" logger; give it the same JSON formatter so
+# its job_id / job_type / attempt extras become keys of the structured log line.
+copy_config_to_registered_loggers(source_logger=logger, include={"tickq"})
+
+TICK_COUNTERS = (
+    "claimed",
+    "succeeded",
+    "retried",
+    "dead",
+    "snoozed",
+    "cancelled",
+    "reclaimed",
+    "lost_leases",
+    "batches",
+)
+
+
+def record_tick(report: TickReport) -> None:
+    """Add a tick's counters and duration to the invocation's metrics."""
+    for name in TICK_COUNTERS:
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=getattr(report, name))
+    metrics.add_metric(name="tick_duration", unit=MetricUnit.Seconds, value=report.duration_seconds)
+
+
+def record_depth(rows: Iterable[StatsRow]) -> dict[tuple[str, str], dict[str, float]]:
+    """Emit queue depth and oldest-runnable age per queue and type; returns what was sent."""
+    waiting: dict[tuple[str, str], dict[str, float]] = {}
+    for row in rows:
+        entry = waiting.setdefault((row.queue, row.type), {"depth": 0, "oldest_age": 0.0})
+        if row.status.value in ("queued", "retrying"):
+            entry["depth"] += row.count
+        if row.oldest_runnable_seconds is not None:
+            entry["oldest_age"] = max(entry["oldest_age"], row.oldest_runnable_seconds)
+    for (queue, type_), values in waiting.items():
+        _single("queue_depth", MetricUnit.Count, values["depth"], queue, type_)
+        _single("oldest_runnable_age", MetricUnit.Seconds, values["oldest_age"], queue, type_)
+    # Totals on the service dimension alone, for alarms that must not list every queue.
+    total = sum(v["depth"] for v in waiting.values())
+    oldest = max((v["oldest_age"] for v in waiting.values()), default=0.0)
+    metrics.add_metric(name="queue_depth_total", unit=MetricUnit.Count, value=total)
+    metrics.add_metric(name="oldest_runnable_age_max", unit=MetricUnit.Seconds, value=oldest)
+    return waiting
+
+
+def _single(name: str, unit: MetricUnit, value: float, queue: str, type_: str) -> None:
+    # Each (queue, type) pair needs its own dimension set, hence one EMF blob per value.
+    with single_metric(name=name, unit=unit, value=value, namespace=NAMESPACE) as metric:
+        metric.add_dimension(name="queue", value=queue)
+        metric.add_dimension(name="type", value=type_)

@@ -1,0 +1,81 @@
+"""Enqueue requests as they arrive from outside, checked for shape before queue_core checks
+their values: unknown fields, wrong JSON types and naive times are refused here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+from uuid import UUID
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, StrictInt, ValidationError
+
+from queue_core import JobSpec, Registry
+
+from .errors import BadRequest
+
+Model = TypeVar("Model", bound=BaseModel)
+MAX_ERRORS_SHOWN = 5
+
+
+class EnqueueRequest(BaseModel):
+    """One job, as the HTTP API accepts it; the owner always comes from the caller."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: str
+    payload: dict[str, Any] | None = None
+    queue: str | None = None
+    idempotency_key: str | None = None
+    priority: StrictInt | None = None
+    max_attempts: StrictInt | None = None
+    delay: float | None = None
+    run_after: AwareDatetime | None = None
+    lease_seconds: StrictInt | None = None
+    backoff: dict[str, float] | None = None
+
+    def spec(self, registry: Registry, *, user_id: UUID | None = None) -> JobSpec:
+        run_after: datetime | None = self.run_after
+        return registry.spec(
+            self.type,
+            self.payload,
+            queue=self.queue,
+            user_id=user_id,
+            idempotency_key=self.idempotency_key,
+            priority=self.priority,
+            max_attempts=self.max_attempts,
+            delay=self.delay,
+            run_after=run_after,
+            lease_seconds=self.lease_seconds,
+            backoff_policy=self.backoff,
+        )
+
+
+class TrustedEnqueueRequest(EnqueueRequest):
+    """One job from another function of the same account, which may name its owner."""
+
+    user_id: UUID | None = None
+
+    def spec(self, registry: Registry, *, user_id: UUID | None = None) -> JobSpec:
+        return super().spec(registry, user_id=user_id or self.user_id)
+
+
+def parse(model: type[Model], data: Any, where: str = "body") -> Model:
+    """Validate `data` against `model`; a BadRequest lists what is wrong, field by field."""
+    if not isinstance(data, Mapping):
+        raise BadRequest(f"{where} must be a JSON object, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise BadRequest(f"invalid {where}: {describe(exc)}") from None
+
+
+def describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors(include_input=False)[:MAX_ERRORS_SHOWN]:
+        location = ".".join(str(p) for p in error["loc"]) or "(root)"
+        parts.append(f"{location}: {error['msg']}")
+    more = exc.error_count() - MAX_ERRORS_SHOWN
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)

@@ -1,0 +1,47 @@
+"""What every handler needs from queue_core: settings, the task registry and a store."""
+
+from __future__ import annotations
+
+import os
+from uuid import UUID
+
+from queue_core import ConfigurationError, PostgresStore, Registry, registry
+from queue_core.config import Settings
+
+from . import db
+from .aws import invoke_async
+
+
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+def tasks() -> Registry:
+    """The registry with TICKQ_TASK_MODULES imported (a no-op after the first call)."""
+    registry.load_modules(settings().task_modules)
+    return registry
+
+
+def store(*, user_id: UUID | None = None) -> PostgresStore:
+    """A store on the environment's connection, scoped to `user_id` by row-level security."""
+    return PostgresStore(db.connection(), user_id=user_id)
+
+
+def kick_tick() -> bool:
+    """Start a tick now (TICKQ_KICK_FUNCTION) instead of waiting for the next schedule."""
+    function = os.environ.get("TICKQ_KICK_FUNCTION")
+    return bool(function) and invoke_async(function, {"source": "tickq.kick"})
+
+
+def env_int(name: str, default: int, low: int, high: int) -> int:
+    """An integer setting of the functions themselves (queue_core's are in Settings)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ConfigurationError(f"{name} must be between {low} and {high}, got {value}")
+    return value

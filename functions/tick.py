@@ -1,0 +1,135 @@
+"""TickFunction: reclaim expired leases, then claim → run → persist batches until the queue is
+drained or the invocation's remaining time falls under the safety margin.
+
+Environment:
+  TICKQ_DATABASE_URL or TICKQ_DB_SECRET_ARN   the worker login (member of tickq_worker)
+  TICKQ_TASK_MODULES        comma-separated handler modules to import
+  TICKQ_QUEUES, TICKQ_BATCH_SIZE, TICKQ_CONCURRENCY, TICKQ_LEASE_SECONDS  (queue_core Settings)
+  TICKQ_PREPARE_THRESHOLD   "off" behind RDS Proxy
+  TICKQ_SAFETY_MARGIN_MS    stop claiming when less time than this remains (default 10000)
+  TICKQ_MAX_FANOUT          how many hops of self-invocation a deep backlog may start
+                            (default 0: no fan-out; Lambda stops loops after 16 hops anyway)
+  TICKQ_EVENT_BUS           EventBridge bus for "Job Dead" events (optional)
+Event: {} or {"fanout_depth": n, "queues": [...], "max_batches": n}; other keys are ignored,
+so schedule inputs may carry their own markers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from queue_core import ConfigurationError, InvalidJob, Runner, TickReport
+from queue_core.validation import integer, name
+
+from .aws import invoke_async, publish_dead_letters
+from .errors import BadRequest, problem
+from .observability import logger, metrics, record_tick, tracer
+from .runtime import env_int, settings, store, tasks
+
+MAX_FANOUT_HOPS = 15
+
+
+@dataclass(frozen=True, slots=True)
+class TickRequest:
+    fanout_depth: int = 0
+    queues: tuple[str, ...] | None = None
+    max_batches: int | None = None
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    try:
+        request = parse_event(event)
+    except BadRequest as exc:
+        logger.warning("malformed tick event", extra={"error": str(exc)})
+        return problem(exc).body()
+    config = settings()
+    margin_ms = env_int("TICKQ_SAFETY_MARGIN_MS", 10_000, 0, 900_000)
+    max_fanout = env_int("TICKQ_MAX_FANOUT", 0, 0, MAX_FANOUT_HOPS)
+    budget_ms = context.get_remaining_time_in_millis()
+    if config.lease_seconds * 1000 <= budget_ms + margin_ms:
+        raise ConfigurationError(
+            f"TICKQ_LEASE_SECONDS ({config.lease_seconds} s) must be longer than the function "
+            f"timeout ({budget_ms / 1000:.0f} s) plus the safety margin ({margin_ms} ms), or a "
+            "job still running at the timeout could be claimed twice"
+        )
+    runner = Runner(
+        store(),
+        tasks(),
+        queues=request.queues or config.queues,
+        batch_size=config.batch_size,
+        concurrency=config.concurrency,
+        lease_seconds=config.lease_seconds,
+    )
+
+    def fan_out() -> bool:
+        if request.fanout_depth >= max_fanout:
+            return False
+        follow_up = {"fanout_depth": request.fanout_depth + 1, "queues": runner.queues}
+        return invoke_async(context.invoked_function_arn, follow_up)
+
+    with runner:
+        report, fanned = drain(
+            runner,
+            lambda: context.get_remaining_time_in_millis() > margin_ms,
+            fan_out,
+            request.max_batches,
+        )
+    record_tick(report)
+    published = publish_dead_letters(report.dead_letters)
+    outcome = {
+        **report.as_dict(),
+        "fanned_out": fanned,
+        "fanout_depth": request.fanout_depth,
+        "dead_events": published,
+    }
+    logger.info("tick finished", extra={"report": outcome})
+    return outcome
+
+
+def drain(
+    runner: Runner,
+    time_left: Callable[[], bool],
+    fan_out: Callable[[], bool],
+    max_batches: int | None = None,
+) -> tuple[TickReport, int]:
+    """Reclaim, then run batches while time is left; after the first full batch (a backlog),
+    ask `fan_out` once for help. Returns the report and how many copies were started."""
+    started = time.perf_counter()
+    report = TickReport()
+    runner.reclaim(report)
+    fanned = 0
+    while time_left() and (max_batches is None or report.batches < max_batches):
+        if runner.run_batch(report) < runner.batch_size:
+            break
+        if not fanned and fan_out():
+            fanned = 1
+    report.duration_seconds = time.perf_counter() - started
+    return report, fanned
+
+
+def parse_event(event: Any) -> TickRequest:
+    if event is None:
+        return TickRequest()
+    if not isinstance(event, Mapping):
+        raise BadRequest(f"the tick event must be a JSON object, got {type(event).__name__}")
+    try:
+        depth = integer(event.get("fanout_depth", 0), "fanout_depth", 0, MAX_FANOUT_HOPS + 1)
+        queues = event.get("queues")
+        if queues is not None:
+            if not isinstance(queues, list) or not queues:
+                raise BadRequest("queues must be a non-empty list of queue names")
+            queues = tuple(name(q, "queues") for q in queues)
+        batches = event.get("max_batches")
+        if batches is not None:
+            batches = integer(batches, "max_batches", 1, 1_000_000)
+    except InvalidJob as exc:
+        raise BadRequest(f"invalid tick event: {exc}") from None
+    return TickRequest(depth, queues, batches)
