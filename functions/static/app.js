@@ -132,7 +132,7 @@ function jobRow(job) {
   if (RETRYABLE.has(job.status)) actions.append(action("Retry", job, "retry"));
   if (WAITING.has(job.status)) actions.append(action("Cancel", job, "cancel"));
   const row = el("tr", { dataJobId: job.id, dataStatus: job.status },
-    el("td", {}, el("a", { href: "#", className: "job-link", title: job.id }, job.id.slice(0, 8))),
+    el("td", {}, el("a", { href: "#", className: "job-link", title: job.id }, "…" + job.id.slice(-8))),
     el("td", {}, job.type),
     el("td", {}, job.queue),
     el("td", {}, el("span", { className: `status status-${job.status}` }, job.status)),
@@ -155,7 +155,7 @@ function action(label, job, verb) {
     button.disabled = true;
     try {
       const changed = await api("POST", `jobs/${encodeURIComponent(job.id)}/${verb}`);
-      show(`${label === "Retry" ? "Retried" : "Cancelled"} ${job.type} job ${job.id.slice(0, 8)}: now ${changed.status}`);
+      show(`${label === "Retry" ? "Retried" : "Cancelled"} ${job.type} job …${job.id.slice(-8)}: now ${changed.status}`);
       await refresh();
     } catch (error) {
       show(error.message, true);

@@ -1,0 +1,159 @@
+"""The job list page in a real browser, against ApiFunction served as `tickq serve` does."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import pytest
+
+from infra.serve import DevIdentity
+from queue_core import PostgresStore, Registry, Status
+
+from .cdp import Page, wait_for
+from .conftest import ARTIFACTS, Serve
+
+ALICE = DevIdentity("alice")
+BOB = DevIdentity("bob")
+OPERATOR = DevIdentity("olivia", operator_group="tickq-operators")
+
+ROWS = (
+    "[...document.querySelectorAll('#jobs tbody tr')]"
+    ".map(r => [r.dataset.jobId, r.dataset.status])"
+)
+
+
+def seed(conn: psycopg.Connection) -> dict[str, UUID]:
+    """Alice has a dead, a succeeded and a queued job; Bob has one queued job."""
+    store = PostgresStore(conn)
+    specs = Registry()
+
+    def add(owner: DevIdentity, type_: str, payload: dict[str, Any], **options: Any) -> UUID:
+        spec = specs.spec(type_, payload, user_id=owner.owner_id(), **options)
+        return store.enqueue(spec).id
+
+    dead = add(ALICE, "transcribe", {"audio": "standup.m4a"}, priority=10, max_attempts=1)
+    (claimed,) = store.claim(limit=1)
+    store.fail(claimed, "TimeoutError: speech API timed out after 30 s")
+    done = add(ALICE, "embed", {"doc": "handbook.pdf"}, priority=9)
+    (claimed,) = store.claim(limit=1)
+    store.complete(claimed, {"vectors": 20})
+    queued = add(ALICE, "reindex", {"index": "docs"})
+    bobs = add(BOB, "embed", {"doc": "bob-private.pdf"})
+    return {"dead": dead, "succeeded": done, "queued": queued, "bob": bobs}
+
+
+def text(page: Page, element_id: str) -> str:
+    return str(page.evaluate(f"document.getElementById('{element_id}').textContent"))
+
+
+def rows(page: Page) -> dict[str, str]:
+    return dict(page.evaluate(ROWS) or [])
+
+
+def open_page(page: Page, url: str) -> dict[str, str]:
+    page.goto(f"{url}/ui")
+    return wait_for(lambda: rows(page), what="the job rows")
+
+
+def test_page_lists_only_the_signed_in_users_jobs(
+    page: Page, conn: psycopg.Connection, serve_as: Serve
+) -> None:
+    # Given jobs of Alice and Bob
+    ids = seed(conn)
+    server = serve_as(ALICE)
+
+    # When Alice opens the page
+    shown = open_page(page, server.url)
+
+    # Then she sees her three jobs in their states, and not Bob's
+    assert shown == {
+        str(ids["dead"]): "dead",
+        str(ids["succeeded"]): "succeeded",
+        str(ids["queued"]): "queued",
+    }
+    assert str(ids["bob"]) not in page.evaluate("document.body.innerText")
+    assert text(page, "who") == "signed in as alice"
+    assert page.evaluate("document.getElementById('tab-operator').hidden") is True
+    assert not [line for line in page.console if line.startswith(("error", "exception"))]
+
+
+def test_a_dead_job_retried_from_the_page_goes_back_to_the_queue(
+    page: Page, conn: psycopg.Connection, serve_as: Serve
+) -> None:
+    # Given Alice's dead job on the page
+    ids = seed(conn)
+    server = serve_as(ALICE)
+    open_page(page, server.url)
+    dead = str(ids["dead"])
+    page.screenshot(ARTIFACTS / "job-list-before-retry.png")
+
+    # When she clicks its Retry button
+    page.click(f'tr[data-job-id="{dead}"] button.action-retry')
+
+    # Then its row changes to queued, and so does the job in the table
+    wait_for(lambda: rows(page).get(dead) == "queued", what="the retried row to be queued")
+    job = PostgresStore(conn).get(dead)
+    assert (job.status, job.attempts) == (Status.QUEUED, 0)
+    assert job.errors[-1]["error"] == "TimeoutError: speech API timed out after 30 s"
+    assert "Retried transcribe job" in text(page, "message")
+    page.screenshot(ARTIFACTS / "job-list.png")
+
+
+def test_detail_view_shows_payload_and_result(
+    page: Page, conn: psycopg.Connection, serve_as: Serve
+) -> None:
+    ids = seed(conn)
+    server = serve_as(ALICE)
+    open_page(page, server.url)
+
+    page.click(f'tr[data-job-id="{ids["succeeded"]}"] a.job-link')
+
+    wait_for(lambda: page.evaluate("document.getElementById('detail').open"), what="the detail")
+    assert '"handbook.pdf"' in text(page, "detail-payload")
+    assert '"vectors": 20' in text(page, "detail-result")
+
+
+def test_status_filter_narrows_the_list(
+    page: Page, conn: psycopg.Connection, serve_as: Serve
+) -> None:
+    ids = seed(conn)
+    server = serve_as(ALICE)
+    open_page(page, server.url)
+
+    page.evaluate(
+        "(() => { const s = document.getElementById('filter-status'); s.value = 'dead';"
+        " s.dispatchEvent(new Event('change')); })()"
+    )
+
+    wait_for(lambda: rows(page) == {str(ids["dead"]): "dead"}, what="only the dead job")
+
+
+@pytest.mark.parametrize("identity", [OPERATOR], ids=["operator"])
+def test_operator_view_counts_every_users_jobs_per_queue(
+    page: Page, conn: psycopg.Connection, serve_as: Serve, identity: DevIdentity
+) -> None:
+    # Given Alice's and Bob's jobs, and an operator who owns none
+    seed(conn)
+    server = serve_as(identity)
+    page.goto(f"{server.url}/ui")
+    wait_for(
+        lambda: page.evaluate("!document.getElementById('tab-operator').hidden"),
+        what="the operator tab",
+    )
+
+    # When the operator opens the operator view
+    page.click("#tab-operator")
+    queue = wait_for(
+        lambda: page.evaluate(
+            "[...document.querySelectorAll('#queues tbody tr td')].map(c => c.textContent)"
+        ),
+        what="the queue rows",
+    )
+
+    # Then the default queue shows both users' jobs: 2 waiting, 1 dead, 4 in all
+    name, depth, oldest, running, retrying, dead, total = queue
+    assert (name, depth, running, retrying, dead, total) == ("default", "2", "0", "0", "1", "4")
+    assert oldest.endswith(("s", "min", "h"))
+    page.screenshot(ARTIFACTS / "operator-view.png")
