@@ -600,7 +600,10 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=(f"examples:\n{examples}\n\n" if examples else "") + EXIT_CODES,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        p.add_argument("--json", action="store_true", help="machine-readable output")
+        # SUPPRESS: a subcommand's default must not undo `tickq --json COMMAND`.
+        p.add_argument(
+            "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+        )
         p.set_defaults(func=func)
         return p
 

@@ -1,0 +1,92 @@
+"""Claim cost with a backlog of runnable jobs beside none vs many finished jobs.
+
+The finished jobs become finished through real updates (the claim CTE, then an ack by id
+array, in batches, each its own transaction), never inserted pre-finished, and the table is
+not vacuumed meanwhile (autovacuum off for it), so their dead tuples and dead index entries
+are all still there when the claims are timed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import psycopg
+
+import queue_core
+from queue_core import PostgresStore
+
+from .server import fresh_database
+from .systems import raw_side, tickq_side
+
+CHURN_BATCH = 5000
+
+
+def _timed_claims(conn: psycopg.Connection[Any], samples: int, batch: int) -> list[float]:
+    """Seconds per claim of `batch` jobs; each claim is rolled back, so all see one backlog."""
+    store = PostgresStore(conn)
+    out: list[float] = []
+    for _ in range(samples):
+        with conn.transaction(force_rollback=True):
+            started = time.perf_counter()
+            jobs = store.claim(limit=batch)
+            out.append(time.perf_counter() - started)
+            assert len(jobs) == batch
+    return out
+
+
+def _churn(conn: psycopg.Connection[Any], rows: int) -> None:
+    """Enqueue `rows` jobs, then claim and ack them all, CHURN_BATCH per transaction."""
+    done = 0
+    for first in range(0, rows, 100_000):
+        conn.execute(
+            "insert into tickq.jobs (type) select 'noop' from generate_series(1, %s)",
+            (min(100_000, rows - first),),
+        )
+    while done < rows:
+        with conn.transaction():
+            ids = [r[0] for r in conn.execute(raw_side.CLAIM, {"limit": CHURN_BATCH})]
+            conn.execute(raw_side.ACK, {"ids": ids})
+        if not ids:
+            break
+        done += len(ids)
+
+
+def _stats(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    row = conn.execute(
+        "select n_live_tup, n_dead_tup, pg_total_relation_size('tickq.jobs'),"
+        " pg_relation_size('tickq.jobs_claim_idx'), coalesce(vacuum_count + autovacuum_count, 0)"
+        " from pg_stat_user_tables where relid = 'tickq.jobs'::regclass"
+    ).fetchone()
+    assert row is not None
+    keys = ("live_tuples", "dead_tuples", "table_bytes", "claim_index_bytes", "vacuums")
+    return dict(zip(keys, row, strict=True))
+
+
+def measure(
+    admin_url: str, *, finished_rows: int, runnable: int = 10_000, samples: int = 100,
+    batch: int = 100,
+) -> dict[str, Any]:
+    """Median claim seconds with 0 and with `finished_rows` finished jobs, and their ratio."""
+    result: dict[str, Any] = {"finished_rows": finished_rows, "runnable": runnable, "batch": batch}
+    for label, churned in (("empty", 0), ("churned", finished_rows)):
+        with fresh_database(admin_url, f"claim_{label}") as url:
+            tickq_side.install(url)
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("alter table tickq.jobs set (autovacuum_enabled = false)")
+                started = time.perf_counter()
+                _churn(conn, churned)
+                result[f"{label}_churn_seconds"] = time.perf_counter() - started
+                for first in range(0, runnable, tickq_side.CHUNK):
+                    size = min(runnable - first, tickq_side.CHUNK)
+                    queue_core.enqueue_many(
+                        conn, [{"type": "noop"}] * size, using=tickq_side.registry
+                    )
+                conn.execute("select pg_stat_force_next_flush()")
+                claims = _timed_claims(conn, samples, batch)
+                result[f"{label}_claim_seconds"] = statistics.median(claims)
+                result[f"{label}_first_claim_seconds"] = claims[0]
+                result[f"{label}_table"] = _stats(conn)
+    result["ratio"] = result["churned_claim_seconds"] / result["empty_claim_seconds"]
+    return result

@@ -1,0 +1,94 @@
+"""The raw-SQL ceiling: a minimal claim/ack loop on tickq's own table, no engine around it.
+
+Same table, indexes and durability as tickq; the claim is the same SKIP LOCKED CTE, the ack
+one update by id array, and the Python per job is nothing. What tickq adds over this is the
+price of its engine (rows mapped to Jobs, outcomes, fencing).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+
+import psycopg
+
+from . import System, tickq_side
+
+CLAIM = """
+with picked as materialized (
+    select id from tickq.jobs
+    where status in ('queued', 'retrying') and queue = 'default' and run_after <= now()
+    order by priority desc, run_after, created_at
+    limit %(limit)s
+    for update skip locked
+)
+update tickq.jobs j
+set status = 'running', attempts = j.attempts + 1, lease_token = gen_random_uuid(),
+    lease_until = now() + interval '30 seconds', started_at = now(), updated_at = now()
+from picked where j.id = picked.id
+returning j.id, j.payload
+"""
+ACK = """
+update tickq.jobs
+set status = 'succeeded', lease_token = null, lease_until = null,
+    finished_at = now(), updated_at = now()
+where id = any(%(ids)s::uuid[]) and status = 'running'
+"""
+INSERT_ONE = "insert into tickq.jobs (type, payload) values ('noop', %(payload)s::jsonb)"
+INSERT_MANY = """
+insert into tickq.jobs (type, idempotency_key)
+select 'noop', k from unnest(%(keys)s::text[]) k
+on conflict (idempotency_key, user_id)
+    where idempotency_key is not null and status not in ('dead', 'cancelled')
+    do nothing
+"""
+
+
+def bulk_enqueue(url: str, n: int) -> float:
+    run = secrets.token_hex(4)
+    with psycopg.connect(url, autocommit=True) as conn:
+        started = time.perf_counter()
+        for first in range(0, n, tickq_side.CHUNK):
+            keys = [f"{run}-{i}" for i in range(first, min(n, first + tickq_side.CHUNK))]
+            conn.execute(INSERT_MANY, {"keys": keys})
+        return time.perf_counter() - started
+
+
+def single_enqueue(url: str, n: int) -> float:
+    with psycopg.connect(url, autocommit=True) as conn:
+        started = time.perf_counter()
+        for _ in range(n):
+            conn.execute(INSERT_ONE, {"payload": "{}"})
+        return time.perf_counter() - started
+
+
+def prepare_drain(url: str, batch: int, variant: str) -> Callable[[], int]:
+    conn = psycopg.connect(url, autocommit=True)
+
+    def run() -> int:
+        done = 0
+        with conn.cursor() as cur:
+            while True:
+                rows = cur.execute(CLAIM, {"limit": batch}).fetchall()
+                if rows:
+                    cur.execute(ACK, {"ids": [row[0] for row in rows]})
+                done += len(rows)
+                if len(rows) < batch:
+                    break
+        conn.close()
+        return done
+
+    return run
+
+
+SYSTEM = System(
+    name="raw-sql",
+    install=tickq_side.install,
+    bulk_enqueue=bulk_enqueue,
+    single_enqueue=single_enqueue,
+    prepare_drain=prepare_drain,
+    drain_variants=("loop",),
+    latency_worker=None,
+    latency_producer=None,
+)
