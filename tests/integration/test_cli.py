@@ -1,0 +1,265 @@
+"""The `tickq` command line against the test database: JSON output, exit codes, and bad input
+that is refused with a clear message and writes nothing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import pytest
+
+from queue_core import PostgresStore, Status
+from queue_core.cli import main
+from queue_core.registry import registry as process_registry
+from queue_core.validation import job_spec
+
+UNKNOWN = "0190c0de-0000-7000-8000-0000000000ff"
+
+
+@pytest.fixture(autouse=True)
+def environment(monkeypatch: pytest.MonkeyPatch, database_url: str) -> None:
+    monkeypatch.setenv("TICKQ_DATABASE_URL", database_url)
+    monkeypatch.delenv("TICKQ_TASK_MODULES", raising=False)
+    monkeypatch.delenv("TICKQ_QUEUES", raising=False)
+    # The CLI uses the process-wide registry; other tests' modules may have filled it.
+    monkeypatch.setattr(process_registry, "tasks", {})
+
+
+class Cli:
+    """Runs `tickq` in-process and parses what it printed."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self.capsys = capsys
+
+    def __call__(self, *argv: str) -> tuple[int, Any, str]:
+        self.capsys.readouterr()
+        code = main(list(argv))
+        captured = self.capsys.readouterr()
+        out = captured.out.strip()
+        data = json.loads(out) if "--json" in argv and out else out
+        return code, data, captured.err
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(capsys)
+
+
+def count_jobs(conn: psycopg.Connection) -> int:
+    row = conn.execute("select count(*) from tickq.jobs").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_enqueue_prints_the_new_job(cli: Cli, conn: psycopg.Connection) -> None:
+    code, data, _ = cli(
+        "enqueue", "embed", "--payload", '{"doc": 1}', "--key", "doc-1", "--priority", "3",
+        "--json",
+    )
+
+    assert code == 0
+    assert (data["status"], data["duplicate"]) == ("queued", False)
+    job = PostgresStore(conn).get(data["id"])
+    assert (job.payload, job.idempotency_key, job.priority) == ({"doc": 1}, "doc-1", 3)
+
+
+def test_enqueue_of_a_held_key_reports_the_duplicate(cli: Cli, conn: psycopg.Connection) -> None:
+    _, first, _ = cli("enqueue", "embed", "--key", "doc-1", "--json")
+
+    code, second, _ = cli("enqueue", "embed", "--key", "doc-1", "--json")
+
+    assert code == 0
+    assert (second["id"], second["duplicate"]) == (first["id"], True)
+    assert count_jobs(conn) == 1
+
+
+def test_enqueue_with_count_makes_that_many_jobs(cli: Cli, conn: psycopg.Connection) -> None:
+    code, data, _ = cli("enqueue", "embed", "--count", "4", "--json")
+
+    assert code == 0
+    assert len({row["id"] for row in data}) == 4
+    assert count_jobs(conn) == 4
+
+
+def test_the_json_flag_works_before_the_command_too(cli: Cli, conn: psycopg.Connection) -> None:
+    code, data, _ = cli("--json", "enqueue", "embed")
+
+    assert code == 0
+    assert data["status"] == "queued"
+    assert count_jobs(conn) == 1
+
+
+def test_jobs_lists_filtered_jobs_as_json(cli: Cli, conn: psycopg.Connection) -> None:
+    store = PostgresStore(conn)
+    embed = store.enqueue(job_spec("embed")).id
+    store.enqueue(job_spec("transcribe"))
+
+    code, data, _ = cli("jobs", "--type", "embed", "--json")
+
+    assert code == 0
+    assert [row["id"] for row in data["jobs"]] == [str(embed)]
+    assert data["next_cursor"] is None
+
+
+def test_show_prints_one_job(cli: Cli, conn: psycopg.Connection) -> None:
+    job_id = PostgresStore(conn).enqueue(job_spec("embed", {"doc": 7})).id
+
+    code, data, _ = cli("show", str(job_id), "--json")
+
+    assert code == 0
+    assert (data["id"], data["payload"], data["status"]) == (str(job_id), {"doc": 7}, "queued")
+
+
+def make_dead(conn: psycopg.Connection) -> UUID:
+    store = PostgresStore(conn)
+    job_id = store.enqueue(job_spec("embed", max_attempts=1)).id
+    (job,) = store.claim()
+    store.fail(job, "boom")
+    return job_id
+
+
+def test_dead_lists_dead_letters_and_retry_sends_one_back(
+    cli: Cli, conn: psycopg.Connection
+) -> None:
+    dead = make_dead(conn)
+    PostgresStore(conn).enqueue(job_spec("embed"))
+
+    code, listed, _ = cli("dead", "--json")
+    retry_code, retried, _ = cli("retry", str(dead), "--json")
+
+    assert code == retry_code == 0
+    assert [(row["id"], row["error"]) for row in listed["jobs"]] == [(str(dead), "boom")]
+    assert [(row["id"], row["status"], row["attempts"]) for row in retried] == [
+        (str(dead), "queued", 0)
+    ]
+
+
+def test_retry_dead_with_a_type_filter_retries_only_those(
+    cli: Cli, conn: psycopg.Connection
+) -> None:
+    dead = make_dead(conn)
+
+    code, retried, _ = cli("retry", "--dead", "--type", "embed", "--json")
+    none_code, none, _ = cli("retry", "--dead", "--type", "other", "--json")
+
+    assert (code, none_code) == (0, 0)
+    assert [row["id"] for row in retried] == [str(dead)]
+    assert none == []
+
+
+def test_cancel_cancels_a_waiting_job(cli: Cli, conn: psycopg.Connection) -> None:
+    job_id = PostgresStore(conn).enqueue(job_spec("embed")).id
+
+    code, data, _ = cli("cancel", str(job_id), "--json")
+
+    assert code == 0
+    assert [row["status"] for row in data] == ["cancelled"]
+    assert PostgresStore(conn).get(job_id).status == Status.CANCELLED
+
+
+def test_stats_counts_jobs(cli: Cli, conn: psycopg.Connection) -> None:
+    PostgresStore(conn).enqueue_many([job_spec("embed") for _ in range(3)])
+
+    code, data, _ = cli("stats", "--json")
+
+    assert code == 0
+    rows = [r for r in data if (r["queue"], r["type"]) == ("default", "embed")]
+    assert [(r["status"], r["count"]) for r in rows] == [("queued", 3)]
+
+
+def test_tick_without_handlers_records_the_failures_and_reports_them(
+    cli: Cli, conn: psycopg.Connection
+) -> None:
+    job_id = PostgresStore(conn).enqueue(job_spec("embed", max_attempts=2)).id
+
+    code, report, _ = cli("tick", "--json")
+
+    assert code == 0
+    assert (report["claimed"], report["retried"], report["succeeded"]) == (1, 1, 0)
+    job = PostgresStore(conn).get(job_id)
+    assert job.status == Status.RETRYING
+    assert job.error is not None and "no handler registered" in job.error
+
+
+# Bad input: exit code 2 (input) or 1 (refused), a clear message, nothing written
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["enqueue", "embed", "--payload", "{not json"], "--payload is not valid JSON"),
+        (["enqueue", "embed", "--payload", "[1, 2]"], "payload"),
+        (["enqueue", "embed", "--run-after", "tomorrow"], "ISO 8601"),
+        (["enqueue", "embed", "--run-after", "2026-12-01T09:00:00"], "time zone"),
+        (["enqueue", "embed", "--max-attempts", "-1"], "max_attempts"),
+        (["enqueue", "embed", "--user", "someone"], "user_id"),
+        (["enqueue", "bad type"], "type"),
+        (["enqueue", "embed", "--payload", "@/nonexistent/payload.json"], "cannot read"),
+        (["retry"], "give job ids, or --dead"),
+        (["jobs", "--status", "done"], "status"),
+        (["jobs", "--cursor", "garbage"], "cursor"),
+    ],
+)
+def test_bad_input_exits_2_with_a_clear_message_and_writes_nothing(
+    cli: Cli, conn: psycopg.Connection, argv: list[str], message: str
+) -> None:
+    PostgresStore(conn).enqueue(job_spec("embed"))
+
+    code, data, _ = cli(*argv, "--json")
+
+    assert code == 2
+    assert message in data["message"]
+    assert count_jobs(conn) == 1
+
+
+def test_bad_input_without_json_goes_to_stderr(cli: Cli, conn: psycopg.Connection) -> None:
+    code, out, err = cli("enqueue", "embed", "--payload", "{not json")
+
+    assert code == 2
+    assert out == ""
+    assert "error:" in err and "not valid JSON" in err
+    assert count_jobs(conn) == 0
+
+
+@pytest.mark.parametrize("command", ["show", "cancel", "retry"])
+def test_an_unknown_job_id_exits_1_saying_not_found(
+    cli: Cli, conn: psycopg.Connection, command: str
+) -> None:
+    code, data, _ = cli(command, UNKNOWN, "--json")
+
+    assert code == 1
+    assert data["error"] == "JobNotFound"
+    assert f"job {UNKNOWN} not found" in data["message"]
+    assert count_jobs(conn) == 0
+
+
+def test_cancelling_a_finished_job_exits_1_and_changes_nothing(
+    cli: Cli, conn: psycopg.Connection
+) -> None:
+    dead = make_dead(conn)
+
+    code, data, _ = cli("cancel", str(dead), "--json")
+
+    assert code == 1
+    assert "it is dead" in data["message"]
+    assert PostgresStore(conn).get(dead).status == Status.DEAD
+
+
+def test_an_unreachable_database_exits_3(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setenv("TICKQ_DATABASE_URL", f"postgresql://nobody@/tickq?host={tmp_path}")
+
+    code, data, _ = cli("stats", "--json")
+
+    assert code == 3
+    assert "cannot connect" in data["message"]
+
+
+def test_a_malformed_option_is_an_argparse_usage_error(cli: Cli) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main(["enqueue", "embed", "--priority", "high"])
+
+    assert raised.value.code == 2
