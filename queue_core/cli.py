@@ -690,6 +690,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--template", help="SAM template (default ./template.yaml)")
     p.add_argument("--env", action="append", metavar="NAME=VALUE", help="extra environment")
     command("demo", cmd_demo, "run a realistic mix of jobs end to end")
+
+    from .cli_policies import register  # imports this module: registered last
+
+    register(command)
     return parser
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -23,6 +24,7 @@ from .errors import (
     InvalidTransition,
     JobNotFound,
     LeaseLost,
+    QueueFull,
     TickqError,
 )
 from .ids import new_id
@@ -39,12 +41,21 @@ from .jobs import (
 from .queries import QUERIES
 
 MAX_PAGE = 500
+# How long a store trusts its last look at the limit tables: a limit set or cleared takes
+# effect on running workers within this time, and without limits no statement reads them.
+LIMITS_TTL_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
 class Page:
     jobs: list[Job]
     next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsConfigured:
+    types: bool
+    queues: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +84,7 @@ class PostgresStore:
     def __init__(self, conn: psycopg.Connection[Any], *, user_id: UUID | None = None) -> None:
         self.conn = conn
         self.user_id = user_id
+        self._limits: tuple[float, LimitsConfigured] | None = None
 
     # Enqueue
 
@@ -80,6 +92,28 @@ class PostgresStore:
         return self.enqueue_many([spec], now=now, rows=True)[0]
 
     def enqueue_many(
+        self, specs: Sequence[JobSpec], *, now: datetime | None = None, rows: bool = False
+    ) -> list[EnqueueResult]:
+        """Insert all specs in one statement; a spec whose key a live job holds gets that job.
+
+        A target queue with a maximum depth is checked in the insert's transaction, under a
+        lock on its limit row: QueueFull refuses the whole batch and nothing is written.
+        """
+        if specs and self.limits_configured().queues:
+            with self.conn.transaction():
+                self._admit(specs)
+                return self._enqueue_many(specs, now=now, rows=rows)
+        return self._enqueue_many(specs, now=now, rows=rows)
+
+    def _admit(self, specs: Sequence[JobSpec]) -> None:
+        incoming: dict[str, int] = {}
+        for spec in specs:
+            incoming[spec.queue] = incoming.get(spec.queue, 0) + 1
+        params = {"queues": list(incoming), "counts": list(incoming.values())}
+        for queue, depth, max_depth in self._rows("queue_limits_admit", params, None):
+            raise QueueFull(queue, depth, max_depth)
+
+    def _enqueue_many(
         self, specs: Sequence[JobSpec], *, now: datetime | None = None, rows: bool = False
     ) -> list[EnqueueResult]:
         """Insert all specs in one statement; a spec whose key a live job holds gets that job.
@@ -184,6 +218,8 @@ class PostgresStore:
             "now": now,
         }
         statement = "jobs_claim" if len(queues) == 1 else "jobs_claim_queues"
+        if self.limits_configured().types:
+            statement = "jobs_claim_limited"
         jobs = self._rows(statement, params, _job)
         jobs.sort(key=transitions.claim_order)
         return jobs
@@ -322,6 +358,14 @@ class PostgresStore:
         with translate_errors(), self.conn.transaction():
             self.conn.execute(QUERIES["role_worker"])
             return self.stats(now=now)
+
+    def limits_configured(self) -> LimitsConfigured:
+        """Whether any type or queue limit exists, re-read every LIMITS_TTL_SECONDS."""
+        checked = time.monotonic()
+        if self._limits is None or checked - self._limits[0] >= LIMITS_TTL_SECONDS:
+            types, queues = self._rows("limits_configured", {}, None)[0]
+            self._limits = (checked, LimitsConfigured(bool(types), bool(queues)))
+        return self._limits[1]
 
     def now(self) -> datetime:
         row = self._rows("clock_now", {}, None)[0]

@@ -281,3 +281,234 @@ select now();
 -- name: user_scope
 -- Name the user whose rows this transaction may see (row-level security); local to it.
 select set_config('tickq.user_id', %(user_id)s, true);
+
+-- Cron schedules (queue_core/schedules.py)
+
+-- name: schedules_add
+-- Create a schedule, or replace one of the same name when %(replace)s; no row: it exists.
+insert into tickq.schedules as s (
+    name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
+    next_at, created_at, updated_at)
+values (%(name)s, %(cron)s, %(timezone)s, %(type)s, %(payload)s::jsonb, %(queue)s,
+        %(priority)s, %(max_attempts)s, %(missed)s, %(enabled)s, %(next_at)s,
+        coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
+on conflict (name) do update
+    set cron = excluded.cron, timezone = excluded.timezone, type = excluded.type,
+        payload = excluded.payload, queue = excluded.queue, priority = excluded.priority,
+        max_attempts = excluded.max_attempts, missed = excluded.missed,
+        enabled = excluded.enabled, next_at = excluded.next_at,
+        updated_at = excluded.updated_at
+    where %(replace)s
+returning name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
+       last_fired, next_at, created_at, updated_at;
+
+-- name: schedules_list
+-- Every schedule, by name.
+select name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
+       last_fired, next_at, created_at, updated_at from tickq.schedules order by name;
+
+-- name: schedules_get
+-- One schedule by name.
+select name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
+       last_fired, next_at, created_at, updated_at from tickq.schedules where name = %(name)s;
+
+-- name: schedules_set_enabled
+-- Switch a schedule on or off; switching on restarts it at its next occurrence from now.
+update tickq.schedules
+set enabled = %(enabled)s,
+    next_at = coalesce(%(next_at)s, next_at),
+    updated_at = coalesce(%(now)s::timestamptz, now())
+where name = %(name)s
+returning name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
+       last_fired, next_at, created_at, updated_at;
+
+-- name: schedules_remove
+-- Delete a schedule; jobs it already enqueued stay.
+delete from tickq.schedules where name = %(name)s returning name;
+
+-- name: schedules_due
+-- Names of enabled schedules whose next occurrence has come (schedules_due_idx).
+select name from tickq.schedules
+where enabled and next_at <= coalesce(%(now)s::timestamptz, now())
+order by next_at, name;
+
+-- name: schedules_lock
+-- Take one due schedule for this scheduler run. SKIP LOCKED: a schedule another run is
+-- firing right now is theirs; after they commit its next_at is in the future and it no
+-- longer matches, so overlapping runs never fire one occurrence twice.
+select name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
+       last_fired, next_at, created_at, updated_at from tickq.schedules
+where name = %(name)s and enabled and next_at <= coalesce(%(now)s::timestamptz, now())
+for update skip locked;
+
+-- name: schedules_advance
+-- Mark occurrences up to now as handled, in the transaction that enqueued the fired one.
+update tickq.schedules
+set last_fired = coalesce(%(fired)s, last_fired),
+    next_at = %(next_at)s,
+    updated_at = coalesce(%(now)s::timestamptz, now())
+where name = %(name)s;
+
+-- Per-type and per-queue limits (queue_core/limits.py)
+
+-- name: limits_configured
+-- Whether any type limit and any queue limit exist: without them the plain claim and enqueue
+-- statements run.
+select exists (select from tickq.type_limits), exists (select from tickq.queue_limits);
+
+-- name: jobs_claim_limited
+-- jobs_claim under the type limits: see tickq.claim_limited in migration 0004.
+select {columns} from tickq.claim_limited(
+    %(queues)s::text[], %(limit)s, %(lease_seconds)s, %(now)s::timestamptz);
+
+-- name: queue_limits_admit
+-- The limited queues that the incoming jobs would overflow; locks their limit rows until
+-- the enqueue commits.
+select queue, depth, max_depth from tickq.queue_admit(%(queues)s::text[], %(counts)s::integer[]);
+
+-- name: type_limits_set
+-- Create or change a type's limits; the rate log survives a change of the numbers.
+insert into tickq.type_limits as l (type, max_running, rate_limit, rate_period_seconds)
+values (%(type)s, %(max_running)s, %(rate_limit)s, %(rate_period_seconds)s)
+on conflict (type) do update
+    set max_running = excluded.max_running, rate_limit = excluded.rate_limit,
+        rate_period_seconds = excluded.rate_period_seconds, updated_at = now()
+returning type, max_running, rate_limit, rate_period_seconds;
+
+-- name: type_limits_list
+-- Every type limit, with the jobs of the type running now.
+select l.type, l.max_running, l.rate_limit, l.rate_period_seconds,
+       (select count(*) from tickq.jobs j where j.status = 'running' and j.type = l.type)
+from tickq.type_limits l
+order by l.type;
+
+-- name: type_limits_clear
+-- Remove a type's limits.
+delete from tickq.type_limits where type = %(type)s returning type;
+
+-- name: queue_limits_set
+-- Create or change a queue's maximum depth.
+insert into tickq.queue_limits as l (queue, max_depth)
+values (%(queue)s, %(max_depth)s)
+on conflict (queue) do update set max_depth = excluded.max_depth, updated_at = now()
+returning queue, max_depth;
+
+-- name: queue_limits_list
+-- Every queue limit, with the jobs waiting in the queue now.
+select l.queue, l.max_depth,
+       (select count(*) from tickq.jobs j
+        where j.queue = l.queue and j.status in ('queued', 'retrying'))
+from tickq.queue_limits l
+order by l.queue;
+
+-- name: queue_limits_clear
+-- Remove a queue's maximum depth.
+delete from tickq.queue_limits where queue = %(queue)s returning queue;
+
+-- Retention (queue_core/retention.py)
+
+-- name: retention_policies_set
+-- Create or change the policy of one scope (queue and/or type; null is "any").
+insert into tickq.retention_policies as p (queue, type, statuses, max_age_seconds, keep_last)
+values (%(queue)s, %(type)s, %(statuses)s::text[], %(max_age_seconds)s, %(keep_last)s)
+on conflict on constraint retention_policies_scope_key do update
+    set statuses = excluded.statuses, max_age_seconds = excluded.max_age_seconds,
+        keep_last = excluded.keep_last, updated_at = now()
+returning id, queue, type, statuses, max_age_seconds, keep_last;
+
+-- name: retention_policies_list
+-- Every policy, most specific first (the order in which they claim jobs).
+select id, queue, type, statuses, max_age_seconds, keep_last from tickq.retention_policies
+order by (type is not null)::int * 2 + (queue is not null)::int desc, queue, type;
+
+-- name: retention_policies_clear
+-- Remove the policy of one scope.
+delete from tickq.retention_policies
+where queue is not distinct from %(queue)s and type is not distinct from %(type)s
+returning id;
+
+-- name: retention_prune
+-- Delete up to %(batch)s jobs that one policy lets go. Each call is its own short
+-- transaction; SKIP LOCKED leaves rows someone is touching (a retry) for the next pass.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), cutoff as materialized (
+    -- The keep_last-th newest job in scope, re-read by every batch so jobs finishing
+    -- meanwhile move it forward and are never the ones deleted.
+    select j.finished_at, j.id
+    from tickq.jobs j
+    where j.status = any(%(statuses)s::text[])
+      and (%(queue)s::text is null or j.queue = %(queue)s::text)
+      and (%(type)s::text is null or j.type = %(type)s::text)
+      -- A job belongs to the most specific policy that matches it, and to no other.
+      and not exists (
+          select from tickq.retention_policies o
+          where (o.type is not null)::int * 2 + (o.queue is not null)::int > %(rank)s
+            and (o.queue is null or o.queue = j.queue)
+            and (o.type is null or o.type = j.type))
+    order by j.finished_at desc, j.id desc
+    offset greatest(coalesce(%(keep_last)s::integer, 0) - 1, 0)
+    limit 1
+), doomed as materialized (
+    select j.id
+    from tickq.jobs j, clock
+    where j.status = any(%(statuses)s::text[])
+      and (%(queue)s::text is null or j.queue = %(queue)s::text)
+      and (%(type)s::text is null or j.type = %(type)s::text)
+      -- A job belongs to the most specific policy that matches it, and to no other.
+      and not exists (
+          select from tickq.retention_policies o
+          where (o.type is not null)::int * 2 + (o.queue is not null)::int > %(rank)s
+            and (o.queue is null or o.queue = j.queue)
+            and (o.type is null or o.type = j.type))
+      and (
+          (%(max_age_seconds)s::float8 is not null
+           and j.finished_at < clock.now - %(max_age_seconds)s::float8 * interval '1 second')
+          or %(keep_last)s::integer = 0
+          or (%(keep_last)s::integer is not null
+              and (j.finished_at, j.id) < (select finished_at, id from cutoff)))
+    limit %(batch)s
+    for update of j skip locked
+)
+delete from tickq.jobs j
+where j.id = any(array(select id from doomed))
+returning j.status;
+
+-- name: retention_count
+-- How many jobs one policy would let go now (prune --dry-run); deletes and locks nothing.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), cutoff as materialized (
+    select j.finished_at, j.id
+    from tickq.jobs j
+    where j.status = any(%(statuses)s::text[])
+      and (%(queue)s::text is null or j.queue = %(queue)s::text)
+      and (%(type)s::text is null or j.type = %(type)s::text)
+      -- A job belongs to the most specific policy that matches it, and to no other.
+      and not exists (
+          select from tickq.retention_policies o
+          where (o.type is not null)::int * 2 + (o.queue is not null)::int > %(rank)s
+            and (o.queue is null or o.queue = j.queue)
+            and (o.type is null or o.type = j.type))
+    order by j.finished_at desc, j.id desc
+    offset greatest(coalesce(%(keep_last)s::integer, 0) - 1, 0)
+    limit 1
+)
+select j.status, count(*)
+from tickq.jobs j, clock
+where j.status = any(%(statuses)s::text[])
+      and (%(queue)s::text is null or j.queue = %(queue)s::text)
+      and (%(type)s::text is null or j.type = %(type)s::text)
+      -- A job belongs to the most specific policy that matches it, and to no other.
+      and not exists (
+          select from tickq.retention_policies o
+          where (o.type is not null)::int * 2 + (o.queue is not null)::int > %(rank)s
+            and (o.queue is null or o.queue = j.queue)
+            and (o.type is null or o.type = j.type))
+      and (
+          (%(max_age_seconds)s::float8 is not null
+           and j.finished_at < clock.now - %(max_age_seconds)s::float8 * interval '1 second')
+          or %(keep_last)s::integer = 0
+          or (%(keep_last)s::integer is not null
+              and (j.finished_at, j.id) < (select finished_at, id from cutoff)))
+group by j.status;

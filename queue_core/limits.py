@@ -1,0 +1,165 @@
+"""Per-type and per-queue limits: values, validation and their table operations.
+
+Enforcement lives in SQL, inside the claim (`tickq.claim_limited`) and the enqueue
+(`tickq.queue_admit`), so concurrent workers can never overshoot; this module only sets
+and lists the numbers. Workers notice that limits exist within `LIMITS_TTL_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from . import validation
+from .errors import InvalidJob, TickqError
+from .queries import QUERIES
+from .store import LIMITS_TTL_SECONDS, translate_errors
+
+__all__ = [
+    "LIMITS_TTL_SECONDS",
+    "MAX_LIMIT",
+    "LimitNotFound",
+    "Limits",
+    "QueueLimit",
+    "TypeLimit",
+    "parse_rate",
+]
+
+MAX_LIMIT = 1_000_000
+MAX_RATE = 10_000  # starts per period: bounds the rate log kept in the limit row
+MAX_PERIOD_SECONDS = 86_400.0
+_UNITS = {
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1.0),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60.0),
+    **dict.fromkeys(("h", "hr", "hour", "hours"), 3600.0),
+}
+_RATE = re.compile(r"(\d+)/(\d+(?:\.\d+)?)?([a-z]+)")
+
+
+class LimitNotFound(TickqError):
+    """No such limit."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind = kind
+        self.name = name
+        super().__init__(f"no limit is set for {kind} {name!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class TypeLimit:
+    """At most `max_running` jobs of `type` running at once across all workers, and at most
+    `rate_limit` starts in any window of `rate_period_seconds`."""
+
+    type: str
+    max_running: int | None = None
+    rate_limit: int | None = None
+    rate_period_seconds: float | None = None
+    running: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "max_running": self.max_running,
+            "rate_limit": self.rate_limit,
+            "rate_period_seconds": self.rate_period_seconds,
+            "running": self.running,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimit:
+    """Enqueue into `queue` is refused (QueueFull) once `max_depth` jobs wait in it."""
+
+    queue: str
+    max_depth: int
+    waiting: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"queue": self.queue, "max_depth": self.max_depth, "waiting": self.waiting}
+
+
+def parse_rate(text: Any) -> tuple[int, float]:
+    """'5/s', '100/min', '10/30s', '1000/hour' -> (starts, period in seconds)."""
+    raw = text.replace(" ", "").lower() if isinstance(text, str) else ""
+    match = _RATE.fullmatch(raw)
+    if not match or match.group(3) not in _UNITS:
+        raise InvalidJob("rate", f"expected N/PERIOD such as 5/s, 100/min or 10/30s, got {text!r}")
+    period = float(match.group(2) or 1) * _UNITS[match.group(3)]
+    return (
+        validation.integer(int(match.group(1)), "rate", 1, MAX_RATE),
+        validation.number(period, "rate period", 0.001, MAX_PERIOD_SECONDS),
+    )
+
+
+def type_limit(
+    type: Any,
+    *,
+    max_running: Any = None,
+    rate_limit: Any = None,
+    rate_period_seconds: Any = None,
+) -> TypeLimit:
+    """Validate a type limit: a cap, a rate (count and period together), or both."""
+    name = validation.name(type, "type")
+    if max_running is None and rate_limit is None:
+        raise InvalidJob("limit", "give a concurrency cap, a rate, or both")
+    if (rate_limit is None) != (rate_period_seconds is None):
+        raise InvalidJob("rate", "give both the number of starts and the period")
+    return TypeLimit(
+        name,
+        None if max_running is None else validation.integer(max_running, "max_running", 1,
+                                                            MAX_LIMIT),
+        None if rate_limit is None else validation.integer(rate_limit, "rate", 1, MAX_RATE),
+        None
+        if rate_period_seconds is None
+        else validation.number(rate_period_seconds, "rate period", 0.001, MAX_PERIOD_SECONDS),
+    )
+
+
+def queue_limit(queue: Any, *, max_depth: Any) -> QueueLimit:
+    return QueueLimit(
+        validation.name(queue, "queue"),
+        validation.integer(max_depth, "max_depth", 1, MAX_LIMIT),
+    )
+
+
+class Limits:
+    """Limit rows on one psycopg connection; each operation is one statement."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    def set_type(self, limit: TypeLimit) -> TypeLimit:
+        params = {
+            "type": limit.type,
+            "max_running": limit.max_running,
+            "rate_limit": limit.rate_limit,
+            "rate_period_seconds": limit.rate_period_seconds,
+        }
+        row = self._rows("type_limits_set", params)[0]
+        return TypeLimit(*row)
+
+    def set_queue(self, limit: QueueLimit) -> QueueLimit:
+        row = self._rows("queue_limits_set", {"queue": limit.queue, "max_depth": limit.max_depth})
+        return QueueLimit(*row[0])
+
+    def types(self) -> list[TypeLimit]:
+        return [TypeLimit(*row) for row in self._rows("type_limits_list", {})]
+
+    def queues(self) -> list[QueueLimit]:
+        return [QueueLimit(*row) for row in self._rows("queue_limits_list", {})]
+
+    def clear_type(self, type: str) -> None:
+        if not self._rows("type_limits_clear", {"type": type}):
+            raise LimitNotFound("type", type)
+
+    def clear_queue(self, queue: str) -> None:
+        if not self._rows("queue_limits_clear", {"queue": queue}):
+            raise LimitNotFound("queue", queue)
+
+    def _rows(self, name: str, params: dict[str, Any]) -> list[Any]:
+        with translate_errors(), self.conn.cursor() as cur:
+            cur.execute(QUERIES[name], params)
+            return cur.fetchall() if cur.description else []
