@@ -31,6 +31,10 @@ with clock as materialized (
            i.lease_seconds, i.backoff_base, i.backoff_factor, i.backoff_max, i.backoff_jitter,
            clock.now, clock.now
     from input i, clock
+    -- Keys are inserted in one global order: two batches that share uncommitted keys then
+    -- wait on each other in the same order instead of each holding a key the other needs
+    -- (a deadlock when callers enqueue batches inside their own transactions).
+    order by i.idempotency_key, i.user_id
     -- The partial unique index decides duplicates, so concurrent enqueues of one key from
     -- many connections leave exactly one job: the losers wait for the winner, then skip.
     on conflict (idempotency_key, user_id)
