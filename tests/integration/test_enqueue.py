@@ -173,7 +173,10 @@ def test_bulk_enqueue_is_one_statement_and_resolves_in_batch_duplicate_keys(
     with psycopg.connect(
         database_url, autocommit=True, cursor_factory=counting_cursor(calls)
     ) as counted:
-        results = PostgresStore(counted).enqueue_many(specs)
+        store = PostgresStore(counted)
+        store.limits_configured()  # the store's cached probe for queue limits, read up front
+        calls.clear()
+        results = store.enqueue_many(specs)
 
     assert len(calls) == 1
     assert len(results) == 5
