@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 the operation was refused (unknown job, wrong state, le
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from rich.console import Console
@@ -34,7 +36,7 @@ from .errors import (
 )
 from .jobs import TERMINAL, Job, Status
 from .registry import Registry, registry
-from .store import PostgresStore
+from .store import PostgresStore, StatsRow
 from .tick import Runner, TickReport
 
 EXIT_REFUSED, EXIT_INPUT, EXIT_DATABASE = 1, 2, 3
@@ -334,15 +336,55 @@ def cmd_retry(args: argparse.Namespace) -> int:
     with database() as conn:
         store = PostgresStore(conn)
         if args.ids:
-            jobs = [store.retry(job_id) for job_id in args.ids]
+            with _progress(args, "retrying", len(args.ids)) as advance:
+                jobs = []
+                for job_id in args.ids:
+                    jobs.append(store.retry(job_id))
+                    advance(1)
         else:
-            jobs = store.retry_dead(types=args.type, queues=args.queue, limit=args.limit)
+            jobs = _retry_dead_in_chunks(args, store)
     emit(
         args,
         [j.to_dict() for j in jobs],
         lambda: out.print(f"{len(jobs)} job(s) back in the queue"),
     )
     return 0
+
+
+def _retry_dead_in_chunks(args: argparse.Namespace, store: PostgresStore) -> list[Job]:
+    """Retry matching dead jobs RETRY_CHUNK at a time, so the bar moves and each statement
+    holds its row locks briefly; stops when a chunk finds nothing left to retry."""
+    dead = sum(
+        r.count
+        for r in store.stats()
+        if r.status == Status.DEAD
+        and (not args.type or r.type in args.type)
+        and (not args.queue or r.queue in args.queue)
+    )
+    total = min(dead, args.limit)
+    jobs: list[Job] = []
+    with _progress(args, "retrying dead jobs", total) as advance:
+        while len(jobs) < total:
+            chunk = store.retry_dead(
+                types=args.type, queues=args.queue, limit=min(RETRY_CHUNK, total - len(jobs))
+            )
+            if not chunk:
+                break
+            jobs.extend(chunk)
+            advance(len(chunk))
+    return jobs
+
+
+@contextmanager
+def _progress(args: argparse.Namespace, label: str, total: int) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr, shown only on a terminal, for human output, and for
+    enough work to be worth one."""
+    from rich.progress import Progress
+
+    shown = not args.json and err.is_terminal and total >= PROGRESS_THRESHOLD
+    with Progress(console=err, transient=True, disable=not shown) as progress:
+        task = progress.add_task(label, total=total)
+        yield lambda n: progress.advance(task, n)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -361,8 +403,51 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     with database() as conn:
-        rows = PostgresStore(conn).stats()
-    data = [
+        store = PostgresStore(conn)
+        if args.watch:
+            return _watch_stats(args, store)
+        rows = store.stats()
+    emit(args, _stats_data(rows), lambda: out.print(_stats_table(rows)))
+    return 0
+
+
+def _watch_stats(args: argparse.Namespace, store: PostgresStore) -> int:
+    """Redraw the stats every --interval seconds until Ctrl-C (or --count refreshes).
+
+    On a terminal the table is redrawn in place; piped, each refresh is printed in turn,
+    one JSON object per line with --json.
+    """
+    from rich.live import Live
+
+    def snapshot() -> tuple[datetime, list[StatsRow]]:
+        return store.now(), store.stats()
+
+    refreshes = itertools.count(1) if args.count is None else iter(range(1, args.count + 1))
+    try:
+        if args.json or not out.is_terminal:
+            for n in refreshes:
+                at, rows = snapshot()
+                if args.json:
+                    print(json.dumps({"at": at.isoformat(), "stats": _stats_data(rows)}))
+                    sys.stdout.flush()
+                else:
+                    out.print(_stats_table(rows, at))
+                if n != args.count:
+                    time.sleep(args.interval)
+            return 0
+        with Live(console=out, auto_refresh=False, transient=False) as live:
+            for n in refreshes:
+                at, rows = snapshot()
+                live.update(_stats_table(rows, at), refresh=True)
+                if n != args.count:
+                    time.sleep(args.interval)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _stats_data(rows: Sequence[StatsRow]) -> list[dict[str, Any]]:
+    return [
         {
             "queue": r.queue,
             "type": r.type,
@@ -373,17 +458,18 @@ def cmd_stats(args: argparse.Namespace) -> int:
         for r in rows
     ]
 
-    def human() -> None:
-        table = Table(title="jobs by queue, type and status")
-        for column in ("queue", "type", "status", "count", "oldest runnable"):
-            table.add_column(column)
-        for r in rows:
-            age = "" if r.oldest_runnable_seconds is None else f"{r.oldest_runnable_seconds:.1f} s"
-            table.add_row(r.queue, r.type, _status(r.status.value), str(r.count), age)
-        out.print(table)
 
-    emit(args, data, human)
-    return 0
+def _stats_table(rows: Sequence[StatsRow], at: datetime | None = None) -> Table:
+    title = "jobs by queue, type and status"
+    table = Table(title=title if at is None else f"{title} at {_when(at)}")
+    for column in ("queue", "type", "status", "count", "oldest runnable"):
+        table.add_column(column)
+    for r in rows:
+        age = "" if r.oldest_runnable_seconds is None else f"{r.oldest_runnable_seconds:.1f} s"
+        table.add_row(r.queue, r.type, _status(r.status.value), str(r.count), age)
+    if not rows:
+        table.caption = "no jobs"
+    return table
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -391,10 +477,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from . import demo
 
-    with database(throwaway=not Settings.from_env().database_url) as conn:
+    owner = _demo_owner(args.user)
+    with database(throwaway=not (Settings.from_env().database_url or args.keep)) as conn:
         migrations.migrate(conn)
         store = PostgresStore(conn)
-        specs = [demo.demo.spec(**r) for r in demo.requests()]
+        specs = [demo.demo.spec(**r, user_id=owner) for r in demo.requests()]
         results = store.enqueue_many(specs)
         ids = list(dict.fromkeys(r.id for r in results))
         duplicates = sum(r.duplicate for r in results)
@@ -443,6 +530,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     emit(args, {"jobs": [j.to_dict() for j in jobs], "report": total.as_dict()}, human)
     unfinished = [j for j in jobs if j.status not in TERMINAL]
     return EXIT_REFUSED if unfinished else 0
+
+
+def _demo_owner(user: str | None) -> UUID | None:
+    """The owner id `tickq serve --user` signs in as, so the page shows the demo's jobs."""
+    if user is None:
+        return None
+    from infra import serve
+
+    try:
+        return serve.DevIdentity(serve.parse_user(user)).owner_id()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -565,6 +664,9 @@ def _int(raw: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {raw!r}") from None
 
 
+# Bulk retries go in chunks of this many jobs; bars appear for at least PROGRESS_THRESHOLD.
+RETRY_CHUNK = 100
+PROGRESS_THRESHOLD = 2
 EXIT_CODES = "exit codes: 0 ok, 1 refused (not found, wrong state), 2 bad input, 3 database error"
 EXAMPLES = """\
 examples:
@@ -578,6 +680,15 @@ examples:
 The database is TICKQ_DATABASE_URL; without it, an embedded local PostgreSQL is used.
 exit codes: 0 ok, 1 refused (not found, wrong state), 2 bad input, 3 database error
 """
+
+
+LIST_EXAMPLES = {
+    "jobs": "  tickq jobs --status dead --type embed       dead embed jobs, newest first\n"
+    "  tickq jobs --user 0192f4c3-... --limit 20   one user's jobs\n"
+    "  tickq jobs --cursor <from the last page>    the next page",
+    "dead": "  tickq dead                                  every dead letter\n"
+    "  tickq dead --type embed --json              for scripts",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -614,9 +725,22 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--concurrency", type=_positive, help="handlers run at once")
         p.add_argument("--lease-seconds", type=_positive, help="lease for jobs without one")
 
-    command("migrate", cmd_migrate, "apply pending schema migrations")
+    command(
+        "migrate",
+        cmd_migrate,
+        "apply pending schema migrations",
+        "  tickq migrate                               create or upgrade the schema\n"
+        "  tickq migrate --json                        list what was applied",
+    )
 
-    p = command("enqueue", cmd_enqueue, "enqueue a job")
+    p = command(
+        "enqueue",
+        cmd_enqueue,
+        "enqueue a job",
+        "  tickq enqueue embed --payload '{\"doc\": 1}' --key doc-1\n"
+        "  tickq enqueue reindex --payload @job.json --delay 60 --priority 5\n"
+        "  tickq enqueue embed --count 1000 --queue bulk",
+    )
     p.add_argument("type", help="job type (handler name)")
     p.add_argument("--payload", help="JSON object, or @file.json")
     p.add_argument("--queue")
@@ -629,11 +753,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--count", type=_positive, default=1, help="enqueue this many copies")
     p.add_argument("--tasks", nargs="*", help="handler modules, for defaults and type checks")
 
-    p = command("tick", cmd_tick, "run one tick: reclaim, then claim/run/persist until drained")
+    p = command(
+        "tick",
+        cmd_tick,
+        "run one tick: reclaim, then claim/run/persist until drained",
+        "  tickq tick --tasks myapp.tasks              what TickFunction does once\n"
+        "  tickq tick --tasks myapp.tasks --max-batches 1 --batch-size 50",
+    )
     worker_options(p)
     p.add_argument("--max-batches", type=_positive)
 
-    p = command("work", cmd_work, "run a long-lived worker until SIGINT/SIGTERM")
+    p = command(
+        "work",
+        cmd_work,
+        "run a long-lived worker until SIGINT/SIGTERM",
+        "  tickq work --tasks myapp.tasks              until Ctrl-C; live counts on a terminal\n"
+        "  tickq work --tasks myapp.tasks --until-empty --queue bulk\n"
+        "  tickq work --max-seconds 300 --concurrency 20",
+    )
     worker_options(p)
     p.add_argument("--poll-interval", type=_seconds, default=1.0, help="idle sleep, seconds")
     p.add_argument("--max-seconds", type=_seconds, help="stop after this long")
@@ -643,7 +780,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("jobs", cmd_jobs, "list jobs, newest first"),
         ("dead", cmd_dead, "list dead letters"),
     ):
-        p = command(name, func, help)
+        p = command(name, func, help, LIST_EXAMPLES[name])
         if name == "jobs":
             p.add_argument("--status", action="append", help="filter (repeatable)")
             p.add_argument("--user", help="owner's user id")
@@ -652,20 +789,49 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--queue", action="append", help="filter (repeatable)")
         p.add_argument("--limit", type=_positive, default=50)
 
-    p = command("show", cmd_show, "show one job")
+    p = command(
+        "show",
+        cmd_show,
+        "show one job",
+        "  tickq show 0192f4c3-...                     every field, error history included\n"
+        "  tickq show 0192f4c3-... --json | jq .payload",
+    )
     p.add_argument("id")
 
-    p = command("retry", cmd_retry, "send dead or cancelled jobs back to the queue")
+    p = command(
+        "retry",
+        cmd_retry,
+        "send dead or cancelled jobs back to the queue",
+        "  tickq retry 0192f4c3-... 0192f4c4-...       these jobs\n"
+        "  tickq retry --dead --type embed             every dead embed job (progress bar)\n"
+        "  tickq retry --dead --queue bulk --limit 500",
+    )
     p.add_argument("ids", nargs="*", metavar="ID")
     p.add_argument("--dead", action="store_true", help="retry dead jobs matching the filters")
     p.add_argument("--type", action="append")
     p.add_argument("--queue", action="append")
     p.add_argument("--limit", type=_positive, default=1000)
 
-    p = command("cancel", cmd_cancel, "cancel waiting jobs; ask running ones to stop")
+    p = command(
+        "cancel",
+        cmd_cancel,
+        "cancel waiting jobs; ask running ones to stop",
+        "  tickq cancel 0192f4c3-...                   queued/retrying: cancelled at once\n"
+        "                                              running: stops at its next heartbeat",
+    )
     p.add_argument("ids", nargs="+", metavar="ID")
 
-    command("stats", cmd_stats, "counts per queue, type and status")
+    p = command(
+        "stats",
+        cmd_stats,
+        "counts per queue, type and status",
+        "  tickq stats                                 one snapshot\n"
+        "  tickq stats --watch                         a live view, redrawn every 2 s\n"
+        "  tickq stats --watch --json --interval 10    one JSON line every 10 s",
+    )
+    p.add_argument("--watch", action="store_true", help="keep refreshing until Ctrl-C")
+    p.add_argument("--interval", type=_seconds, default=2.0, help="seconds between refreshes")
+    p.add_argument("--count", type=_positive, help="with --watch: stop after N refreshes")
 
     p = command(
         "serve",
@@ -689,7 +855,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--event", required=True, help="event JSON file (- for stdin)")
     p.add_argument("--template", help="SAM template (default ./template.yaml)")
     p.add_argument("--env", action="append", metavar="NAME=VALUE", help="extra environment")
-    command("demo", cmd_demo, "run a realistic mix of jobs end to end")
+    p = command(
+        "demo",
+        cmd_demo,
+        "run a realistic mix of jobs end to end",
+        "  tickq demo                                  on a throwaway PostgreSQL\n"
+        "  tickq demo --user alice --keep && tickq serve --user alice\n"
+        "                                              then browse http://127.0.0.1:8000/ui",
+    )
+    p.add_argument("--user", help="owner of the demo jobs: a UUID or a name (see serve)")
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="use the local database `tickq serve` uses, not a throwaway one",
+    )
 
     from .cli_policies import register  # imports this module: registered last
 
