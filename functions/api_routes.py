@@ -33,7 +33,7 @@ router = Router()
 def enqueue_job() -> Response:
     owner = _caller()
     request = parse(EnqueueRequest, _json_body())
-    header_key = router.current_event.get_header_value("Idempotency-Key", case_sensitive=False)
+    header_key = router.current_event.headers.get("Idempotency-Key")  # case-insensitive
     if header_key is not None:
         if request.idempotency_key not in (None, header_key):
             raise BadRequest("the Idempotency-Key header and idempotency_key in the body differ")

@@ -8,6 +8,7 @@ only inside Lambda (Powertools disables the tracer elsewhere).
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -19,13 +20,19 @@ from queue_core.store import StatsRow
 
 NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "tickq"
 
-logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME") or "tickq")
-metrics = Metrics(namespace=NAMESPACE)
+# The alarms in template.yaml select metrics by this service dimension.
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "tickq"
+
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 tracer = Tracer()
 
 # queue_core logs through the standard "tickq" logger; give it the same JSON formatter so
 # its job_id / job_type / attempt extras become keys of the structured log line.
 copy_config_to_registered_loggers(source_logger=logger, include={"tickq"})
+
+# Requests that only read (GET /jobs) publish no metric; that is expected, not a warning.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 TICK_COUNTERS = (
     "claimed",

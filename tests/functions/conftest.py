@@ -1,0 +1,199 @@
+"""Fixtures for the Lambda handlers: real PostgreSQL logins, moto for AWS, sample events.
+
+Each handler runs as it would in Lambda: environment variables point it at a database
+login (a member of tickq_worker, or of tickq_app for the API), and AWS calls go to moto.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import psycopg
+import pytest
+from moto import mock_aws
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from functions import db
+from functions.aws import clients
+from queue_core import Registry, registry
+
+EVENTS = Path(__file__).resolve().parents[2] / "infra" / "events"
+FUNCTION_ENV = (
+    "TICKQ_DATABASE_URL",
+    "TICKQ_DB_SECRET_ARN",
+    "TICKQ_TASK_MODULES",
+    "TICKQ_QUEUES",
+    "TICKQ_BATCH_SIZE",
+    "TICKQ_CONCURRENCY",
+    "TICKQ_LEASE_SECONDS",
+    "TICKQ_PREPARE_THRESHOLD",
+    "TICKQ_SAFETY_MARGIN_MS",
+    "TICKQ_MAX_FANOUT",
+    "TICKQ_EVENT_BUS",
+    "TICKQ_KICK_FUNCTION",
+)
+
+
+def sample_event(name: str) -> Any:
+    """A copy of infra/events/<name>.json, the file `sam local invoke -e` would use."""
+    return json.loads((EVENTS / f"{name}.json").read_text(encoding="utf-8"))
+
+
+class FakeContext:
+    """A Lambda context whose remaining time the test controls."""
+
+    def __init__(self, remaining_ms: int = 60_000, name: str = "tickq-tick") -> None:
+        self.remaining_ms = remaining_ms
+        self.function_name = name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{name}"
+        self.memory_limit_in_mb = 512
+        self.aws_request_id = str(uuid4())
+        self.log_group_name = f"/aws/lambda/{name}"
+        self.log_stream_name = "2026/11/29/[$LATEST]0123456789abcdef"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+    def spend(self, ms: int) -> None:
+        self.remaining_ms = max(0, self.remaining_ms - ms)
+
+
+@pytest.fixture
+def lambda_context() -> FakeContext:
+    return FakeContext()
+
+
+def _login_role(database_url: str, member_of: str) -> Iterator[str]:
+    """A LOGIN role in `member_of`, never a superuser, under a unique name; dropped after."""
+    name = f"fn_{member_of}_{secrets.token_hex(4)}"
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("create role {} login nosuperuser nobypassrls in role {}").format(
+                sql.Identifier(name), sql.Identifier(member_of)
+            )
+        )
+    try:
+        yield make_conninfo(database_url, user=name)
+    finally:
+        with psycopg.connect(database_url, autocommit=True) as admin:
+            admin.execute(
+                "select pg_terminate_backend(pid) from pg_stat_activity where usename = %s",
+                (name,),
+            )
+            admin.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def worker_login_url(database_url: str) -> Iterator[str]:
+    yield from _login_role(database_url, "tickq_worker")
+
+
+@pytest.fixture(scope="session")
+def app_login_url(database_url: str) -> Iterator[str]:
+    yield from _login_role(database_url, "tickq_app")
+
+
+@pytest.fixture
+def function_env(monkeypatch: pytest.MonkeyPatch, clean_tables: None) -> Iterator[None]:
+    """No tickq setting leaks in from the caller; the per-environment connection is reset."""
+    for name in FUNCTION_ENV:
+        monkeypatch.delenv(name, raising=False)
+    db.discard()
+    yield
+    db.discard()
+
+
+@pytest.fixture
+def as_worker(function_env: None, monkeypatch: pytest.MonkeyPatch, worker_login_url: str) -> None:
+    monkeypatch.setenv("TICKQ_DATABASE_URL", worker_login_url)
+
+
+@pytest.fixture
+def as_app(function_env: None, monkeypatch: pytest.MonkeyPatch, app_login_url: str) -> None:
+    monkeypatch.setenv("TICKQ_DATABASE_URL", app_login_url)
+
+
+@pytest.fixture
+def tasks(monkeypatch: pytest.MonkeyPatch) -> Registry:
+    """The process-wide registry, emptied for this test and restored after it."""
+    monkeypatch.setattr(registry, "tasks", {})
+    return registry
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto for every AWS call, Lambda included (without Docker); fresh clients per test."""
+    from aws_lambda_powertools.utilities import parameters
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    clients.cache_clear()
+    parameters.clear_caches()
+    parameters.base.DEFAULT_PROVIDERS.clear()
+    with mock_aws(config={"lambda": {"use_docker": False}}):
+        yield
+    clients.cache_clear()
+    parameters.clear_caches()
+    parameters.base.DEFAULT_PROVIDERS.clear()
+
+
+def http_event(
+    method: str,
+    path: str,
+    *,
+    body: Any = None,
+    sub: str | UUID | None = None,
+    headers: dict[str, str] | None = None,
+    query: dict[str, str] | None = None,
+    raw_body: str | None = None,
+) -> dict[str, Any]:
+    """An HTTP API (v2) event shaped like infra/events/api-post-job.json."""
+    event: dict[str, Any] = copy.deepcopy(sample_event("api-post-job"))
+    event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    event["requestContext"]["http"]["method"] = method
+    event["routeKey"] = event["requestContext"]["routeKey"] = f"{method} {path}"
+    event.pop("body", None)
+    if raw_body is not None:
+        event["body"] = raw_body
+    elif body is not None:
+        event["body"] = json.dumps(body)
+    if query:
+        event["queryStringParameters"] = query
+        event["rawQueryString"] = "&".join(f"{k}={v}" for k, v in query.items())
+    event["headers"].update(headers or {})
+    if sub is None:
+        event["requestContext"].pop("authorizer", None)
+    else:
+        event["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = str(sub)
+    return event
+
+
+Invoke = Callable[..., tuple[int, Any]]
+
+
+@pytest.fixture
+def call_api(as_app: None, lambda_context: FakeContext) -> Invoke:
+    """Send an HTTP API event to ApiFunction; returns (status, decoded JSON body)."""
+    from functions import api
+
+    def call(method: str, path: str, **options: Any) -> tuple[int, Any]:
+        response = api.handler(http_event(method, path, **options), lambda_context)
+        body = response.get("body")
+        return response["statusCode"], json.loads(body) if body else None
+
+    return call

@@ -1,0 +1,237 @@
+"""ApiFunction against real PostgreSQL, logged in as a member of tickq_app (RLS applies)."""
+
+from __future__ import annotations
+
+import json
+from uuid import uuid4
+
+import psycopg
+import pytest
+
+from functions import api
+from functions.identity import OWNER_NAMESPACE, caller_id
+from queue_core.validation import MAX_PAYLOAD_BYTES
+
+from .conftest import FakeContext, Invoke, http_event, sample_event
+
+ALICE = uuid4()
+BOB = uuid4()
+
+
+def count_jobs(conn: psycopg.Connection) -> int:
+    row = conn.execute("select count(*) from tickq.jobs").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_post_then_get_round_trip(call_api: Invoke) -> None:
+    status, job = call_api(
+        "POST", "/jobs", body={"type": "embed", "payload": {"doc": 1}}, sub=ALICE
+    )
+    assert status == 202
+    assert job["status"] == "queued" and job["user_id"] == str(ALICE)
+
+    status, fetched = call_api("GET", f"/jobs/{job['id']}", sub=ALICE)
+
+    assert status == 200
+    assert fetched["id"] == job["id"] and fetched["payload"] == {"doc": 1}
+
+
+def test_sample_post_event_enqueues_for_the_token_subject(
+    as_app: None, lambda_context: FakeContext, conn: psycopg.Connection
+) -> None:
+    event = sample_event("api-post-job")
+    response = api.handler(event, lambda_context)
+    assert response["statusCode"] == 202
+    sub = event["requestContext"]["authorizer"]["jwt"]["claims"]["sub"]
+    row = conn.execute("select user_id::text, type from tickq.jobs").fetchone()
+    assert row == (sub, "echo")
+
+
+def test_idempotency_key_header_returns_the_existing_job_with_200(call_api: Invoke) -> None:
+    headers = {"idempotency-key": "report-7"}
+    first_status, first = call_api("POST", "/jobs", body={"type": "r"}, sub=ALICE, headers=headers)
+    again_status, again = call_api("POST", "/jobs", body={"type": "r"}, sub=ALICE, headers=headers)
+    assert (first_status, again_status) == (202, 200)
+    assert again["id"] == first["id"] and again["idempotency_key"] == "report-7"
+
+
+def test_conflicting_header_and_body_keys_are_refused(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    status, body = call_api(
+        "POST",
+        "/jobs",
+        body={"type": "r", "idempotency_key": "a"},
+        headers={"Idempotency-Key": "b"},
+        sub=ALICE,
+    )
+    assert status == 400 and "differ" in body["message"]
+    assert count_jobs(conn) == 0
+
+
+def test_users_never_see_each_others_jobs(call_api: Invoke) -> None:
+    _, alices = call_api("POST", "/jobs", body={"type": "embed"}, sub=ALICE)
+    call_api("POST", "/jobs", body={"type": "embed"}, sub=BOB)
+
+    status, listing = call_api("GET", "/jobs", sub=BOB)
+    assert status == 200
+    assert [j["user_id"] for j in listing["jobs"]] == [str(BOB)]
+    for method, path in (
+        ("GET", f"/jobs/{alices['id']}"),
+        ("POST", f"/jobs/{alices['id']}/cancel"),
+        ("POST", f"/jobs/{alices['id']}/retry"),
+    ):
+        status, body = call_api(method, path, sub=BOB)
+        assert status == 404, (method, path, body)
+        assert body["error"] == "JobNotFound"
+
+
+def test_same_idempotency_key_from_two_users_makes_two_jobs(call_api: Invoke) -> None:
+    headers = {"idempotency-key": "shared"}
+    _, a = call_api("POST", "/jobs", body={"type": "t"}, sub=ALICE, headers=headers)
+    status, b = call_api("POST", "/jobs", body={"type": "t"}, sub=BOB, headers=headers)
+    assert status == 202 and a["id"] != b["id"]
+
+
+def test_no_identity_is_401_and_writes_nothing(call_api: Invoke, conn: psycopg.Connection) -> None:
+    status, body = call_api("POST", "/jobs", body={"type": "embed"}, sub=None)
+    assert status == 401 and "identity" in body["message"]
+    assert count_jobs(conn) == 0
+
+
+def test_iam_principal_maps_to_a_stable_owner() -> None:
+    context = {"authorizer": {"iam": {"userArn": "arn:aws:iam::123456789012:role/app"}}}
+    assert caller_id(context) == caller_id(context)
+    assert caller_id(context).version == 5
+    assert caller_id({"authorizer": {"jwt": {"claims": {"sub": "auth0|42"}}}}) != caller_id(context)
+    assert OWNER_NAMESPACE.version == 4
+
+
+@pytest.mark.parametrize(
+    ("raw_body", "expected_status", "phrase"),
+    [
+        ("{not json", 400, "not valid JSON"),
+        ("[1, 2]", 400, "must be a JSON object"),
+        ('{"type": "x", "owner": "me"}', 400, "owner: Extra inputs are not permitted"),
+        ('{"type": "x", "user_id": "' + str(uuid4()) + '"}', 400, "user_id"),
+        ('{"type": 7}', 400, "type: Input should be a valid string"),
+        ('{"type": "x", "priority": "high"}', 400, "priority"),
+        ('{"type": "x", "run_after": "2026-01-01T00:00:00"}', 400, "run_after"),
+        ('{"type": "bad type!"}', 422, "invalid type"),
+        ('{"type": "x", "max_attempts": 0}', 422, "max_attempts"),
+        ('{"type": "x", "payload": {"s": "\\u0000"}}', 422, "NUL"),
+        ("", 400, "needs a JSON body"),
+    ],
+)
+def test_malformed_bodies_get_a_clear_4xx_and_write_nothing(
+    call_api: Invoke,
+    conn: psycopg.Connection,
+    raw_body: str,
+    expected_status: int,
+    phrase: str,
+) -> None:
+    status, body = call_api("POST", "/jobs", raw_body=raw_body, sub=ALICE)
+    assert status == expected_status, body
+    assert phrase in body["message"]
+    assert count_jobs(conn) == 0
+
+
+def test_oversized_body_is_413(call_api: Invoke, conn: psycopg.Connection) -> None:
+    big = json.dumps({"type": "x", "payload": {"blob": "a" * (MAX_PAYLOAD_BYTES + 5000)}})
+    status, body = call_api("POST", "/jobs", raw_body=big, sub=ALICE)
+    assert status == 413 and "over the limit" in body["message"]
+    assert count_jobs(conn) == 0
+
+
+def test_payload_just_over_the_limit_is_422(call_api: Invoke, conn: psycopg.Connection) -> None:
+    body = {"type": "x", "payload": {"blob": "a" * MAX_PAYLOAD_BYTES}}
+    status, answer = call_api("POST", "/jobs", body=body, sub=ALICE)
+    assert status == 422 and answer["field"] == "payload"
+    assert count_jobs(conn) == 0
+
+
+def test_list_filters_and_paginates_with_a_cursor(call_api: Invoke) -> None:
+    for n in range(5):
+        call_api(
+            "POST", "/jobs", body={"type": "a" if n % 2 else "b", "payload": {"n": n}}, sub=ALICE
+        )
+
+    status, first = call_api("GET", "/jobs", sub=ALICE, query={"limit": "2", "type": "a,b"})
+    assert status == 200 and len(first["jobs"]) == 2 and first["next_cursor"]
+    seen = [j["payload"]["n"] for j in first["jobs"]]
+    cursor = first["next_cursor"]
+    while cursor:
+        _, page = call_api("GET", "/jobs", sub=ALICE, query={"limit": "2", "cursor": cursor})
+        seen += [j["payload"]["n"] for j in page["jobs"]]
+        cursor = page["next_cursor"]
+    assert sorted(seen) == [0, 1, 2, 3, 4] and len(seen) == 5
+
+    _, only_a = call_api("GET", "/jobs", sub=ALICE, query={"type": "a"})
+    assert sorted(j["payload"]["n"] for j in only_a["jobs"]) == [1, 3]
+
+
+@pytest.mark.parametrize(
+    ("query", "phrase"),
+    [
+        ({"limit": "many"}, "limit must be an integer"),
+        ({"limit": "0"}, "limit"),
+        ({"status": "lost"}, "status"),
+        ({"cursor": "garbage"}, "cursor"),
+        ({"colour": "red"}, "unknown query parameters: colour"),
+    ],
+)
+def test_bad_list_queries_are_4xx(call_api: Invoke, query: dict[str, str], phrase: str) -> None:
+    status, body = call_api("GET", "/jobs", sub=ALICE, query=query)
+    assert 400 <= status < 500 and phrase in body["message"]
+
+
+def test_cancel_then_retry_then_cancel_again(call_api: Invoke) -> None:
+    _, job = call_api("POST", "/jobs", body={"type": "t"}, sub=ALICE)
+
+    status, cancelled = call_api("POST", f"/jobs/{job['id']}/cancel", sub=ALICE)
+    assert status == 200 and cancelled["status"] == "cancelled"
+
+    status, again = call_api("POST", f"/jobs/{job['id']}/cancel", sub=ALICE)
+    assert status == 409 and again["error"] == "InvalidTransition"
+
+    status, retried = call_api("POST", f"/jobs/{job['id']}/retry", sub=ALICE)
+    assert status == 200 and retried["status"] == "queued"
+
+
+def test_unknown_job_id_and_route_are_404(call_api: Invoke) -> None:
+    assert call_api("GET", f"/jobs/{uuid4()}", sub=ALICE)[0] == 404
+    assert call_api("GET", "/jobs/not-a-uuid", sub=ALICE)[0] == 404
+    assert call_api("GET", "/nowhere", sub=ALICE)[0] == 404
+
+
+def test_an_event_that_is_not_http_is_400(as_app: None, lambda_context: FakeContext) -> None:
+    for event in ({}, [], {"requestContext": {"http": "x"}}, "text"):
+        response = api.handler(event, lambda_context)
+        assert response["statusCode"] == 400
+        assert "HTTP API" in json.loads(response["body"])["message"]
+
+
+def test_database_down_is_503_without_internals(
+    function_env: None, monkeypatch: pytest.MonkeyPatch, lambda_context: FakeContext
+) -> None:
+    monkeypatch.setenv("TICKQ_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    response = api.handler(http_event("GET", "/jobs", sub=ALICE), lambda_context)
+    body = json.loads(response["body"])
+    assert response["statusCode"] == 503
+    assert "127.0.0.1" not in body["message"]
+
+
+def test_unexpected_failure_is_500_naming_only_the_request(
+    call_api: Invoke, monkeypatch: pytest.MonkeyPatch, lambda_context: FakeContext
+) -> None:
+    from functions import api_routes
+
+    def explode(**_: object) -> None:
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(api_routes, "store", explode)
+    status, body = call_api("GET", "/jobs", sub=ALICE)
+    assert status == 500
+    assert "secret" not in json.dumps(body)
+    assert body["request_id"] == lambda_context.aws_request_id

@@ -1,0 +1,265 @@
+"""TickFunction against real PostgreSQL (as a tickq_worker login) and moto for AWS."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import psycopg
+import pytest
+
+from functions import tick
+from functions.aws import clients
+from queue_core import ConfigurationError, JobContext, PermanentError, Registry, enqueue
+
+from .conftest import FakeContext, sample_event
+
+@pytest.fixture(autouse=True)
+def _worker(as_worker: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Longer than the fake context's 60 s plus the default 10 s margin.
+    monkeypatch.setenv("TICKQ_LEASE_SECONDS", "120")
+
+
+def statuses(conn: psycopg.Connection) -> list[str]:
+    return [row[0] for row in conn.execute("select status from tickq.jobs order by created_at")]
+
+
+def test_sample_event_drains_the_queue(
+    conn: psycopg.Connection, tasks: Registry, lambda_context: FakeContext
+) -> None:
+    tasks.task("double")(lambda job: {"n": job.payload["n"] * 2})
+    for n in range(25):
+        enqueue(conn, "double", {"n": n}, using=tasks)
+
+    report = tick.handler(sample_event("tick"), lambda_context)
+
+    assert report["claimed"] == report["succeeded"] == 25
+    assert report["batches"] == 3  # batches of 10, the last one short
+    assert set(statuses(conn)) == {"succeeded"}
+
+
+def test_stops_before_the_remaining_time_runs_out(
+    conn: psycopg.Connection, tasks: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given each job "takes" 4 s of a 60 s invocation and ticks stop at a 10 s margin
+    context = FakeContext(remaining_ms=60_000)
+
+    def slow(job: JobContext) -> None:
+        context.spend(4_000)
+
+    tasks.task("slow")(slow)
+    monkeypatch.setenv("TICKQ_BATCH_SIZE", "2")
+    monkeypatch.setenv("TICKQ_CONCURRENCY", "1")
+    for _ in range(30):
+        enqueue(conn, "slow", using=tasks)
+
+    report = tick.handler({}, context)
+
+    # Then it claimed only while more than the margin remained: 60 s -> 4 s in 7 batches,
+    # the last one starting with 12 s left, none with 10 s or less.
+    assert report["claimed"] == 14 and report["batches"] == 7
+    assert context.remaining_ms == 4_000
+    assert statuses(conn).count("queued") == 16
+
+
+def test_refuses_to_start_when_the_lease_is_not_longer_than_timeout_plus_margin(
+    conn: psycopg.Connection, tasks: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tasks.task("t")(lambda job: None)
+    enqueue(conn, "t", using=tasks)
+    monkeypatch.setenv("TICKQ_LEASE_SECONDS", "70")  # == 60 s + 10 s margin: too short
+
+    with pytest.raises(ConfigurationError, match="TICKQ_LEASE_SECONDS"):
+        tick.handler({}, FakeContext(remaining_ms=60_000))
+    assert statuses(conn) == ["queued"]
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        [1],
+        "tick",
+        {"fanout_depth": -1},
+        {"fanout_depth": "2"},
+        {"queues": "default"},
+        {"queues": ["bad queue!"]},
+        {"max_batches": 0},
+    ],
+)
+def test_malformed_events_are_answered_and_claim_nothing(
+    conn: psycopg.Connection, tasks: Registry, lambda_context: FakeContext, event: Any
+) -> None:
+    tasks.task("t")(lambda job: None)
+    enqueue(conn, "t", using=tasks)
+
+    answer = tick.handler(event, lambda_context)
+
+    assert answer["error"] == "BadRequest" and answer["message"]
+    assert statuses(conn) == ["queued"]
+
+
+def test_queues_in_the_event_choose_what_is_claimed(
+    conn: psycopg.Connection, tasks: Registry, lambda_context: FakeContext
+) -> None:
+    tasks.task("t")(lambda job: None)
+    enqueue(conn, "t", queue="mail", using=tasks)
+    enqueue(conn, "t", queue="default", using=tasks)
+
+    report = tick.handler({"queues": ["mail"]}, lambda_context)
+
+    assert report["claimed"] == 1
+    assert sorted(statuses(conn)) == ["queued", "succeeded"]
+
+
+def test_emits_tick_metrics(
+    conn: psycopg.Connection,
+    tasks: Registry,
+    lambda_context: FakeContext,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    tasks.task("t")(lambda job: None)
+    enqueue(conn, "t", using=tasks)
+
+    tick.handler({}, lambda_context)
+
+    blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    assert len(blobs) == 1
+    names = {m["Name"] for m in blobs[0]["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert {"claimed", "succeeded", "retried", "dead", "reclaimed", "lost_leases"} <= names
+    assert blobs[0]["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "tickq"
+    assert blobs[0]["claimed"] == [1.0] and "tick_duration" in blobs[0]
+
+
+def _bus_to_queue() -> str:
+    """An EventBridge bus whose tickq events land in an SQS queue; returns the queue URL."""
+    events, sqs = boto3.client("events"), boto3.client("sqs")
+    events.create_event_bus(Name="jobs")
+    queue_url = sqs.create_queue(QueueName="dead-jobs")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
+    events.put_rule(
+        Name="dead", EventBusName="jobs", EventPattern=json.dumps({"source": ["tickq"]})
+    )
+    events.put_targets(
+        Rule="dead",
+        EventBusName="jobs",
+        Targets=[{"Id": "q", "Arn": arn["Attributes"]["QueueArn"]}],
+    )
+    return queue_url
+
+
+@pytest.mark.usefixtures("aws")
+def test_a_job_going_dead_puts_a_job_dead_event_on_the_bus(
+    conn: psycopg.Connection,
+    tasks: Registry,
+    lambda_context: FakeContext,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    queue_url = _bus_to_queue()
+    monkeypatch.setenv("TICKQ_EVENT_BUS", "jobs")
+
+    def broken(job: JobContext) -> None:
+        raise PermanentError("bad input file")
+
+    tasks.task("convert")(broken)
+    job = enqueue(conn, "convert", queue="media", using=tasks)
+
+    report = tick.handler({"queues": ["media"]}, lambda_context)
+
+    assert report["dead"] == 1 and report["dead_events"] == 1
+    messages = boto3.client("sqs").receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)
+    [message] = messages["Messages"]
+    event = json.loads(message["Body"])
+    assert event["source"] == "tickq" and event["detail-type"] == "Job Dead"
+    assert event["detail"] == {
+        "id": str(job.id),
+        "type": "convert",
+        "queue": "media",
+        "attempts": 1,
+        "error": "PermanentError: bad input file",
+    }
+
+
+def _lambda_function(name: str) -> str:
+    iam = boto3.client("iam")
+    role = iam.create_role(
+        RoleName="tick-role",
+        AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
+    )["Role"]["Arn"]
+    created = boto3.client("lambda").create_function(
+        FunctionName=name,
+        Runtime="python3.12",
+        Role=role,
+        Handler="functions.tick.handler",
+        Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
+    )
+    return str(created["FunctionArn"])
+
+
+def _record_invokes() -> list[dict[str, Any]]:
+    calls: list[dict[str, Any]] = []
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        calls.append({"function": params["FunctionName"], **json.loads(params["Payload"])})
+
+    clients("lambda").meta.events.register("provide-client-params.lambda.Invoke", record)
+    return calls
+
+
+@pytest.mark.usefixtures("aws")
+@pytest.mark.parametrize(("depth", "expected"), [(0, 1), (1, 1), (2, 0)])
+def test_a_deep_backlog_fans_out_one_hop_at_a_time_up_to_the_maximum(
+    conn: psycopg.Connection,
+    tasks: Registry,
+    monkeypatch: pytest.MonkeyPatch,
+    depth: int,
+    expected: int,
+) -> None:
+    arn = _lambda_function("tickq-tick")
+    invokes = _record_invokes()
+    monkeypatch.setenv("TICKQ_MAX_FANOUT", "2")
+    monkeypatch.setenv("TICKQ_BATCH_SIZE", "5")
+    tasks.task("t")(lambda job: None)
+    for _ in range(12):
+        enqueue(conn, "t", using=tasks)
+
+    report = tick.handler({"fanout_depth": depth}, FakeContext(name="tickq-tick"))
+
+    assert report["fanned_out"] == expected and report["claimed"] == 12
+    assert (
+        invokes == [{"function": arn, "fanout_depth": depth + 1, "queues": ["default"]}] * expected
+    )
+
+
+@pytest.mark.usefixtures("aws")
+def test_no_fan_out_when_the_first_batch_is_not_full(
+    conn: psycopg.Connection, tasks: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _lambda_function("tickq-tick")
+    invokes = _record_invokes()
+    monkeypatch.setenv("TICKQ_MAX_FANOUT", "3")
+    tasks.task("t")(lambda job: None)
+    enqueue(conn, "t", using=tasks)
+
+    report = tick.handler({}, FakeContext(name="tickq-tick"))
+
+    assert report["fanned_out"] == 0 and invokes == []
+
+
+def test_reclaims_expired_leases_before_claiming(
+    conn: psycopg.Connection, tasks: Registry, lambda_context: FakeContext
+) -> None:
+    from datetime import timedelta
+
+    from queue_core import PostgresStore
+
+    tasks.task("t")(lambda job: None)
+    store = PostgresStore(conn)
+    earlier = store.now() - timedelta(minutes=5)
+    job = enqueue(conn, "t", max_attempts=1, using=tasks, now=earlier)
+    assert len(store.claim(lease_seconds=1, now=earlier)) == 1
+
+    report = tick.handler({}, lambda_context)
+
+    assert report["reclaimed"] == 1 and report["dead"] == 1
+    assert store.get(job.id).status == "dead"
