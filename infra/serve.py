@@ -13,7 +13,9 @@ import base64
 import json
 import os
 import secrets
+import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -331,8 +333,15 @@ def run(
     operator = " (operator)" if identity.operator else ""
     say(f"signed in as {identity.user}{operator}, owner id {identity.owner_id()}")
     say(f"job list page: {server.url}/ui    API: {server.url}/jobs    Ctrl-C stops")
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM (a process manager, `kill`) stops the server as cleanly as Ctrl-C does.
+        signal.signal(signal.SIGTERM, _interrupt)
     with server:
         try:
             server.serve_forever()
         except KeyboardInterrupt:
             say("stopped")
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
