@@ -4,6 +4,7 @@ plain output when piped, `tickq demo --user`, and the operator endpoint's gate."
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 import psycopg
@@ -138,3 +139,34 @@ def test_operator_endpoint_is_only_for_operators(
     if status == 200:
         (queue,) = json.loads(response["body"])["queues"]
         assert (queue["queue"], queue["dead"], queue["depth"]) == ("default", 2, 0)
+
+
+def test_operator_endpoint_on_a_login_that_cannot_act_as_worker_is_refused_clearly(
+    conn: psycopg.Connection, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given ApiFunction logged in as a plain member of tickq_app, as in production on PG 15
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    from functions import db
+    from infra.serve import api_handler
+
+    login = f"tickq_api_{secrets.token_hex(4)}"
+    conn.execute(
+        sql.SQL("create role {} login in role tickq_app").format(sql.Identifier(login))
+    )
+    monkeypatch.setenv("TICKQ_DATABASE_URL", make_conninfo(database_url, user=login))
+    operator = DevIdentity("olivia", operator_group="tickq-operators")
+    event = http_api_event(
+        method="GET", target="/admin/stats", headers={}, body=b"", identity=operator
+    )
+    try:
+        # When an operator asks for the overview
+        response = api_handler()(event, LocalContext())
+    finally:
+        db.discard()
+        conn.execute(sql.SQL("drop role {}").format(sql.Identifier(login)))
+
+    # Then the answer is 403 and names the missing permission
+    assert response["statusCode"] == 403
+    assert "permission denied to set role" in json.loads(response["body"])["message"]
