@@ -69,8 +69,13 @@ class LocalContext:
 
 def load_template(path: Path) -> Mapping[str, Any]:
     """Parse a SAM template, CloudFormation tags (!Ref, !Sub, !If ...) included."""
-    from cfnlint.decode.cfn_yaml import load
-
+    try:
+        from cfnlint.decode.cfn_yaml import load
+    except ImportError:
+        raise LocalInvokeError(
+            "reading template.yaml needs cfn-lint's CloudFormation YAML parser: "
+            "pip install 'tickq[test]' (or cfn-lint)"
+        ) from None
     if not path.is_file():
         raise LocalInvokeError(f"no template at {path}")
     try:

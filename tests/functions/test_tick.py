@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import boto3
@@ -11,9 +12,17 @@ import pytest
 
 from functions import tick
 from functions.aws import clients
-from queue_core import ConfigurationError, JobContext, PermanentError, Registry, enqueue
+from queue_core import (
+    ConfigurationError,
+    JobContext,
+    PermanentError,
+    PostgresStore,
+    Registry,
+    enqueue,
+)
 
 from .conftest import FakeContext, sample_event
+
 
 @pytest.fixture(autouse=True)
 def _worker(as_worker: None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -249,10 +258,6 @@ def test_no_fan_out_when_the_first_batch_is_not_full(
 def test_reclaims_expired_leases_before_claiming(
     conn: psycopg.Connection, tasks: Registry, lambda_context: FakeContext
 ) -> None:
-    from datetime import timedelta
-
-    from queue_core import PostgresStore
-
     tasks.task("t")(lambda job: None)
     store = PostgresStore(conn)
     earlier = store.now() - timedelta(minutes=5)

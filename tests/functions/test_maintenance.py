@@ -1,0 +1,63 @@
+"""MaintenanceFunction: reclaims expired leases and reports depth and age per queue/type."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from functions import maintenance
+from queue_core import PostgresStore, enqueue
+
+from .conftest import FakeContext, sample_event
+
+pytestmark = pytest.mark.usefixtures("as_worker")
+
+
+def test_reclaims_expired_leases_without_a_tick(
+    conn: psycopg.Connection, lambda_context: FakeContext
+) -> None:
+    store = PostgresStore(conn)
+    earlier = store.now() - timedelta(minutes=10)
+    job = enqueue(conn, "crashy", max_attempts=2, now=earlier)
+    store.claim(lease_seconds=30, now=earlier)
+
+    answer = maintenance.handler(sample_event("maintenance"), lambda_context)
+
+    assert answer["reclaimed"] == 1 and answer["dead"] == 0
+    assert store.get(job.id).status == "retrying"
+
+
+def test_reports_depth_and_oldest_age_per_queue_and_type(
+    conn: psycopg.Connection,
+    lambda_context: FakeContext,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    store = PostgresStore(conn)
+    now = store.now()
+    enqueue(conn, "embed", now=now - timedelta(seconds=120))
+    enqueue(conn, "embed", now=now - timedelta(seconds=30))
+    enqueue(conn, "mail", queue="urgent", now=now - timedelta(seconds=5))
+    enqueue(conn, "mail", queue="urgent", delay=3600)  # waiting, not yet runnable
+
+    answer = maintenance.handler({}, lambda_context)
+
+    by_key = {(q["queue"], q["type"]): q for q in answer["queues"]}
+    assert by_key[("default", "embed")]["depth"] == 2
+    assert by_key[("default", "embed")]["oldest_age"] >= 120
+    assert by_key[("urgent", "mail")]["depth"] == 2
+    assert 5 <= by_key[("urgent", "mail")]["oldest_age"] < 120
+    blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    per_queue = [
+        b
+        for b in blobs
+        if b["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"] == "oldest_runnable_age"
+    ]
+    assert {(b["queue"], b["type"]) for b in per_queue} == {
+        ("default", "embed"),
+        ("urgent", "mail"),
+    }
+    totals = [b for b in blobs if "oldest_runnable_age_max" in b]
+    assert totals and totals[0]["queue_depth_total"] == [4.0]
