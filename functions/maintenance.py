@@ -1,10 +1,12 @@
-"""MaintenanceFunction: queue depth and oldest-runnable-age metrics per queue and type, and
-a reclaim pass, so expired leases come back even while no tick runs.
+"""MaintenanceFunction: a reclaim pass, so expired leases come back even while no tick
+runs; retention pruning by the stored policies, within the invocation's time; queue depth
+and oldest-runnable-age metrics per queue and type.
 
 Environment:
   TICKQ_DATABASE_URL or TICKQ_DB_SECRET_ARN   the worker login (member of tickq_worker)
   TICKQ_PREPARE_THRESHOLD "off" behind RDS Proxy
   TICKQ_EVENT_BUS         EventBridge bus for "Job Dead" events of reclaimed jobs (optional)
+  TICKQ_SAFETY_MARGIN_MS  stop pruning when less time than this remains (default 10000)
 Event: anything (schedules send {"source": "tickq.maintenance"}); it is not read.
 """
 
@@ -16,10 +18,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from queue_core import Runner, TickReport
+from queue_core.retention import Retention
 
 from .aws import publish_dead_letters
 from .observability import logger, metrics, record_depth, tracer
-from .runtime import store, tasks
+from .runtime import env_int, store, tasks
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -32,11 +35,17 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     metrics.add_metric(name="reclaimed", unit=MetricUnit.Count, value=report.reclaimed)
     metrics.add_metric(name="dead", unit=MetricUnit.Count, value=report.dead)
     published = publish_dead_letters(report.dead_letters)
+    margin_ms = env_int("TICKQ_SAFETY_MARGIN_MS", 10_000, 0, 900_000)
+    pruned = Retention(queue.conn).prune(
+        should_continue=lambda: context.get_remaining_time_in_millis() > margin_ms
+    )
+    metrics.add_metric(name="pruned", unit=MetricUnit.Count, value=pruned.deleted)
     depth = record_depth(queue.stats())
     answer = {
         "reclaimed": report.reclaimed,
         "dead": report.dead,
         "dead_events": published,
+        "pruned": pruned.as_dict(),
         "queues": [{"queue": q, "type": t, **values} for (q, t), values in sorted(depth.items())],
     }
     logger.info("maintenance finished", extra={"report": answer})

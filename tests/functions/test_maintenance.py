@@ -10,6 +10,7 @@ import pytest
 
 from functions import maintenance
 from queue_core import PostgresStore, enqueue
+from queue_core.retention import Retention, policy
 
 from .conftest import FakeContext, sample_event
 
@@ -61,3 +62,21 @@ def test_reports_depth_and_oldest_age_per_queue_and_type(
     }
     totals = [b for b in blobs if "oldest_runnable_age_max" in b]
     assert totals and totals[0]["queue_depth_total"] == [4.0]
+
+
+def test_prunes_finished_jobs_by_retention_policy(
+    conn: psycopg.Connection, lambda_context: FakeContext
+) -> None:
+    store = PostgresStore(conn)
+    long_ago = store.now() - timedelta(days=3)
+    old = enqueue(conn, "report", now=long_ago)
+    [claimed] = store.claim(now=long_ago)
+    store.complete(claimed, {"ok": True}, now=long_ago)
+    fresh = enqueue(conn, "report")
+    Retention(conn).set(policy(max_age="1d"))
+
+    answer = maintenance.handler({}, lambda_context)
+
+    assert answer["pruned"]["deleted"] == 1 and answer["pruned"]["complete"]
+    remaining = [row[0] for row in conn.execute("select id from tickq.jobs")]
+    assert remaining == [fresh.id] and old.id not in remaining

@@ -23,6 +23,7 @@ SPEC_FUNCTIONS = {
     "EnqueueFunction",
     "MaintenanceFunction",
     "MigrateFunction",
+    "SchedulerFunction",
 }
 
 
@@ -96,6 +97,7 @@ def test_layer_requirements_match_the_packages_runtime_dependencies() -> None:
     # boto3 ships with the Lambda runtime; the CLI's table renderer and pool are not needed.
     assert wanted - listed <= {"boto3", "rich", "psycopg-pool"}
     assert listed <= wanted
+    assert {"cronsim", "tzdata"} <= listed  # schedules; Lambda's OS has no zone database
 
 
 @pytest.mark.parametrize("path", sorted(EVENTS.glob("*.json")), ids=lambda p: p.name)
