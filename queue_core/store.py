@@ -405,6 +405,10 @@ def translate_errors() -> Iterator[None]:
         raise InvalidJob("idempotency_key", "is held by another live job") from exc
     except (psycopg.errors.CheckViolation, psycopg.DataError) as exc:
         raise InvalidJob("job", exc.diag.message_primary or str(exc)) from exc
+    except UnicodeEncodeError:
+        # A lone surrogate (invalid UTF-8 decoded with surrogateescape, e.g. from argv) in any
+        # text parameter: the driver cannot encode it, so nothing reached the database.
+        raise InvalidJob("text", "is not valid UTF-8 (lone surrogate characters)") from None
     except psycopg.OperationalError as exc:
         raise DatabaseError(f"database unavailable: {exc}") from exc
     except psycopg.Error as exc:
