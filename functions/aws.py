@@ -11,9 +11,9 @@ from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Any
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+import boto3  # type: ignore[import-untyped]
+from botocore.config import Config  # type: ignore[import-untyped]
+from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
 from queue_core.tick import DeadLetter
 
@@ -29,7 +29,7 @@ _CONFIG = Config(connect_timeout=2, read_timeout=5, retries={"max_attempts": 2})
 
 @cache
 def clients(service: str) -> Any:
-    return boto3.client(service, config=_CONFIG)  # type: ignore[call-overload]
+    return boto3.client(service, config=_CONFIG)
 
 
 def publish_dead_letters(letters: Iterable[DeadLetter]) -> int:

@@ -30,7 +30,7 @@ def store(*, user_id: UUID | None = None) -> PostgresStore:
 def kick_tick() -> bool:
     """Start a tick now (TICKQ_KICK_FUNCTION) instead of waiting for the next schedule."""
     function = os.environ.get("TICKQ_KICK_FUNCTION")
-    return bool(function) and invoke_async(function, {"source": "tickq.kick"})
+    return invoke_async(function, {"source": "tickq.kick"}) if function else False
 
 
 def env_int(name: str, default: int, low: int, high: int) -> int:

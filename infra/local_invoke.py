@@ -70,7 +70,7 @@ class LocalContext:
 def load_template(path: Path) -> Mapping[str, Any]:
     """Parse a SAM template, CloudFormation tags (!Ref, !Sub, !If ...) included."""
     try:
-        from cfnlint.decode.cfn_yaml import load
+        from cfnlint.decode.cfn_yaml import load  # type: ignore[import-untyped]
     except ImportError:
         raise LocalInvokeError(
             "reading template.yaml needs cfn-lint's CloudFormation YAML parser: "
@@ -135,7 +135,7 @@ def resolve_handler(handler: str) -> Callable[..., Any]:
     function = getattr(module, attribute, None)
     if not callable(function):
         raise LocalInvokeError(f"{module_name} has no callable {attribute!r}")
-    return function  # type: ignore[no-any-return]
+    return function
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,8 +216,11 @@ class _Resolver:
         return None
 
     def _sub(self, argument: Any) -> str | None:
-        text, variables = (argument, {}) if isinstance(argument, str) else (None, None)
-        if isinstance(argument, list) and len(argument) == 2 and isinstance(argument[0], str):
+        text: str | None = None
+        variables: Any = {}
+        if isinstance(argument, str):
+            text = argument
+        elif isinstance(argument, list) and len(argument) == 2 and isinstance(argument[0], str):
             text, variables = argument[0], argument[1] or {}
         if text is None or not isinstance(variables, Mapping):
             return None
