@@ -32,12 +32,16 @@ def cmd_schedules(args: argparse.Namespace) -> int:
         schedules = Schedules(conn)
         if args.action == "run":
             report = schedules.run(now=_time_arg(args.now) if args.now else None)
-            emit(args, report.as_dict(), lambda: out.print(
-                f"{report.due} due: {report.fired} fired, {report.skipped} skipped, "
-                f"{report.passed_over} passed over missed occurrences, {report.busy} busy, "
-                f"{report.failed} failed"
-                + "".join(f"\n  {name}: {error}" for name, error in report.errors.items())
-            ))
+            emit(
+                args,
+                report.as_dict(),
+                lambda: out.print(
+                    f"{report.due} due: {report.fired} fired, {report.skipped} skipped, "
+                    f"{report.passed_over} passed over missed occurrences, {report.busy} busy, "
+                    f"{report.failed} failed"
+                    + "".join(f"\n  {name}: {error}" for name, error in report.errors.items())
+                ),
+            )
             return 1 if report.failed else 0
         if args.action == "add":
             known = load_registry(args.tasks).names() if args.tasks else None
@@ -71,12 +75,26 @@ def cmd_schedules(args: argparse.Namespace) -> int:
 
 def _schedules_table(rows: list[Any]) -> Table:
     table = Table(title="schedules")
-    for column in ("name", "cron", "time zone", "type", "queue", "missed", "enabled",
-                   "last fired", "next"):
+    for column in (
+        "name",
+        "cron",
+        "time zone",
+        "type",
+        "queue",
+        "missed",
+        "enabled",
+        "last fired",
+        "next",
+    ):
         table.add_column(column, overflow="fold")
     for s in rows:
         table.add_row(
-            s.name, s.cron, s.timezone, s.type, s.queue, s.missed.value,
+            s.name,
+            s.cron,
+            s.timezone,
+            s.type,
+            s.queue,
+            s.missed.value,
             "yes" if s.enabled else "[dim]no[/]",
             _none(s.last_fired and s.last_fired.astimezone(s.zone).isoformat()),
             s.next_at.astimezone(s.zone).isoformat() if s.enabled else "",
@@ -133,11 +151,11 @@ def _limits_tables(data: dict[str, Any]) -> Any:
         table.add_column(column)
     for t in data.get("types", []):
         rate = f"{t['rate_limit']}/{t['rate_period_seconds']:g}s" if t["rate_limit"] else ""
-        table.add_row(f"type {t['type']}", _none(t["max_running"]), rate, "",
-                      f"{t['running']} running")
+        table.add_row(
+            f"type {t['type']}", _none(t["max_running"]), rate, "", f"{t['running']} running"
+        )
     for q in data.get("queues", []):
-        table.add_row(f"queue {q['queue']}", "", "", str(q["max_depth"]),
-                      f"{q['waiting']} waiting")
+        table.add_row(f"queue {q['queue']}", "", "", str(q["max_depth"]), f"{q['waiting']} waiting")
     return table
 
 
@@ -186,8 +204,11 @@ def cmd_prune(args: argparse.Namespace) -> int:
     def human() -> None:
         verb = "would delete" if report.dry_run else "deleted"
         detail = ", ".join(f"{n} {s}" for s, n in sorted(report.by_status.items()))
-        out.print(f"{verb} {report.deleted} jobs" + (f" ({detail})" if detail else "")
-                  + ("" if report.dry_run else f" in {report.batches} batches"))
+        out.print(
+            f"{verb} {report.deleted} jobs"
+            + (f" ({detail})" if detail else "")
+            + ("" if report.dry_run else f" in {report.batches} batches")
+        )
         for scope, n in report.by_policy.items():
             out.print(f"  {scope}: {n}")
         if not report.complete:
@@ -202,8 +223,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 def register(command: Command) -> None:
     """Add the policy verbs through cli.build_parser's `command` factory."""
-    p = command("schedules", cmd_schedules, "cron schedules: add, list, enable, disable, "
-                "remove, run")
+    p = command(
+        "schedules", cmd_schedules, "cron schedules: add, list, enable, disable, remove, run"
+    )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     def action(name: str, help: str) -> argparse.ArgumentParser:
@@ -223,17 +245,25 @@ def register(command: Command) -> None:
     a.add_argument("--queue")
     a.add_argument("--priority", type=int)
     a.add_argument("--max-attempts", type=int)
-    a.add_argument("--missed", choices=[m.value for m in Missed], default=Missed.LATEST.value,
-                   help="after downtime: fire the latest missed occurrence once, or skip it")
+    a.add_argument(
+        "--missed",
+        choices=[m.value for m in Missed],
+        default=Missed.LATEST.value,
+        help="after downtime: fire the latest missed occurrence once, or skip it",
+    )
     a.add_argument("--disabled", action="store_true", help="create switched off")
     a.add_argument("--replace", action="store_true", help="replace a schedule of this name")
     a.add_argument("--tasks", nargs="*", help="handler modules, to check the type exists")
     action("list", "list schedules")
-    for name, help in (("enable", "switch a schedule on"), ("disable", "switch it off"),
-                       ("remove", "delete a schedule")):
+    for name, help in (
+        ("enable", "switch a schedule on"),
+        ("disable", "switch it off"),
+        ("remove", "delete a schedule"),
+    ):
         action(name, help).add_argument("name")
     action("run", "enqueue due occurrences once (what SchedulerFunction does)").add_argument(
-        "--now", help="ISO 8601 instant to run at instead of the database clock")
+        "--now", help="ISO 8601 instant to run at instead of the database clock"
+    )
 
     p = command("limits", cmd_limits, "per-type caps and rates, per-queue maximum depth")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -250,21 +280,25 @@ def register(command: Command) -> None:
 
     p = command("retention", cmd_retention, "retention policies for finished jobs")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    for name, help in (("set", "create or change the policy of a scope"),
-                       ("clear", "remove the policy of a scope")):
+    for name, help in (
+        ("set", "create or change the policy of a scope"),
+        ("clear", "remove the policy of a scope"),
+    ):
         a = action(name, help)
         a.add_argument("--queue", help="scope: this queue (default: any)")
         a.add_argument("--type", help="scope: this type (default: any)")
         if name == "set":
             a.add_argument("--max-age", help="delete finished longer ago: 30d, 12h, 90m")
             a.add_argument("--keep-last", type=int, help="keep the newest N in the scope")
-            a.add_argument("--status", action="append",
-                           choices=list(retention_.PRUNABLE),
-                           help="statuses it prunes (default succeeded, cancelled)")
+            a.add_argument(
+                "--status",
+                action="append",
+                choices=list(retention_.PRUNABLE),
+                help="statuses it prunes (default succeeded, cancelled)",
+            )
     action("list", "list policies")
 
     p = command("prune", cmd_prune, "delete finished jobs the retention policies let go")
     p.add_argument("--dry-run", action="store_true", help="count only, delete nothing")
     p.add_argument("--batch-size", type=_positive, default=retention_.DEFAULT_BATCH_SIZE)
     p.add_argument("--max-batches", type=_positive)
-

@@ -109,8 +109,9 @@ def type_limit(
         raise InvalidJob("rate", "give both the number of starts and the period")
     return TypeLimit(
         name,
-        None if max_running is None else validation.integer(max_running, "max_running", 1,
-                                                            MAX_LIMIT),
+        None
+        if max_running is None
+        else validation.integer(max_running, "max_running", 1, MAX_LIMIT),
         None if rate_limit is None else validation.integer(rate_limit, "rate", 1, MAX_RATE),
         None
         if rate_period_seconds is None

@@ -311,9 +311,7 @@ class Schedules:
                 report.errors[name] = str(exc)
         return report
 
-    def _fire(
-        self, name: str, at: datetime, now: datetime | None, report: SchedulerReport
-    ) -> None:
+    def _fire(self, name: str, at: datetime, now: datetime | None, report: SchedulerReport) -> None:
         # One transaction per schedule: the lock, the job and the new next_at commit together,
         # and a schedule that cannot enqueue (a full queue) does not hold back the others.
         with self.conn.transaction():
