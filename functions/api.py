@@ -56,11 +56,20 @@ def _problem(exc: Exception) -> Problem:
 def _is_http_event(event: Any) -> bool:
     if not isinstance(event, Mapping):
         return False
-    http = (event.get("requestContext") or {}).get("http")
+    context = event.get("requestContext")
+    http = context.get("http") if isinstance(context, Mapping) else None
+    optional = (
+        ("body", str),
+        ("headers", Mapping),
+        ("queryStringParameters", Mapping),
+        ("pathParameters", Mapping),
+        ("isBase64Encoded", bool),
+    )
     return (
         isinstance(http, Mapping)
         and isinstance(http.get("method"), str)
         and isinstance(event.get("rawPath"), str)
+        and all(event.get(key) is None or isinstance(event[key], kind) for key, kind in optional)
     )
 
 

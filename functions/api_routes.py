@@ -85,7 +85,10 @@ def _caller() -> UUID:
 
 
 def _json_body() -> Any:
-    raw = router.current_event.decoded_body
+    try:
+        raw = router.current_event.decoded_body
+    except (ValueError, UnicodeDecodeError):  # isBase64Encoded with a body that is not
+        raise BadRequest("the body is not valid base64-encoded UTF-8") from None
     if not raw:
         raise BadRequest("the request needs a JSON body")
     size = len(raw.encode("utf-8", "surrogatepass"))

@@ -19,17 +19,23 @@ OWNER_NAMESPACE = UUID("6f1c3b0e-7d0a-4d57-9a55-2b1f0c9e8a41")
 
 def caller_id(request_context: Mapping[str, Any] | None) -> UUID:
     """The owner id of the request's caller; Unauthorized when the authorizer named none."""
-    authorizer = (request_context or {}).get("authorizer") or {}
-    claims = ((authorizer.get("jwt") or {}).get("claims")) or {}
+    authorizer = _mapping(request_context, "authorizer")
+    claims = _mapping(_mapping(authorizer, "jwt"), "claims")
     sub = claims.get("sub")
     if isinstance(sub, str) and sub:
         try:
             return UUID(sub)
         except ValueError:
-            issuer = claims.get("iss") or ""
+            issuer = claims.get("iss") if isinstance(claims.get("iss"), str) else ""
             return uuid5(OWNER_NAMESPACE, f"jwt:{issuer}:{sub}")
-    iam = authorizer.get("iam") or {}
+    iam = _mapping(authorizer, "iam")
     principal = iam.get("userArn") or iam.get("userId")
     if isinstance(principal, str) and principal:
         return uuid5(OWNER_NAMESPACE, f"iam:{principal}")
     raise Unauthorized("no caller identity: the request did not pass an authorizer")
+
+
+def _mapping(parent: Any, key: str) -> Mapping[str, Any]:
+    """parent[key] when both are mappings, else empty: a malformed event names nobody."""
+    value = parent.get(key) if isinstance(parent, Mapping) else None
+    return value if isinstance(value, Mapping) else {}

@@ -235,3 +235,39 @@ def test_unexpected_failure_is_500_naming_only_the_request(
     assert status == 500
     assert "secret" not in json.dumps(body)
     assert body["request_id"] == lambda_context.aws_request_id
+
+
+@pytest.mark.parametrize(
+    "authorizer",
+    [None, "jwt", {"jwt": "claims"}, {"jwt": {"claims": ["sub"]}}, {"jwt": {"claims": {"sub": 7}}}],
+)
+def test_malformed_authorizer_context_is_401(
+    as_app: None, lambda_context: FakeContext, authorizer: object
+) -> None:
+    event = http_event("GET", "/jobs", sub=ALICE)
+    event["requestContext"]["authorizer"] = authorizer
+    response = api.handler(event, lambda_context)
+    assert response["statusCode"] == 401
+
+
+@pytest.mark.parametrize(
+    ("change", "status"),
+    [
+        ({"body": "%%% not base64", "isBase64Encoded": True}, 400),
+        ({"body": {"type": "x"}}, 400),
+        ({"headers": ["x"]}, 400),
+        ({"isBase64Encoded": "yes"}, 400),
+    ],
+)
+def test_malformed_http_events_are_400_and_write_nothing(
+    as_app: None,
+    lambda_context: FakeContext,
+    conn: psycopg.Connection,
+    change: dict[str, object],
+    status: int,
+) -> None:
+    event = {**http_event("POST", "/jobs", body={"type": "x"}, sub=ALICE), **change}
+    response = api.handler(event, lambda_context)
+    assert response["statusCode"] == status
+    assert json.loads(response["body"])["message"]
+    assert count_jobs(conn) == 0
