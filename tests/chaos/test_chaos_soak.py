@@ -27,7 +27,8 @@ from tests.chaos.harness import Database, Enqueuer, Monitor, Supervisor
 
 CHAOS_SECONDS = float(os.environ.get("TICKQ_SOAK_SECONDS", "35"))
 INITIAL_JOBS = int(os.environ.get("TICKQ_SOAK_JOBS", "1200"))
-DRAIN_SECONDS = 120.0
+# Time to finish what is left once the faults stop; long runs leave a long backlog.
+DRAIN_SECONDS = max(120.0, CHAOS_SECONDS)
 DB_RESTART_EVERY = 90.0  # long runs restart PostgreSQL this often; short runs once, midway
 SEED = int(os.environ.get("TICKQ_SOAK_SEED", str(random.randrange(1_000_000))))
 

@@ -76,3 +76,11 @@ def alice() -> UUID:
 @pytest.fixture
 def bob() -> UUID:
     return uuid4()
+
+
+# The Lambda handler fixtures, for the HTTP API with two identities.
+from tests.functions.conftest import (  # noqa: E402, F401  (fixtures are found by name)
+    function_env,
+    lambda_context,
+    tasks,
+)

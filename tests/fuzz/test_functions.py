@@ -1,0 +1,128 @@
+"""ApiFunction and EnqueueFunction under hostile events: never a 5xx (or an exception) for
+a client's mistake, always a message saying what is wrong, and nothing written on refusal."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import psycopg
+from hypothesis import given
+from hypothesis import strategies as st
+
+from functions import api, enqueue
+from tests.functions.conftest import FakeContext, http_event
+from tests.fuzz import strategies as bad
+from tests.fuzz.test_python_api import snapshot
+from tests.model.profiles import budget
+
+FIELDS = [
+    "type",
+    "payload",
+    "queue",
+    "idempotency_key",
+    "priority",
+    "max_attempts",
+    "delay",
+    "run_after",
+    "lease_seconds",
+    "backoff",
+    "user_id",
+    "status",
+    "attempts",
+    "lease_token",
+]
+request_body = st.one_of(
+    st.dictionaries(st.sampled_from(FIELDS), bad.any_field, max_size=4).map(
+        lambda d: {"type": "report", **d}
+    ),
+    bad.payload.map(lambda p: {"type": "report", "payload": p}),
+    bad.json_value,
+)
+job_id = st.one_of(bad.sql_injection, st.text(max_size=40), st.uuids().map(str))
+sub = st.one_of(st.uuids().map(str), bad.nasty_text, st.none())
+
+
+@st.composite
+def http_request(draw: st.DrawFn) -> dict[str, Any]:
+    route = draw(st.sampled_from(["post", "list", "get", "retry", "cancel"]))
+    who = draw(sub)
+    if route == "post":
+        kind = draw(st.sampled_from(["json", "raw", "invalid-utf8"]))
+        if kind == "json":
+            try:
+                raw = json.dumps(draw(request_body))
+            except (ValueError, RecursionError):
+                raw = "{"
+        else:
+            raw = draw(bad.nasty_text)
+        key = draw(st.one_of(st.none(), bad.nasty_text))
+        headers = {} if key is None or "\x00" in key else {"Idempotency-Key": key}
+        event = http_event("POST", "/jobs", raw_body=raw, sub=who, headers=headers)
+        if kind == "invalid-utf8":
+            event["body"] = base64.b64encode(b'\xff\xfe{"type": "\xc3"}').decode()
+            event["isBase64Encoded"] = True
+        return event
+    if route == "list":
+        keys = st.sampled_from(["status", "type", "queue", "limit", "cursor", "' or 1=1"])
+        query = draw(st.dictionaries(keys, bad.nasty_text.filter(lambda s: len(s) < 5000)))
+        return http_event("GET", "/jobs", query=query, sub=who)
+    path = f"/jobs/{draw(job_id)}" + ("" if route == "get" else f"/{route}")
+    return http_event("GET" if route == "get" else "POST", path, sub=who)
+
+
+def check_answer(status: int, body: Any) -> None:
+    assert status < 500, body
+    if status >= 400:
+        assert isinstance(body, dict) and body.get("message"), body
+
+
+@budget(ci=120, long=3000)
+@given(event=st.one_of(http_request(), bad.wrong_type, bad.json_value))
+def test_api_answers_hostile_requests_without_5xx_and_writes_nothing_on_refusal(
+    conn: psycopg.Connection,
+    as_app: None,
+    tasks: Any,
+    lambda_context: FakeContext,
+    event: Any,
+) -> None:
+    before = snapshot(conn)
+    response = api.handler(event, lambda_context)
+    body = json.loads(response["body"]) if response.get("body") else None
+    check_answer(response["statusCode"], body)
+    if (
+        response["statusCode"] >= 400
+        or event.get("requestContext", {}).get("http", {}).get("method") == "GET"
+    ):
+        assert snapshot(conn) == before
+
+
+enqueue_event = st.one_of(
+    request_body,
+    st.lists(request_body, min_size=1, max_size=4).map(lambda jobs: {"jobs": jobs}),
+    st.lists(request_body, max_size=3).map(
+        lambda jobs: {"jobs": [*jobs, {"type": "fine"}], "extra": 1}
+    ),
+    bad.wrong_type,
+    bad.json_value,
+)
+
+
+@budget(ci=120, long=3000)
+@given(event=enqueue_event)
+def test_enqueue_function_refuses_hostile_events_clearly_and_writes_nothing(
+    conn: psycopg.Connection,
+    as_worker: None,
+    tasks: Any,
+    lambda_context: FakeContext,
+    event: Any,
+) -> None:
+    before = snapshot(conn)
+    answer = enqueue.handler(event, lambda_context)
+    assert isinstance(answer, dict)
+    if "jobs" in answer:
+        assert all(job["status"] == "queued" for job in answer["jobs"])
+        return
+    assert answer.get("error") and answer.get("message"), answer
+    assert snapshot(conn) == before
