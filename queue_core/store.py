@@ -272,6 +272,31 @@ class PostgresStore:
             raise LeaseLost(job_id)
         return bool(rows[0][0])
 
+    # Waking idle workers (long-running workers only; never in a Lambda tick)
+
+    def listen_for_jobs(self) -> bool:
+        """Subscribe to enqueue notifications; False (nothing done) inside a transaction,
+        where LISTEN would wait for the caller's commit."""
+        if not self.conn.autocommit:
+            return False
+        self._rows("jobs_listen", {}, None)
+        return True
+
+    def unlisten_jobs(self) -> None:
+        self._rows("jobs_unlisten", {}, None)
+
+    def wait_for_jobs(self, timeout: float) -> bool:
+        """Block up to `timeout` seconds for an enqueue notification; True if one came.
+
+        Notifications that arrived while other statements ran are returned at once (and all
+        consumed), so a job enqueued just after the last claim is never slept through.
+        """
+        woken = False
+        with translate_errors():
+            for _ in self.conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
+                woken = True
+        return woken
+
     # Reading and operating
 
     def get(self, job_id: UUID | str) -> Job:

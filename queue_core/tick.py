@@ -284,9 +284,13 @@ class Runner:
         reclaim_interval: float = 5.0,
         on_tick: Callable[[TickReport], None] | None = None,
         reconnect: Callable[[], PostgresStore] | None = None,
+        listen: bool = True,
     ) -> TickReport:
         """Run until `stop` is set: batches back to back while there is work, a short sleep
         when the queue is empty, and a reclaim pass every `reclaim_interval` seconds.
+
+        With `listen`, an idle worker also wakes as soon as a job is enqueued (LISTEN/NOTIFY
+        on its own autocommit connection); polling stays the fallback for delayed jobs.
 
         With `reconnect`, a database failure (restart, dropped connection) is survived: the
         worker waits with backoff and carries on with a fresh store. Outcomes of the batch
@@ -296,9 +300,12 @@ class Runner:
         started = time.perf_counter()
         last_reclaim = 0.0
         delay = 0.5
+        listening: PostgresStore | None = None
         while not stop.is_set():
             report = TickReport()
             try:
+                if listen and listening is not self.store and self.store.listen_for_jobs():
+                    listening = self.store
                 if time.monotonic() - last_reclaim >= reclaim_interval:
                     self.reclaim(report)
                     last_reclaim = time.monotonic()
@@ -318,9 +325,30 @@ class Runner:
                 on_tick(report)
             if claimed < self.batch_size:
                 # Jitter keeps many idle workers from polling in lockstep.
-                stop.wait(poll_interval * (0.5 + self.rand() / 2))
+                pause = poll_interval * (0.5 + self.rand() / 2)
+                if listening is self.store:
+                    self._await_jobs(stop, pause)
+                else:
+                    stop.wait(pause)
+        if listening is self.store:
+            with contextlib.suppress(DatabaseError):
+                self.store.unlisten_jobs()
         total.duration_seconds = time.perf_counter() - started
         return total
+
+    def _await_jobs(self, stop: threading.Event, seconds: float) -> None:
+        """Sleep until a job is enqueued, `stop` is set or `seconds` pass; in slices, so a
+        stop is noticed within a quarter second."""
+        deadline = time.monotonic() + seconds
+        while not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            try:
+                if self.store.wait_for_jobs(min(left, 0.25)):
+                    return
+            except DatabaseError:
+                return  # the next claim meets the same failure and handles it
 
     def _replace_store(self, reconnect: Callable[[], PostgresStore]) -> None:
         try:

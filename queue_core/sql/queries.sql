@@ -278,6 +278,14 @@ order by queue, type, status;
 -- Act as tickq_worker until this transaction ends (operator views read every user's jobs).
 set local role tickq_worker;
 
+-- name: jobs_listen
+-- Subscribe this session to the notification the enqueue trigger sends (migration 0006).
+listen tickq_jobs;
+
+-- name: jobs_unlisten
+-- Stop receiving enqueue notifications on this session.
+unlisten tickq_jobs;
+
 -- name: clock_now
 -- The database clock, for shells that must agree with the store on "now".
 select now();
