@@ -175,6 +175,8 @@ class PostgresStore:
             "backoff_jitters": [s.backoff.jitter for s in batch],
         }
         statement = "jobs_enqueue" if rows else "jobs_enqueue_slim"
+        if rows and len(batch) == 1:
+            statement, params = "jobs_enqueue_one", _one_job_params(batch[0], ids[0], now)
         by_id: dict[UUID, EnqueueResult] = {}
         by_key: dict[tuple[str | None, UUID | None], EnqueueResult] = {}
         for values in self._rows(statement, params, None):
@@ -220,7 +222,8 @@ class PostgresStore:
         statement = "jobs_claim" if len(queues) == 1 else "jobs_claim_queues"
         if self.limits_configured().types:
             statement = "jobs_claim_limited"
-        jobs = self._rows(statement, params, _job)
+        # Binary rows: a claim returns whole jobs, and parsing them is its main client cost.
+        jobs = self._rows(statement, params, _job, binary=True)
         jobs.sort(key=transitions.claim_order)
         return jobs
 
@@ -399,10 +402,17 @@ class PostgresStore:
 
     # Plumbing
 
-    def _rows(self, name: str, params: dict[str, Any], row_maker: Any) -> list[Any]:
+    def _rows(
+        self, name: str, params: dict[str, Any], row_maker: Any, *, binary: bool = False
+    ) -> list[Any]:
+        """Run one named statement; `binary` results skip text parsing of uuids and times."""
         query = QUERIES[name]
         with translate_errors(), self._scope():
-            cur = self.conn.cursor(row_factory=row_maker) if row_maker else self.conn.cursor()
+            cur = (
+                self.conn.cursor(row_factory=row_maker, binary=binary)
+                if row_maker
+                else self.conn.cursor(binary=binary)
+            )
             with cur:
                 cur.execute(query, params)
                 return cur.fetchall() if cur.description else []
@@ -455,6 +465,27 @@ def decode_cursor(cursor: str) -> tuple[datetime, UUID]:
         return when, UUID(id_)
     except (ValueError, UnicodeError, binascii.Error):
         raise InvalidJob("cursor", "is not a cursor this API returned") from None
+
+
+def _one_job_params(spec: JobSpec, id_: UUID, now: datetime | None) -> dict[str, Any]:
+    return {
+        "now": now,
+        "id": id_,
+        "queue": spec.queue,
+        "type": spec.type,
+        "user_id": spec.user_id,
+        "payload": spec.payload_json,
+        "key": spec.idempotency_key,
+        "max_attempts": spec.max_attempts,
+        "priority": spec.priority,
+        "run_after": spec.run_after,
+        "delay": spec.delay,
+        "lease_seconds": spec.lease_seconds,
+        "backoff_base": spec.backoff.base,
+        "backoff_factor": spec.backoff.factor,
+        "backoff_max": spec.backoff.max,
+        "backoff_jitter": spec.backoff.jitter,
+    }
 
 
 def _retry_params(**given: Any) -> dict[str, Any]:
