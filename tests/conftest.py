@@ -112,3 +112,17 @@ def fresh_database_url(pg_admin_url: str) -> Iterator[str]:
         yield localdb.database_url(pg_admin_url, name)
     finally:
         drop_database(pg_admin_url, name)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_task_registry() -> Iterator[None]:
+    """Handlers registered by one test (or an imported task module) never leak into the next:
+    the process-wide registry refuses types it does not know once it knows any."""
+    from queue_core.registry import registry
+
+    saved = dict(registry.tasks)
+    try:
+        yield
+    finally:
+        registry.tasks.clear()
+        registry.tasks.update(saved)
