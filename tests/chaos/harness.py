@@ -29,6 +29,19 @@ from tests.chaos import chaos_tasks, invariants
 
 ROOT = Path(__file__).resolve().parents[2]
 DATABASE = "chaos"
+# TickFunction reads its settings from the environment, as in Lambda.
+FUNCTION_ENV = {
+    "TICKQ_TASK_MODULES": "tests.chaos.chaos_tasks",
+    "TICKQ_LEASE_SECONDS": str(chaos_tasks.LEASE_SECONDS),
+    "TICKQ_BATCH_SIZE": "8",
+    "TICKQ_CONCURRENCY": "8",
+    "TICKQ_SAFETY_MARGIN_MS": "0",
+    "POWERTOOLS_SERVICE_NAME": "tickq-chaos",
+    "POWERTOOLS_METRICS_NAMESPACE": "tickq-chaos",
+    "POWERTOOLS_LOG_LEVEL": "WARNING",
+    "POWERTOOLS_TRACE_DISABLED": "true",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 
 class Database:
@@ -67,8 +80,9 @@ class Database:
 
 @dataclass
 class Worker:
-    """One supervised process: `tickq work` (long-lived) or `tickq tick` (one invocation,
-    started again each time it ends, like a scheduled function)."""
+    """One supervised process: `tickq work` (long-lived), `tickq tick` (one tick, started
+    again each time it ends, like a scheduled function) or `function` (TickFunction's
+    handler invoked again and again in one warm process)."""
 
     kind: str
     proc: subprocess.Popen[bytes]
@@ -81,6 +95,7 @@ class Supervisor:
     logs: Path
     works: int
     ticks: int
+    functions: int
     workers: list[Worker] = field(default_factory=list)
     exits: Counter[str] = field(default_factory=Counter)
     kills: int = 0
@@ -88,6 +103,8 @@ class Supervisor:
     lost_leases: int = 0
 
     def command(self, kind: str) -> list[str]:
+        if kind == "function":
+            return [sys.executable, "-m", "tests.chaos.tick_function"]
         common = [
             "--tasks",
             "tests.chaos.chaos_tasks",
@@ -103,7 +120,12 @@ class Supervisor:
 
     def spawn(self, kind: str) -> None:
         out = (self.logs / f"{kind}-{self.started}.json").open("wb")
-        env = {**os.environ, "TICKQ_DATABASE_URL": self.url, "PYTHONPATH": str(ROOT)}
+        env = {
+            **os.environ,
+            **FUNCTION_ENV,
+            "TICKQ_DATABASE_URL": self.url,
+            "PYTHONPATH": str(ROOT),
+        }
         stderr = (self.logs / f"{kind}-{self.started}.err").open("wb")
         proc = subprocess.Popen(self.command(kind), cwd=ROOT, env=env, stdout=out, stderr=stderr)
         stderr.close()
@@ -116,7 +138,8 @@ class Supervisor:
             self.workers.remove(worker)
             self.exits[_exit_reason(worker.proc.returncode)] += 1
             self._collect(worker)
-        for kind, wanted in (("work", self.works), ("tick", self.ticks)):
+        wanted_by_kind = (("work", self.works), ("tick", self.ticks), ("function", self.functions))
+        for kind, wanted in wanted_by_kind:
             for _ in range(wanted - sum(w.kind == kind for w in self.workers)):
                 self.spawn(kind)
 

@@ -99,7 +99,7 @@ def test_no_job_is_lost_under_kills_crashes_and_a_database_restart(tmp_path: Pat
     db = Database(tmp_path / "pgdata")
     db.start()
     db.create()
-    supervisor = Supervisor(db.url, logs=tmp_path, works=3, ticks=1)
+    supervisor = Supervisor(db.url, logs=tmp_path, works=2, ticks=1, functions=1)
     monitor = Monitor(db.url)
     try:
         expected = enqueue_initial(db.url, INITIAL_JOBS)
