@@ -18,10 +18,7 @@ from typing import Any
 import psycopg
 
 from queue_core import JobContext, LeaseLost, PermanentError, RetryAfter, task
-
-LEASE_SECONDS = 2
-MAX_ATTEMPTS = 4
-CRASH_EXIT_CODE = 86
+from tests.chaos.limits import CRASH_EXIT_CODE, LEASE_SECONDS, MAX_ATTEMPTS
 
 # Cumulative probabilities of what one attempt does.
 MIX = (

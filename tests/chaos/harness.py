@@ -25,14 +25,14 @@ from queue_core import validation
 from queue_core.errors import DatabaseError, TickqError
 from queue_core.migrate import migrate
 from queue_core.store import PostgresStore
-from tests.chaos import chaos_tasks, invariants
+from tests.chaos import invariants, limits
 
 ROOT = Path(__file__).resolve().parents[2]
 DATABASE = "chaos"
 # TickFunction reads its settings from the environment, as in Lambda.
 FUNCTION_ENV = {
     "TICKQ_TASK_MODULES": "tests.chaos.chaos_tasks",
-    "TICKQ_LEASE_SECONDS": str(chaos_tasks.LEASE_SECONDS),
+    "TICKQ_LEASE_SECONDS": str(limits.LEASE_SECONDS),
     "TICKQ_BATCH_SIZE": "8",
     "TICKQ_CONCURRENCY": "8",
     "TICKQ_SAFETY_MARGIN_MS": "0",
@@ -109,7 +109,7 @@ class Supervisor:
             "--tasks",
             "tests.chaos.chaos_tasks",
             "--lease-seconds",
-            str(chaos_tasks.LEASE_SECONDS),
+            str(limits.LEASE_SECONDS),
             "--batch-size",
             "8",
             "--concurrency",
@@ -174,7 +174,7 @@ def _exit_reason(code: int) -> str:
         return "finished"
     if code == -signal.SIGKILL:
         return "killed"
-    if code == chaos_tasks.CRASH_EXIT_CODE:
+    if code == limits.CRASH_EXIT_CODE:
         return "handler os._exit"
     if code == 3:
         return "database error"
