@@ -7,12 +7,12 @@ only inside Lambda (Powertools disables the tracer elsewhere).
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from collections.abc import Iterable
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from queue_core import TickReport
@@ -23,13 +23,16 @@ NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "tickq"
 # The alarms in template.yaml select metrics by this service dimension.
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "tickq"
 
+# Powertools names its logger after the service: with "tickq" that is queue_core's own
+# logger, so the engine's job_id / job_type / attempt extras become keys of the JSON lines.
 logger = Logger(service=SERVICE)
+if not os.environ.get("LAMBDA_TASK_ROOT"):  # set by the Lambda runtime alone
+    # Elsewhere the host process (the CLI, a test run) decides where records go; a JSON
+    # handler of our own would write into its stdout.
+    logging.getLogger(logger.name).removeHandler(logger.registered_handler)
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 tracer = Tracer()
 
-# queue_core logs through the standard "tickq" logger; give it the same JSON formatter so
-# its job_id / job_type / attempt extras become keys of the structured log line.
-copy_config_to_registered_loggers(source_logger=logger, include={"tickq"})
 
 # Requests that only read (GET /jobs) publish no metric; that is expected, not a warning.
 warnings.filterwarnings("ignore", message="No application metrics to publish")

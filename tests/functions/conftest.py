@@ -102,8 +102,11 @@ def app_login_url(database_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def function_env(monkeypatch: pytest.MonkeyPatch, clean_tables: None) -> Iterator[None]:
-    """No tickq setting leaks in from the caller; the per-environment connection is reset."""
+def function_env(
+    monkeypatch: pytest.MonkeyPatch, clean_tables: None, tasks: Registry
+) -> Iterator[None]:
+    """No tickq setting leaks in from the caller, nor handlers other suites registered in the
+    process-wide registry; the per-environment connection is reset."""
     for name in FUNCTION_ENV:
         monkeypatch.delenv(name, raising=False)
     db.discard()

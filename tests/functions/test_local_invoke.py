@@ -86,7 +86,7 @@ def tickq_invoke(function: str, event: Path, *env: str, url: str) -> Any:
 def test_cli_tick_drains_a_local_queue(database_url: str, conn: psycopg.Connection) -> None:
     # A separate process: the CLI end to end, with the template's sample task module.
     for n in range(3):
-        enqueue(conn, "echo", {"n": n})
+        enqueue(conn, "echo", {"n": n}, using=Registry())
 
     report = tickq_invoke("TickFunction", EVENTS / "tick.json", url=database_url)
 
