@@ -444,6 +444,10 @@ def translate_errors() -> Iterator[None]:
         # A lone surrogate (invalid UTF-8 decoded with surrogateescape, e.g. from argv) in any
         # text parameter: the driver cannot encode it, so nothing reached the database.
         raise InvalidJob("text", "is not valid UTF-8 (lone surrogate characters)") from None
+    except psycopg.errors.QueryCanceled as exc:
+        raise DatabaseError(f"statement cancelled (statement_timeout?): {exc}") from exc
+    except psycopg.errors.TransactionRollback as exc:
+        raise DatabaseError(f"transaction rolled back, safe to retry: {exc}") from exc
     except psycopg.OperationalError as exc:
         raise DatabaseError(f"database unavailable: {exc}") from exc
     except psycopg.Error as exc:
