@@ -895,14 +895,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _configure_logging(*, quiet: bool) -> None:
-    """Worker events (retries, expired leases, reconnects) go to stderr, one line each."""
+    """Worker events (retries, expired leases, reconnects) go to stderr, one line each.
+
+    Adds one handler (once per process) and leaves propagation alone, so an application
+    or test harness that calls main() keeps its own logging.
+    """
     level = os.environ.get("TICKQ_LOG_LEVEL", "ERROR" if quiet else "WARNING").upper()
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_LogFormat())
     logger = logging.getLogger("tickq")
-    logger.handlers[:] = [handler]
-    logger.setLevel(level if level in logging.getLevelNamesMapping() else "WARNING")
-    logger.propagate = False
+    handler = next((h for h in logger.handlers if isinstance(h.formatter, _LogFormat)), None)
+    if handler is None:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_LogFormat())
+        logger.addHandler(handler)
+    handler.setLevel(level if level in logging.getLevelNamesMapping() else "WARNING")
+    if logger.level == logging.NOTSET or logger.level > handler.level:
+        logger.setLevel(handler.level)
 
 
 class _LogFormat(logging.Formatter):
