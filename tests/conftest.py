@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from infra import localdb
 from infra.localdb import LocalPostgres, LocalPostgresError, create_database, drop_database
@@ -126,3 +127,38 @@ def _isolated_task_registry() -> Iterator[None]:
     finally:
         registry.tasks.clear()
         registry.tasks.update(saved)
+
+
+def _login_role(database_url: str, member_of: str) -> Iterator[str]:
+    """A LOGIN role in `member_of`, never a superuser, under a unique name; dropped after.
+
+    Roles are cluster-wide, hence the random suffix: parallel sessions share the server.
+    """
+    name = f"{member_of}_{secrets.token_hex(4)}"
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("create role {} login nosuperuser nobypassrls in role {}").format(
+                sql.Identifier(name), sql.Identifier(member_of)
+            )
+        )
+    try:
+        yield make_conninfo(database_url, user=name)
+    finally:
+        with psycopg.connect(database_url, autocommit=True) as admin:
+            admin.execute(
+                "select pg_terminate_backend(pid) from pg_stat_activity where usename = %s",
+                (name,),
+            )
+            admin.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def app_login_url(database_url: str) -> Iterator[str]:
+    """A login of the application role: row-level security applies to it."""
+    yield from _login_role(database_url, "tickq_app")
+
+
+@pytest.fixture(scope="session")
+def worker_login_url(database_url: str) -> Iterator[str]:
+    """A login of the worker role: sees every row."""
+    yield from _login_role(database_url, "tickq_worker")

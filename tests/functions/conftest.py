@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import copy
 import json
-import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
-import psycopg
 import pytest
 from moto import mock_aws
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from functions import db
 from functions.aws import clients
@@ -69,36 +65,6 @@ class FakeContext:
 @pytest.fixture
 def lambda_context() -> FakeContext:
     return FakeContext()
-
-
-def _login_role(database_url: str, member_of: str) -> Iterator[str]:
-    """A LOGIN role in `member_of`, never a superuser, under a unique name; dropped after."""
-    name = f"fn_{member_of}_{secrets.token_hex(4)}"
-    with psycopg.connect(database_url, autocommit=True) as admin:
-        admin.execute(
-            sql.SQL("create role {} login nosuperuser nobypassrls in role {}").format(
-                sql.Identifier(name), sql.Identifier(member_of)
-            )
-        )
-    try:
-        yield make_conninfo(database_url, user=name)
-    finally:
-        with psycopg.connect(database_url, autocommit=True) as admin:
-            admin.execute(
-                "select pg_terminate_backend(pid) from pg_stat_activity where usename = %s",
-                (name,),
-            )
-            admin.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(name)))
-
-
-@pytest.fixture(scope="session")
-def worker_login_url(database_url: str) -> Iterator[str]:
-    yield from _login_role(database_url, "tickq_worker")
-
-
-@pytest.fixture(scope="session")
-def app_login_url(database_url: str) -> Iterator[str]:
-    yield from _login_role(database_url, "tickq_app")
 
 
 @pytest.fixture

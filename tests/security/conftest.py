@@ -2,46 +2,23 @@
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Iterator
 from uuid import UUID, uuid4
 
 import psycopg
 import pytest
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 RoleConnect = Callable[[], psycopg.Connection]
 
 
-def _login_role(database_url: str, member_of: str) -> Iterator[str]:
-    """Create a LOGIN role in `member_of` (never a superuser); drop it afterwards."""
-    name = f"{member_of}_{secrets.token_hex(4)}"
-    with psycopg.connect(database_url, autocommit=True) as admin:
-        admin.execute(
-            sql.SQL("create role {} login nosuperuser nobypassrls in role {}").format(
-                sql.Identifier(name), sql.Identifier(member_of)
-            )
-        )
-    try:
-        yield make_conninfo(database_url, user=name)
-    finally:
-        with psycopg.connect(database_url, autocommit=True) as admin:
-            admin.execute(
-                "select pg_terminate_backend(pid) from pg_stat_activity where usename = %s",
-                (name,),
-            )
-            admin.execute(sql.SQL("drop role if exists {}").format(sql.Identifier(name)))
+@pytest.fixture(scope="session")
+def app_url(app_login_url: str) -> str:
+    return app_login_url
 
 
 @pytest.fixture(scope="session")
-def app_url(database_url: str) -> Iterator[str]:
-    yield from _login_role(database_url, "tickq_app")
-
-
-@pytest.fixture(scope="session")
-def worker_url(database_url: str) -> Iterator[str]:
-    yield from _login_role(database_url, "tickq_worker")
+def worker_url(worker_login_url: str) -> str:
+    return worker_login_url
 
 
 def _factory(url: str) -> Iterator[RoleConnect]:
