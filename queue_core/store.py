@@ -15,6 +15,7 @@ from uuid import UUID
 
 import psycopg
 import psycopg.errors
+from psycopg import pq
 from psycopg.rows import RowMaker
 
 from . import transitions, validation
@@ -179,7 +180,8 @@ class PostgresStore:
             statement, params = "jobs_enqueue_one", _one_job_params(batch[0], ids[0], now)
         by_id: dict[UUID, EnqueueResult] = {}
         by_key: dict[tuple[str | None, UUID | None], EnqueueResult] = {}
-        for values in self._rows(statement, params, None):
+        # A single enqueue reads its whole row back: binary skips parsing it as text.
+        for values in self._rows(statement, params, None, binary=len(batch) == 1 and rows):
             duplicate = values[-1]
             if rows:
                 job = job_from_row(values[:-1])
@@ -415,7 +417,11 @@ class PostgresStore:
             )
             with cur:
                 cur.execute(query, params)
-                return cur.fetchall() if cur.description else []
+                # The result status, not cur.description: describing a whole job row builds
+                # a Column per field, which costs more than a one-row statement's parsing.
+                result = cur.pgresult
+                has_rows = result is not None and result.status == pq.ExecStatus.TUPLES_OK
+                return cur.fetchall() if has_rows else []
 
     @contextmanager
     def _scope(self) -> Iterator[None]:

@@ -52,11 +52,16 @@ def bulk_enqueue(url: str, n: int) -> float:
 
 
 def single_enqueue(url: str, n: int) -> float:
-    """One job per call on an autocommit connection: one statement, one commit each."""
+    """One job per call on an autocommit connection: one statement, one commit each.
+
+    Through a long-lived store, as a service holding one would: `queue_core.enqueue(conn)`
+    builds a store per call, whose first operation also reads the limit tables.
+    """
     with psycopg.connect(url, autocommit=True) as conn:
+        store = PostgresStore(conn)
         started = time.perf_counter()
         for _ in range(n):
-            queue_core.enqueue(conn, "noop", using=registry)
+            store.enqueue(registry.spec("noop"))
         return time.perf_counter() - started
 
 
