@@ -45,7 +45,7 @@ def churn(url: str, jobs: int, storage: str | None) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True) as conn:
         if storage:
             # Constant text from CANDIDATES above, never user input.
-            conn.execute(f"alter table tickq.jobs set ({storage})")  # type: ignore[arg-type]
+            conn.execute(f"alter table tickq.jobs set ({storage})")
         store = PostgresStore(conn)
         rates: list[float] = []
         window, window_start, done = max(jobs // 10, BATCH), time.perf_counter(), 0

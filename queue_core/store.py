@@ -177,7 +177,9 @@ class PostgresStore:
         }
         statement = "jobs_enqueue" if rows else "jobs_enqueue_slim"
         if rows and len(batch) == 1:
-            statement, params = "jobs_enqueue_one", _one_job_params(batch[0], ids[0], now)
+            keyed = batch[0].idempotency_key is not None
+            statement = "jobs_enqueue_one" if keyed else "jobs_enqueue_one_unkeyed"
+            params = _one_job_params(batch[0], ids[0], now)
         by_id: dict[UUID, EnqueueResult] = {}
         by_key: dict[tuple[str | None, UUID | None], EnqueueResult] = {}
         # A single enqueue reads its whole row back: binary skips parsing it as text.

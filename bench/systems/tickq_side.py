@@ -101,7 +101,12 @@ def latency_worker(url: str, stop: Any, ready: Any, out: Any) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         runner = Runner(PostgresStore(conn), registry, batch_size=100, concurrency=1)
         halt = threading.Event()
-        threading.Thread(target=lambda: (stop.wait(), halt.set()), daemon=True).start()
+
+        def relay() -> None:  # a multiprocessing event cannot be passed to work() directly
+            stop.wait()
+            halt.set()
+
+        threading.Thread(target=relay, daemon=True).start()
         ready.put(None)
         runner.work(stop=halt)
     out.put(dict(_started))

@@ -84,6 +84,23 @@ where %(key)s::text is not null
   and j.status not in ('dead', 'cancelled')
   and not exists (select from inserted);
 
+-- name: jobs_enqueue_one_unkeyed
+-- jobs_enqueue_one for a job without an idempotency key: nothing can conflict (keyless rows
+-- are outside the unique index), and skipping the duplicate lookup halves the statement.
+insert into tickq.jobs (
+    id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
+    run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
+    created_at, updated_at)
+values (%(id)s, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
+        null, %(max_attempts)s, %(priority)s,
+        coalesce(%(run_after)s::timestamptz,
+                 coalesce(%(now)s::timestamptz, now())
+                 + %(delay)s::float8 * interval '1 second'),
+        %(lease_seconds)s::integer, %(backoff_base)s, %(backoff_factor)s,
+        %(backoff_max)s, %(backoff_jitter)s,
+        coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
+returning {columns}, false as duplicate;
+
 -- name: jobs_claim
 -- Lease up to %(limit)s runnable jobs of one queue to one worker, best first.
 with picked as materialized (
