@@ -162,3 +162,16 @@ def app_login_url(database_url: str) -> Iterator[str]:
 def worker_login_url(database_url: str) -> Iterator[str]:
     """A login of the worker role: sees every row."""
     yield from _login_role(database_url, "tickq_worker")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment() -> Iterator[None]:
+    """Settings a test's code writes into os.environ (the local server sets Powertools
+    switches for its process, for instance) never reach the next test."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        if os.environ != saved:
+            os.environ.clear()
+            os.environ.update(saved)

@@ -164,6 +164,8 @@ class Supervisor:
 
     def _collect(self, worker: Worker) -> None:
         worker.out.close()
+        if worker.kind == "function":
+            return  # its stdout carries the invocations' EMF metric lines, not one report
         with contextlib.suppress(OSError, ValueError):
             report = json.loads(Path(worker.out.name).read_text())
             self.lost_leases += int(report.get("lost_leases", 0))
