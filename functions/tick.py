@@ -16,7 +16,6 @@ so schedule inputs may carry their own markers.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -102,16 +101,16 @@ def drain(
 ) -> tuple[TickReport, int]:
     """Reclaim, then run batches while time is left; after the first full batch (a backlog),
     ask `fan_out` once for help. Returns the report and how many copies were started."""
-    started = time.perf_counter()
-    report = TickReport()
-    runner.reclaim(report)
     fanned = 0
-    while time_left() and (max_batches is None or report.batches < max_batches):
-        if runner.run_batch(report) < runner.batch_size:
-            break
-        if not fanned and fan_out():
+
+    def after_batch(claimed: int) -> None:
+        nonlocal fanned
+        if claimed == runner.batch_size and not fanned and fan_out():
             fanned = 1
-    report.duration_seconds = time.perf_counter() - started
+
+    report = runner.tick(
+        should_continue=time_left, max_batches=max_batches, after_batch=after_batch
+    )
     return report, fanned
 
 

@@ -29,6 +29,10 @@ def _load() -> dict[str, str]:
         .replace("{columns_j}", ", ".join(f"j.{c}" for c in slim.split(", ")))
         .replace("{columns}", slim)
     )
+    # With several queues the backlog is sorted rather than walked in index order.
+    statements["jobs_finish_and_claim_queues"] = statements["jobs_finish_and_claim"].replace(
+        "queue = %(queue)s", "queue = any(%(queues)s::text[])"
+    )
     return statements
 
 

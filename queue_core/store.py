@@ -216,28 +216,57 @@ class PostgresStore:
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         now: datetime | None = None,
     ) -> list[Job]:
-        params = {
-            "queue": queues[0] if len(queues) == 1 else None,
-            "queues": list(queues),
-            "limit": limit,
-            "lease_seconds": lease_seconds,
-            "now": now,
-        }
-        statement = "jobs_claim" if len(queues) == 1 else "jobs_claim_queues"
-        if self.limits_configured().types:
-            statement = "jobs_claim_limited"
-        # Binary rows: a claim returns whole jobs, and parsing them is its main client cost.
-        jobs = self._rows(statement, params, _job, binary=True)
-        jobs.sort(key=transitions.claim_order)
-        return jobs
+        return self.finish_and_claim(
+            (), queues=queues, limit=limit, lease_seconds=lease_seconds, now=now
+        )[1]
 
     def finish(self, outcomes: Sequence[Outcome], *, now: datetime | None = None) -> set[UUID]:
         """Persist a batch of outcomes in one statement; returns the ids whose lease held."""
         if not outcomes:
             return set()
-        payload = "[" + ",".join(map(_outcome_json, outcomes)) + "]"
-        rows = self._rows("jobs_finish", {"outcomes": payload, "now": now}, None)
-        return {row[0] for row in rows}
+        return self.finish_and_claim(outcomes, limit=0, now=now)[0]
+
+    def finish_and_claim(
+        self,
+        outcomes: Sequence[Outcome],
+        *,
+        queues: Sequence[str] = (DEFAULT_QUEUE,),
+        limit: int = 10,
+        lease_seconds: int = DEFAULT_LEASE_SECONDS,
+        now: datetime | None = None,
+    ) -> tuple[set[UUID], list[Job]]:
+        """Persist outcomes and lease up to `limit` more jobs, best first, in one statement.
+
+        Returns the ids whose lease held (the others' outcomes were refused) and the jobs
+        claimed. Under type limits the claim is a statement of its own (jobs_claim_limited).
+        """
+        if limit and self.limits_configured().types:
+            held = self.finish(outcomes, now=now)
+            params = {
+                "queues": list(queues),
+                "limit": limit,
+                "lease_seconds": lease_seconds,
+                "now": now,
+            }
+            jobs = self._rows("jobs_claim_limited", params, _job, binary=True)
+        else:
+            params = {
+                "outcomes": "[" + ",".join(map(_outcome_json, outcomes)) + "]",
+                "queue": queues[0] if len(queues) == 1 else None,
+                "queues": list(queues),
+                "limit": limit,
+                "lease_seconds": lease_seconds,
+                "now": now,
+            }
+            statement = (
+                "jobs_finish_and_claim" if len(queues) == 1 else "jobs_finish_and_claim_queues"
+            )
+            # Binary rows: a claim returns whole jobs, and parsing them is its main client cost.
+            rows = self._rows(statement, params, None, binary=True)
+            held = set(rows[0][0] or ()) if rows else set()
+            jobs = [job_from_row(row[1:]) for row in rows if row[1] is not None]
+        jobs.sort(key=transitions.claim_order)
+        return held, jobs
 
     def complete(self, job: Job, result: Any = None, *, now: datetime | None = None) -> None:
         self._finish_one(transitions.succeeded(job, result), now)

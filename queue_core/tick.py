@@ -115,6 +115,8 @@ class Runner:
         self.lease_seconds = lease_seconds
         self.rand = rand
         self._pool: ThreadPoolExecutor | None = None
+        # Jobs leased by the last persist (finish and claim in one statement), run next.
+        self._next: list[Job] = []
 
     def close(self) -> None:
         if self._pool is not None:
@@ -134,16 +136,24 @@ class Runner:
         *,
         should_continue: Callable[[], bool] = lambda: True,
         max_batches: int | None = None,
+        after_batch: Callable[[int], None] | None = None,
     ) -> TickReport:
         """Reclaim, then run batches until the queue is drained, `should_continue()` says
-        stop, or `max_batches` ran."""
+        stop, or `max_batches` ran. `after_batch(claimed)` runs after each batch."""
         started = time.perf_counter()
         report = TickReport()
         self.reclaim(report)
-        while should_continue() and (max_batches is None or report.batches < max_batches):
-            claimed = self.run_batch(report)
-            if claimed < self.batch_size:
-                break
+
+        def claim_next() -> bool:
+            return should_continue() and (max_batches is None or report.batches < max_batches)
+
+        if claim_next():
+            while True:
+                claimed = self.run_batch(report, claim_next=claim_next)
+                if after_batch is not None:
+                    after_batch(claimed)
+                if not self._next:
+                    break
         report.duration_seconds = time.perf_counter() - started
         return report
 
@@ -163,16 +173,33 @@ class Runner:
                 report.dead += 1
                 report.dead_letters.append(_dead_letter(job, job.error))
 
-    def run_batch(self, report: TickReport) -> int:
-        jobs = self.store.claim(
-            queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds
-        )
+    def run_batch(
+        self, report: TickReport, *, claim_next: Callable[[], bool] = lambda: False
+    ) -> int:
+        """Run one batch: the one prefetched by the last persist, else a fresh claim.
+
+        With `claim_next`, persisting the outcomes also claims the next batch in the same
+        statement when the batch was full and `claim_next()` allows it; the caller must then
+        run `self._next` (jobs leased but not yet run) before it stops, as tick() and
+        work() do.
+        """
+        jobs, self._next = self._next, []
+        if not jobs:
+            jobs = self.store.claim(
+                queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds
+            )
         if not jobs:
             return 0
         report.batches += 1
         report.claimed += len(jobs)
         outcomes = self.run_jobs(jobs)
-        held = self.store.finish(outcomes)
+        more = len(jobs) == self.batch_size and claim_next()
+        held, self._next = self.store.finish_and_claim(
+            outcomes,
+            queues=self.queues,
+            limit=self.batch_size if more else 0,
+            lease_seconds=self.lease_seconds,
+        )
         for job, outcome in zip(jobs, outcomes, strict=True):
             if outcome.job_id not in held:
                 report.lost_leases += 1
@@ -302,7 +329,8 @@ class Runner:
         last_reclaim = 0.0
         delay = 0.5
         listening: PostgresStore | None = None
-        while not stop.is_set():
+        # After a stop, the batch already leased by the last persist still runs.
+        while not stop.is_set() or self._next:
             report = TickReport()
             try:
                 if listen and listening is not self.store and self.store.listen_for_jobs():
@@ -310,7 +338,7 @@ class Runner:
                 if time.monotonic() - last_reclaim >= reclaim_interval:
                     self.reclaim(report)
                     last_reclaim = time.monotonic()
-                claimed = self.run_batch(report)
+                claimed = self.run_batch(report, claim_next=lambda: not stop.is_set())
             except DatabaseError as exc:
                 if reconnect is None:
                     raise

@@ -101,15 +101,51 @@ values (%(id)s, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
         coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
 returning {columns}, false as duplicate;
 
--- name: jobs_claim
--- Lease up to %(limit)s runnable jobs of one queue to one worker, best first.
-with picked as materialized (
+-- name: jobs_finish_and_claim
+-- Persist a batch's outcomes and lease the next batch in one statement, so a busy worker
+-- pays one round trip and one commit (one WAL flush) per batch instead of two. Finishing
+-- alone is %(limit)s = 0; claiming alone is an empty outcome list. Returns the ids whose
+-- lease held (first row), then the claimed jobs (one all-null job when none was claimed).
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), outcome as (
+    select *
+    from jsonb_to_recordset(%(outcomes)s::jsonb)
+        as o (id uuid, lease_token uuid, status text, result jsonb, error text,
+              delay float8, extra_attempt boolean)
+), finished as (
+    -- Only rows still leased under the given token change, so a worker that lost its
+    -- lease cannot overwrite a newer attempt.
+    update tickq.jobs j
+    set status = o.status,
+        result = coalesce(o.result, j.result),
+        error = coalesce(o.error, j.error),
+        errors = case when o.error is null then j.errors
+                      else tickq.error_history(j.errors, jsonb_build_object(
+                          'attempt', j.attempts, 'at', clock.now, 'error', o.error)) end,
+        run_after = case when o.status in ('queued', 'retrying')
+                         then clock.now + o.delay * interval '1 second' else j.run_after end,
+        max_attempts = j.max_attempts + case when o.extra_attempt then 1 else 0 end,
+        lease_until = null,
+        lease_token = null,
+        cancel_requested = false,
+        updated_at = clock.now,
+        finished_at = case when o.status in ('succeeded', 'dead', 'cancelled')
+                           then clock.now end
+    from outcome o, clock
+    where j.id = o.id
+      and j.id = any(array(select id from outcome))
+      and j.lease_token = o.lease_token
+      and j.status = 'running'
+    returning j.id
+), picked as materialized (
     -- MATERIALIZED and LIMIT inside the CTE: the lock is taken on exactly these rows
     -- (a bare "id in (select ... limit n for update skip locked)" can lock more than n,
     -- PostgreSQL bug #15715). SKIP LOCKED lets concurrent claimers pass each other's rows
     -- instead of queueing behind them. "queue = <one value>" lets jobs_claim_idx deliver
     -- rows already in claim order, so the claim reads N index entries instead of sorting
-    -- the backlog.
+    -- the backlog. Rows finished above still read as running in this statement's
+    -- snapshot, so a job is never finished and claimed again by one statement.
     select id
     from tickq.jobs
     where status in ('queued', 'retrying')
@@ -118,76 +154,25 @@ with picked as materialized (
     order by priority desc, run_after, created_at
     limit %(limit)s
     for update skip locked
+), claimed as (
+    update tickq.jobs j
+    set status = 'running',
+        attempts = j.attempts + 1,
+        lease_token = gen_random_uuid(),
+        lease_until = clock.now
+                      + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second',
+        started_at = clock.now,
+        updated_at = clock.now
+    from clock
+    -- An id array probes the primary key per row whatever the table's statistics say.
+    where j.id = any(array(select id from picked))
+    returning {columns_j}
 )
-update tickq.jobs j
-set status = 'running',
-    attempts = j.attempts + 1,
-    lease_token = gen_random_uuid(),
-    lease_until = coalesce(%(now)s::timestamptz, now())
-                  + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second',
-    started_at = coalesce(%(now)s::timestamptz, now()),
-    updated_at = coalesce(%(now)s::timestamptz, now())
--- An id array probes the primary key per row whatever the table's statistics say.
-where j.id = any(array(select id from picked))
-returning {columns_j};
-
--- name: jobs_claim_queues
--- Lease up to %(limit)s runnable jobs from any of several queues, best first across them.
-with picked as materialized (
-    -- Same locking as jobs_claim; with several queues the backlog is sorted, not walked.
-    select id
-    from tickq.jobs
-    where status in ('queued', 'retrying')
-      and queue = any(%(queues)s::text[])
-      and run_after <= coalesce(%(now)s::timestamptz, now())
-    order by priority desc, run_after, created_at
-    limit %(limit)s
-    for update skip locked
-)
-update tickq.jobs j
-set status = 'running',
-    attempts = j.attempts + 1,
-    lease_token = gen_random_uuid(),
-    lease_until = coalesce(%(now)s::timestamptz, now())
-                  + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second',
-    started_at = coalesce(%(now)s::timestamptz, now()),
-    updated_at = coalesce(%(now)s::timestamptz, now())
-where j.id = any(array(select id from picked))
-returning {columns_j};
-
--- name: jobs_finish
--- Persist the outcomes of a batch of attempts; only rows still leased under the given token
--- change, so a worker that lost its lease cannot overwrite a newer attempt.
-with clock as materialized (
-    select coalesce(%(now)s::timestamptz, now()) as now
-), outcome as (
-    select *
-    from jsonb_to_recordset(%(outcomes)s::jsonb)
-        as o (id uuid, lease_token uuid, status text, result jsonb, error text,
-              delay float8, extra_attempt boolean)
-)
-update tickq.jobs j
-set status = o.status,
-    result = coalesce(o.result, j.result),
-    error = coalesce(o.error, j.error),
-    errors = case when o.error is null then j.errors
-                  else tickq.error_history(j.errors, jsonb_build_object(
-                      'attempt', j.attempts, 'at', clock.now, 'error', o.error)) end,
-    run_after = case when o.status in ('queued', 'retrying')
-                     then clock.now + o.delay * interval '1 second' else j.run_after end,
-    max_attempts = j.max_attempts + case when o.extra_attempt then 1 else 0 end,
-    lease_until = null,
-    lease_token = null,
-    cancel_requested = false,
-    updated_at = clock.now,
-    finished_at = case when o.status in ('succeeded', 'dead', 'cancelled')
-                       then clock.now end
-from outcome o, clock
-where j.id = o.id
-  and j.id = any(array(select id from outcome))
-  and j.lease_token = o.lease_token
-  and j.status = 'running'
-returning j.id, j.status;
+-- The ids come on the first row only: repeated on every row they cost more to parse than
+-- the jobs themselves.
+select case when row_number() over () = 1 then f.ids end as ids, c.*
+from (select array_agg(id) as ids from finished) f
+left join claimed c on true;
 
 -- name: jobs_reclaim
 -- Return jobs whose lease expired to retrying (a failed attempt, with backoff), or to dead
