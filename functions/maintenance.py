@@ -18,11 +18,12 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from queue_core import Runner, TickReport
+from queue_core.config import env_int
 from queue_core.retention import Retention
 
 from .aws import publish_dead_letters
 from .observability import logger, metrics, record_depth, tracer
-from .runtime import env_int, store, tasks
+from .runtime import store, tasks
 
 
 @logger.inject_lambda_context(clear_state=True)

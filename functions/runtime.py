@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from uuid import UUID
 
-from queue_core import ConfigurationError, PostgresStore, Registry, registry
+from queue_core import PostgresStore, Registry, registry
 from queue_core.config import Settings
 
 from . import db
@@ -31,17 +31,3 @@ def kick_tick() -> bool:
     """Start a tick now (TICKQ_KICK_FUNCTION) instead of waiting for the next schedule."""
     function = os.environ.get("TICKQ_KICK_FUNCTION")
     return invoke_async(function, {"source": "tickq.kick"}) if function else False
-
-
-def env_int(name: str, default: int, low: int, high: int) -> int:
-    """An integer setting of the functions themselves (queue_core's are in Settings)."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
-    if not low <= value <= high:
-        raise ConfigurationError(f"{name} must be between {low} and {high}, got {value}")
-    return value

@@ -23,12 +23,13 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from queue_core import ConfigurationError, InvalidJob, Runner, TickReport
+from queue_core.config import env_int
 from queue_core.validation import integer, name
 
 from .aws import invoke_async, publish_dead_letters
 from .errors import BadRequest, problem
 from .observability import logger, metrics, record_tick, tracer
-from .runtime import env_int, settings, store, tasks
+from .runtime import settings, store, tasks
 
 MAX_FANOUT_HOPS = 15
 

@@ -30,9 +30,9 @@ class Settings:
             database_url=env.get("TICKQ_DATABASE_URL") or None,
             task_modules=_list(env.get("TICKQ_TASK_MODULES", "")),
             queues=_list(env.get("TICKQ_QUEUES", "")) or (DEFAULT_QUEUE,),
-            batch_size=_int(env, "TICKQ_BATCH_SIZE", 10, 1, 10_000),
-            concurrency=_int(env, "TICKQ_CONCURRENCY", 10, 1, 1_000),
-            lease_seconds=_int(env, "TICKQ_LEASE_SECONDS", DEFAULT_LEASE_SECONDS, 1, 43_200),
+            batch_size=env_int("TICKQ_BATCH_SIZE", 10, 1, 10_000, env),
+            concurrency=env_int("TICKQ_CONCURRENCY", 10, 1, 1_000, env),
+            lease_seconds=env_int("TICKQ_LEASE_SECONDS", DEFAULT_LEASE_SECONDS, 1, 43_200, env),
             prepare_threshold=None
             if prepare in ("off", "none", "")
             else _parse_int("TICKQ_PREPARE_THRESHOLD", prepare, 0, 1_000),
@@ -43,9 +43,12 @@ def _list(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
 
-def _int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = env.get(name)
-    return default if raw in (None, "") else _parse_int(name, raw, low, high)
+def env_int(
+    name: str, default: int, low: int, high: int, env: Mapping[str, str] | None = None
+) -> int:
+    """An integer setting from the environment, checked against its range."""
+    raw = (os.environ if env is None else env).get(name, "").strip()
+    return default if not raw else _parse_int(name, raw, low, high)
 
 
 def _parse_int(name: str, raw: str, low: int, high: int) -> int:
