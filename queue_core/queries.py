@@ -33,7 +33,26 @@ def _load() -> dict[str, str]:
     statements["jobs_finish_and_claim_queues"] = statements["jobs_finish_and_claim"].replace(
         "queue = %(queue)s", "queue = any(%(queues)s::text[])"
     )
+    statements["retention_count"] = _counting(statements["retention_prune"])
     return statements
+
+
+def _counting(prune: str) -> str:
+    """retention_prune as a dry run: every job it would delete, counted by status."""
+    lock = "    limit %(batch)s\n    for update of j skip locked\n"
+    delete = (
+        "delete from tickq.jobs j\nwhere j.id = any(array(select id from doomed))\n"
+        "returning j.status"
+    )
+    # Comments go too: the header mentions %(batch)s, which the driver would still bind.
+    prune = "\n".join(line for line in prune.splitlines() if not line.lstrip().startswith("--"))
+    if lock not in prune or not prune.endswith(delete):
+        raise RuntimeError("retention_prune changed shape; update queries._counting")
+    count = (
+        "select j.status, count(*)\nfrom tickq.jobs j\n"
+        "where j.id = any(array(select id from doomed))\ngroup by j.status"
+    )
+    return prune.replace(lock, "").removesuffix(delete) + count
 
 
 QUERIES: dict[str, str] = _load()

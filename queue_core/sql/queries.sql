@@ -476,6 +476,8 @@ returning id;
 -- name: retention_prune
 -- Delete up to %(batch)s jobs that one policy lets go. Each call is its own short
 -- transaction; SKIP LOCKED leaves rows someone is touching (a retry) for the next pass.
+-- retention_count (prune --dry-run) is derived from this statement in queries.py: the
+-- same choice of jobs, counted by status, without the batch limit, locks or delete.
 with clock as materialized (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), cutoff as materialized (
@@ -519,42 +521,3 @@ with clock as materialized (
 delete from tickq.jobs j
 where j.id = any(array(select id from doomed))
 returning j.status;
-
--- name: retention_count
--- How many jobs one policy would let go now (prune --dry-run); deletes and locks nothing.
-with clock as materialized (
-    select coalesce(%(now)s::timestamptz, now()) as now
-), cutoff as materialized (
-    select j.finished_at, j.id
-    from tickq.jobs j
-    where j.status = any(%(statuses)s::text[])
-      and (%(queue)s::text is null or j.queue = %(queue)s::text)
-      and (%(type)s::text is null or j.type = %(type)s::text)
-      -- A job belongs to the most specific policy that matches it, and to no other.
-      and not exists (
-          select from tickq.retention_policies o
-          where (o.type is not null)::int * 2 + (o.queue is not null)::int > %(rank)s
-            and (o.queue is null or o.queue = j.queue)
-            and (o.type is null or o.type = j.type))
-    order by j.finished_at desc, j.id desc
-    offset greatest(coalesce(%(keep_last)s::integer, 0) - 1, 0)
-    limit 1
-)
-select j.status, count(*)
-from tickq.jobs j, clock
-where j.status = any(%(statuses)s::text[])
-      and (%(queue)s::text is null or j.queue = %(queue)s::text)
-      and (%(type)s::text is null or j.type = %(type)s::text)
-      -- A job belongs to the most specific policy that matches it, and to no other.
-      and not exists (
-          select from tickq.retention_policies o
-          where (o.type is not null)::int * 2 + (o.queue is not null)::int > %(rank)s
-            and (o.queue is null or o.queue = j.queue)
-            and (o.type is null or o.type = j.type))
-      and (
-          (%(max_age_seconds)s::float8 is not null
-           and j.finished_at < clock.now - %(max_age_seconds)s::float8 * interval '1 second')
-          or %(keep_last)s::integer = 0
-          or (%(keep_last)s::integer is not null
-              and (j.finished_at, j.id) < (select finished_at, id from cutoff)))
-group by j.status;
