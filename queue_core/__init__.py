@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -76,7 +77,7 @@ def enqueue(
     """Enqueue one job on the caller's connection; inside the caller's transaction it commits
     or rolls back with the caller's own writes."""
     spec = (using or registry).spec(type, payload, **options)
-    return PostgresStore(conn).enqueue(spec, now=now)
+    return _store(conn).enqueue(spec, now=now)
 
 
 def enqueue_many(
@@ -89,4 +90,18 @@ def enqueue_many(
     """Enqueue many jobs in one round trip; each request is a dict of enqueue's arguments."""
     reg = using or registry
     specs = [reg.spec(**dict(request)) for request in requests]
-    return PostgresStore(conn).enqueue_many(specs, now=now)
+    return _store(conn).enqueue_many(specs, now=now)
+
+
+# One store per connection, so the store's short-lived cache of "are any limits set?" spares
+# every enqueue on the caller's connection an extra round trip.
+_stores: weakref.WeakKeyDictionary[psycopg.Connection[Any], PostgresStore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _store(conn: psycopg.Connection[Any]) -> PostgresStore:
+    store = _stores.get(conn)
+    if store is None:
+        store = _stores[conn] = PostgresStore(conn)
+    return store
