@@ -92,10 +92,15 @@ def conn(database_url: str, clean_tables: None) -> Iterator[psycopg.Connection]:
 @pytest.fixture
 def connect(database_url: str, clean_tables: None) -> Iterator[Connect]:
     """Factory of extra autocommit connections (for races); all closed at teardown."""
+    yield from connection_factory(database_url)
+
+
+def connection_factory(url: str) -> Iterator[Connect]:
+    """Yield a factory of autocommit connections to `url`; closes them all when resumed."""
     opened: list[psycopg.Connection] = []
 
     def factory() -> psycopg.Connection:
-        connection = psycopg.connect(database_url, autocommit=True)
+        connection = psycopg.connect(url, autocommit=True)
         opened.append(connection)
         return connection
 

@@ -8,6 +8,8 @@ from uuid import UUID, uuid4
 import psycopg
 import pytest
 
+from tests.conftest import connection_factory
+
 RoleConnect = Callable[[], psycopg.Connection]
 
 
@@ -21,28 +23,15 @@ def worker_url(worker_login_url: str) -> str:
     return worker_login_url
 
 
-def _factory(url: str) -> Iterator[RoleConnect]:
-    opened: list[psycopg.Connection] = []
-
-    def connect() -> psycopg.Connection:
-        connection = psycopg.connect(url, autocommit=True)
-        opened.append(connection)
-        return connection
-
-    yield connect
-    for connection in opened:
-        connection.close()
-
-
 @pytest.fixture
 def as_app(app_url: str, clean_tables: None) -> Iterator[RoleConnect]:
     """Connections logged in as an application role (row-level security applies)."""
-    yield from _factory(app_url)
+    yield from connection_factory(app_url)
 
 
 @pytest.fixture
 def as_worker(worker_url: str, clean_tables: None) -> Iterator[RoleConnect]:
-    yield from _factory(worker_url)
+    yield from connection_factory(worker_url)
 
 
 @pytest.fixture
