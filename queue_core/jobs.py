@@ -94,10 +94,14 @@ _STATUS_INDEX = JOB_COLUMNS.index("status")
 _make_job: Any = Job
 
 
+_STATUS_BY_VALUE = {status.value: status for status in Status}
+
+
 def job_from_row(values: Sequence[Any]) -> Job:
     """Build a Job from a row selected in JOB_COLUMNS order."""
     fields = list(values)
-    fields[_STATUS_INDEX] = Status(fields[_STATUS_INDEX])
+    # A dict lookup: calling the enum costs more than the rest of the row's mapping.
+    fields[_STATUS_INDEX] = _STATUS_BY_VALUE[fields[_STATUS_INDEX]]
     job: Job = _make_job(*fields)
     return job
 
@@ -150,3 +154,8 @@ class Outcome:
     error: str | None = None
     delay: float = 0.0
     extra_attempt: bool = False  # a snooze gives back the attempt its claim used
+
+    @property
+    def is_plain_success(self) -> bool:
+        """Succeeded with nothing else to store: the store sends these compactly."""
+        return self.status is Status.SUCCEEDED and self.result_json is None and not self.error

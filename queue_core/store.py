@@ -16,6 +16,8 @@ from uuid import UUID
 import psycopg
 import psycopg.errors
 from psycopg import pq
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
 from psycopg.rows import RowMaker
 
 from . import transitions, validation
@@ -250,8 +252,13 @@ class PostgresStore:
             }
             jobs = self._rows("jobs_claim_limited", params, _job, binary=True)
         else:
+            plain = [o for o in outcomes if o.is_plain_success]
             params = {
-                "outcomes": "[" + ",".join(map(_outcome_json, outcomes)) + "]",
+                "outcomes": "["
+                + ",".join(_outcome_json(o) for o in outcomes if not o.is_plain_success)
+                + "]",
+                "succeeded_ids": [o.job_id for o in plain],
+                "succeeded_tokens": [o.lease_token for o in plain],
                 "queue": queues[0] if len(queues) == 1 else None,
                 "queues": list(queues),
                 "limit": limit,
@@ -447,6 +454,8 @@ class PostgresStore:
                 else self.conn.cursor(binary=binary)
             )
             with cur:
+                if binary:
+                    cur.adapters.register_loader("jsonb", _JsonbBinaryLoader)
                 cur.execute(query, params)
                 # The result status, not cur.description: describing a whole job row builds
                 # a Column per field, which costs more than a one-row statement's parsing.
@@ -565,6 +574,21 @@ def _outcome_json(o: Outcome) -> str:
         f'"result":{o.result_json or "null"},"error":{json.dumps(o.error)},'
         f'"delay":{float(o.delay)!r},"extra_attempt":{"true" if o.extra_attempt else "false"}}}'
     )
+
+
+class _JsonbBinaryLoader(Loader):
+    """jsonb as psycopg loads it, minus the generic loader's overhead: empty objects and
+    arrays (most payloads and error histories) skip the parser, the rest parse from str."""
+
+    format = pq.Format.BINARY
+
+    def load(self, data: Buffer) -> Any:
+        body = bytes(data[1:])  # after the jsonb format version byte
+        if body == b"{}":
+            return {}
+        if body == b"[]":
+            return []
+        return json.loads(body.decode())
 
 
 def _job(cursor: psycopg.Cursor[Any]) -> RowMaker[Job]:

@@ -88,7 +88,13 @@ def claim(job: Job, *, now: datetime, lease_seconds: int, token: UUID) -> Job:
 
 
 def succeeded(job: Job, result: Any = None) -> Outcome:
-    """Raises InvalidJob when the result cannot be stored as JSON (NaN, NUL, too large)."""
+    """Raises InvalidJob when the result cannot be stored as JSON (NaN, NUL, too large).
+
+    A handler that returns nothing leaves `result_json` None, which stores the same SQL null
+    as "null" would, and lets the store send the outcome as two uuids instead of JSON.
+    """
+    if result is None:
+        return Outcome(job.id, _token(job), Status.SUCCEEDED)
     result_json = validation.json_value(result, "result", validation.MAX_RESULT_BYTES)
     return Outcome(job.id, _token(job), Status.SUCCEEDED, result_json=result_json)
 

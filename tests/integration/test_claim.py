@@ -10,7 +10,7 @@ from uuid import UUID
 
 import psycopg
 
-from queue_core import PostgresStore, Status
+from queue_core import PostgresStore, Status, transitions
 from queue_core.validation import job_spec
 
 Connect = Callable[[], psycopg.Connection]
@@ -151,3 +151,26 @@ def test_concurrent_claimers_never_share_a_job_or_exceed_their_batch(
     assert max(batch_sizes) <= batch
     rows = conn.execute("select status, attempts, count(*) from tickq.jobs group by 1, 2")
     assert rows.fetchall() == [("running", 1, jobs)]
+
+
+def test_a_claimed_job_reads_back_its_json_exactly(conn: psycopg.Connection) -> None:
+    """Claims parse jsonb with their own loader (empty containers skip the parser): every
+    shape must come back as json.loads would give it, and empty ones as fresh objects."""
+    store = PostgresStore(conn)
+    payloads = [
+        {},
+        {"text": "é ✓ \\u0000-free", "nested": {"list": [1, 2.5, None, True, {}], "empty": []}},
+        {"big": "x" * 10_000},
+    ]
+    for payload in payloads:
+        store.enqueue(job_spec("t", payload), now=at(0))
+    first = store.claim(limit=10, now=at(1))
+    assert [job.payload for job in first] == payloads
+    assert all(job.errors == [] and job.result is None for job in first)
+    first[0].payload["mutated"] = True
+    first[0].errors.append({"mutated": True})
+
+    store.finish([transitions.failed(job, "boom") for job in first], now=at(2))
+    again = store.claim(limit=10, now=at(1_000))
+    assert [job.payload for job in again] == payloads  # nothing shared with the mutation
+    assert [[e["error"] for e in job.errors] for job in again] == [["boom"]] * 3
