@@ -252,13 +252,19 @@ class PostgresStore:
             }
             jobs = self._rows("jobs_claim_limited", params, _job, binary=True)
         else:
-            plain = [o for o in outcomes if o.is_plain_success]
+            ids: list[UUID] = []
+            tokens: list[UUID] = []
+            others: list[str] = []
+            for o in outcomes:
+                if o.is_plain_success:
+                    ids.append(o.job_id)
+                    tokens.append(o.lease_token)
+                else:
+                    others.append(_outcome_json(o))
             params = {
-                "outcomes": "["
-                + ",".join(_outcome_json(o) for o in outcomes if not o.is_plain_success)
-                + "]",
-                "succeeded_ids": [o.job_id for o in plain],
-                "succeeded_tokens": [o.lease_token for o in plain],
+                "outcomes": "[" + ",".join(others) + "]",
+                "succeeded_ids": ids,
+                "succeeded_tokens": tokens,
                 "queue": queues[0] if len(queues) == 1 else None,
                 "queues": list(queues),
                 "limit": limit,

@@ -200,8 +200,9 @@ class Runner:
             limit=self.batch_size if more else 0,
             lease_seconds=self.lease_seconds,
         )
+        all_held = len(held) == len(outcomes)  # held ids are a subset of the outcomes' ids
         for job, outcome in zip(jobs, outcomes, strict=True):
-            if outcome.job_id not in held:
+            if not all_held and outcome.job_id not in held:
                 report.lost_leases += 1
                 log.warning("lease lost; outcome discarded", extra=_log_extra(job, outcome))
                 continue
