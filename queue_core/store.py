@@ -242,6 +242,22 @@ class PostgresStore:
         Returns the ids whose lease held (the others' outcomes were refused) and the jobs
         claimed. Under type limits the claim is a statement of its own (jobs_claim_limited).
         """
+        held, claimed = self.finish_and_claim_unparsed(
+            outcomes, queues=queues, limit=limit, lease_seconds=lease_seconds, now=now
+        )
+        return held, claimed.jobs()
+
+    def finish_and_claim_unparsed(
+        self,
+        outcomes: Sequence[Outcome],
+        *,
+        queues: Sequence[str] = (DEFAULT_QUEUE,),
+        limit: int = 10,
+        lease_seconds: int = DEFAULT_LEASE_SECONDS,
+        now: datetime | None = None,
+    ) -> tuple[set[UUID], Claimed]:
+        """finish_and_claim, leaving the claimed rows unparsed until `Claimed.jobs()`, so a
+        caller can parse them while the connection runs its next statement."""
         if limit and self.limits_configured().types:
             held = self.finish(outcomes, now=now)
             params = {
@@ -250,36 +266,46 @@ class PostgresStore:
                 "lease_seconds": lease_seconds,
                 "now": now,
             }
-            jobs = self._rows("jobs_claim_limited", params, _job, binary=True)
-        else:
-            ids: list[UUID] = []
-            tokens: list[UUID] = []
-            others: list[str] = []
-            for o in outcomes:
-                if o.is_plain_success:
-                    ids.append(o.job_id)
-                    tokens.append(o.lease_token)
-                else:
-                    others.append(_outcome_json(o))
-            params = {
-                "outcomes": "[" + ",".join(others) + "]",
-                "succeeded_ids": ids,
-                "succeeded_tokens": tokens,
-                "queue": queues[0] if len(queues) == 1 else None,
-                "queues": list(queues),
-                "limit": limit,
-                "lease_seconds": lease_seconds,
-                "now": now,
-            }
-            statement = (
-                "jobs_finish_and_claim" if len(queues) == 1 else "jobs_finish_and_claim_queues"
-            )
-            # Binary rows: a claim returns whole jobs, and parsing them is its main client cost.
+            return held, Claimed(self._rows("jobs_claim_limited", params, _job, binary=True))
+        ids: list[UUID] = []
+        tokens: list[UUID] = []
+        others: list[str] = []
+        for o in outcomes:
+            if o.is_plain_success:
+                ids.append(o.job_id)
+                tokens.append(o.lease_token)
+            else:
+                others.append(_outcome_json(o))
+        params = {
+            "outcomes": "[" + ",".join(others) + "]",
+            "succeeded_ids": ids,
+            "succeeded_tokens": tokens,
+            "queue": queues[0] if len(queues) == 1 else None,
+            "queues": list(queues),
+            "limit": limit,
+            "lease_seconds": lease_seconds,
+            "now": now,
+        }
+        statement = "jobs_finish_and_claim" if len(queues) == 1 else "jobs_finish_and_claim_queues"
+        if self.user_id is not None:  # its rows must be read inside the user's scope
             rows = self._rows(statement, params, None, binary=True)
-            held = set(rows[0][0] or ()) if rows else set()
             jobs = [job_from_row(row[1:]) for row in rows if row[1] is not None]
-        jobs.sort(key=transitions.claim_order)
-        return held, jobs
+            return set(rows[0][0] or ()), Claimed(jobs)
+        with translate_errors():
+            # Binary rows: a claim returns whole jobs, and parsing them is its main client cost.
+            cur = self.conn.cursor(binary=True)
+            try:
+                cur.adapters.register_loader("jsonb", _JsonbBinaryLoader)
+                cur.execute(QUERIES[statement], params)
+                first = cur.fetchone()  # the held ids, and the first job or all nulls
+            except BaseException:
+                cur.close()
+                raise
+        assert first is not None
+        if first[1] is None:
+            cur.close()
+            return set(first[0] or ()), Claimed([])
+        return set(first[0] or ()), Claimed(cur, first)
 
     def complete(self, job: Job, result: Any = None, *, now: datetime | None = None) -> None:
         self._finish_one(transitions.succeeded(job, result), now)
@@ -580,6 +606,45 @@ def _outcome_json(o: Outcome) -> str:
         f'"result":{o.result_json or "null"},"error":{json.dumps(o.error)},'
         f'"delay":{float(o.delay)!r},"extra_attempt":{"true" if o.extra_attempt else "false"}}}'
     )
+
+
+class Claimed:
+    """The jobs one statement leased, parsed into Jobs on the first `jobs()` call."""
+
+    def __init__(
+        self, source: list[Job] | psycopg.Cursor[Any], first: Sequence[Any] | None = None
+    ) -> None:
+        self._jobs: list[Job] | None = None
+        self._cursor: psycopg.Cursor[Any] | None = None
+        if isinstance(source, list):
+            self._jobs = source
+            self._jobs.sort(key=transitions.claim_order)
+            self._count = len(source)
+        else:
+            self._cursor, self._first = source, first
+            result = source.pgresult
+            self._count = result.ntuples if result is not None else 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def jobs(self) -> list[Job]:
+        if self._jobs is None:
+            assert self._cursor is not None and self._first is not None
+            with translate_errors(), self._cursor as cur:
+                rows = cur.fetchall()
+            jobs = [job_from_row(self._first[1:])]
+            jobs += [job_from_row(row[1:]) for row in rows]
+            jobs.sort(key=transitions.claim_order)
+            self._jobs, self._cursor = jobs, None
+        return self._jobs
+
+    def discard(self) -> None:
+        """Drop the unparsed rows (the jobs stay leased until their leases expire)."""
+        if self._cursor is not None:
+            self._cursor.close()
+            self._cursor = None
+        self._jobs = []
 
 
 class _JsonbBinaryLoader(Loader):

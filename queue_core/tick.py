@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import random
@@ -19,9 +20,13 @@ from .context import JobContext
 from .errors import DatabaseError, InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
 from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, Status
 from .registry import Registry, Task
-from .store import PostgresStore
+from .store import Claimed, PostgresStore
 
 log = logging.getLogger("tickq")
+
+# A batch whose handlers took at most this long (and a tenth of the shortest lease in it)
+# lets the runner lease the next batch before running the one after it.
+QUICK_BATCH_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,13 +120,20 @@ class Runner:
         self.lease_seconds = lease_seconds
         self.rand = rand
         self._pool: ThreadPoolExecutor | None = None
+        self._database: ThreadPoolExecutor | None = None
         # Jobs leased by the last persist (finish and claim in one statement), run next.
-        self._next: list[Job] = []
+        self._next = Claimed([])
+        # A batch run but not yet persisted: the statement that runs beside the next batch
+        # persists it. Only ever set while `_next` holds that next batch.
+        self._unsaved: tuple[list[Job], list[Outcome]] | None = None
+        # Whether the last batch ran quickly enough to lease the next one before running it.
+        self._quick = False
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        for pool in (self._pool, self._database):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._pool = self._database = None
 
     def __enter__(self) -> Runner:
         return self
@@ -149,7 +161,7 @@ class Runner:
 
         if claim_next():
             while True:
-                claimed = self.run_batch(report, claim_next=claim_next)
+                claimed = self.run_batch(report, claim_next=claim_next, overlap=True)
                 if after_batch is not None:
                     after_batch(claimed)
                 if not self._next:
@@ -174,7 +186,11 @@ class Runner:
                 report.dead_letters.append(_dead_letter(job, job.error))
 
     def run_batch(
-        self, report: TickReport, *, claim_next: Callable[[], bool] = lambda: False
+        self,
+        report: TickReport,
+        *,
+        claim_next: Callable[[], bool] = lambda: False,
+        overlap: bool = False,
     ) -> int:
         """Run one batch: the one prefetched by the last persist, else a fresh claim.
 
@@ -182,24 +198,76 @@ class Runner:
         statement when the batch was full and `claim_next()` allows it; the caller must then
         run `self._next` (jobs leased but not yet run) before it stops, as tick() and
         work() do.
+
+        With `overlap`, while batches are quick (see `_claims_ahead`), that statement goes
+        out on a background thread *before* this batch is parsed and run: it persists the
+        previous batch's outcomes and leases the next batch while this one's rows are turned
+        into Jobs and its handlers run, so the database and Python work at the same time
+        instead of taking turns. Still one statement per batch; this batch's outcomes ride
+        on the next batch's statement.
         """
-        jobs, self._next = self._next, []
-        if not jobs:
-            jobs = self.store.claim(
-                queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds
+        claimed, self._next = self._next, Claimed([])
+        unsaved, self._unsaved = self._unsaved, None
+        if not claimed:
+            claimed = Claimed(
+                self.store.claim(
+                    queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds
+                )
             )
-        if not jobs:
+        if not claimed:
             return 0
         report.batches += 1
-        report.claimed += len(jobs)
-        outcomes = self.run_jobs(jobs)
-        more = len(jobs) == self.batch_size and claim_next()
-        held, self._next = self.store.finish_and_claim(
+        report.claimed += len(claimed)
+        ahead = overlap and self._claims_ahead(len(claimed)) and claim_next()
+        in_flight = None
+        if ahead or unsaved is not None:
+            in_flight = self._database_thread().submit(
+                self.store.finish_and_claim_unparsed,
+                unsaved[1] if unsaved is not None else (),
+                queues=self.queues,
+                limit=self.batch_size if ahead else 0,
+                lease_seconds=self.lease_seconds,
+            )
+        started = time.monotonic()
+        try:
+            jobs = claimed.jobs()
+            outcomes = self.run_jobs(jobs)
+        finally:
+            if in_flight is not None:  # never leave a statement running on the connection
+                concurrent.futures.wait([in_flight])
+        self._quick = time.monotonic() - started <= self._quick_seconds(jobs)
+        if in_flight is not None:
+            held, self._next = in_flight.result()
+            if unsaved is not None:
+                self._account(report, *unsaved, held)
+        if self._next:
+            self._unsaved = (jobs, outcomes)
+            return len(jobs)
+        more = len(jobs) == self.batch_size and not ahead and claim_next()
+        held, self._next = self.store.finish_and_claim_unparsed(
             outcomes,
             queues=self.queues,
             limit=self.batch_size if more else 0,
             lease_seconds=self.lease_seconds,
         )
+        self._account(report, jobs, outcomes, held)
+        return len(jobs)
+
+    def _claims_ahead(self, size: int) -> bool:
+        """Lease the next batch before this one runs only when this one is full, the last
+        one was quick, and the connection is autocommit: a job leased ahead waits for one
+        batch before it starts, which must stay far inside its lease (and a Lambda tick's
+        safety margin), and two threads' statements must not share a caller's transaction.
+        """
+        return size == self.batch_size and self._quick and self.store.conn.autocommit
+
+    def _quick_seconds(self, jobs: Sequence[Job]) -> float:
+        shortest_lease = min(job.lease_seconds or self.lease_seconds for job in jobs)
+        return min(QUICK_BATCH_SECONDS, shortest_lease / 10)
+
+    def _account(
+        self, report: TickReport, jobs: Sequence[Job], outcomes: Sequence[Outcome], held: set[UUID]
+    ) -> None:
         all_held = len(held) == len(outcomes)  # held ids are a subset of the outcomes' ids
         for job, outcome in zip(jobs, outcomes, strict=True):
             if not all_held and outcome.job_id not in held:
@@ -210,7 +278,11 @@ class Runner:
             setattr(report, name, getattr(report, name) + 1)
             if outcome.status == Status.DEAD:
                 report.dead_letters.append(_dead_letter(job, outcome.error))
-        return len(jobs)
+
+    def _database_thread(self) -> ThreadPoolExecutor:
+        if self._database is None:
+            self._database = ThreadPoolExecutor(1, thread_name_prefix="tickq-db")
+        return self._database
 
     # Running handlers
 
@@ -339,7 +411,9 @@ class Runner:
                 if time.monotonic() - last_reclaim >= reclaim_interval:
                     self.reclaim(report)
                     last_reclaim = time.monotonic()
-                claimed = self.run_batch(report, claim_next=lambda: not stop.is_set())
+                claimed = self.run_batch(
+                    report, claim_next=lambda: not stop.is_set(), overlap=True
+                )
             except DatabaseError as exc:
                 if reconnect is None:
                     raise
