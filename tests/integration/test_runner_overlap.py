@@ -90,50 +90,40 @@ def test_an_outcome_whose_lease_was_lost_meanwhile_is_refused_and_counted(
     assert statuses(conn) == {"succeeded": 39, "running": 1}
 
 
+def running_while_draining(
+    store: PostgresStore, observer: psycopg.Connection, jobs: int
+) -> list[int]:
+    """Drain `jobs` jobs in batches of 5; each handler counts the jobs leased at that moment
+    (after a pause long enough for the statement beside its batch to commit)."""
+    registry = Registry()
+    running: list[int] = []
+
+    @registry.task("t")
+    def handler(job: JobContext) -> None:
+        time.sleep(0.02)
+        (count,) = observer.execute(
+            "select count(*) from tickq.jobs where status = 'running'"
+        ).fetchone()
+        running.append(count)
+
+    store.enqueue_many([registry.spec("t") for _ in range(jobs)])
+    with Runner(store, registry, batch_size=5, concurrency=1) as runner:
+        assert runner.tick().succeeded == jobs
+    return running
+
+
 def test_slow_batches_lease_nothing_ahead(
-    store: PostgresStore, conn: psycopg.Connection, connect: Any, monkeypatch: pytest.MonkeyPatch
+    store: PostgresStore, connect: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A job leased ahead waits for the batch before it, so only quick batches do that."""
     monkeypatch.setattr(tick_module, "QUICK_BATCH_SECONDS", 0.0)
-    registry = Registry()
-    observer = connect()
-    running: list[int] = []
-
-    @registry.task("t")
-    def handler(job: JobContext) -> None:
-        (count,) = observer.execute(
-            "select count(*) from tickq.jobs where status = 'running'"
-        ).fetchone()
-        running.append(count)
-
-    store.enqueue_many([registry.spec("t") for _ in range(30)])
-    with Runner(store, registry, batch_size=5, concurrency=1) as runner:
-        report = runner.tick()
-
-    assert report.succeeded == 30
-    assert max(running) == 5
+    assert max(running_while_draining(store, connect(), 30)) == 5
 
 
 def test_quick_batches_lease_one_batch_ahead_and_no_more(
-    store: PostgresStore, conn: psycopg.Connection, connect: Any
+    store: PostgresStore, connect: Any
 ) -> None:
-    registry = Registry()
-    observer = connect()
-    running: list[int] = []
-
-    @registry.task("t")
-    def handler(job: JobContext) -> None:
-        time.sleep(0.02)  # long enough for the statement beside the batch to commit
-        (count,) = observer.execute(
-            "select count(*) from tickq.jobs where status = 'running'"
-        ).fetchone()
-        running.append(count)
-
-    store.enqueue_many([registry.spec("t") for _ in range(50)])
-    with Runner(store, registry, batch_size=5, concurrency=1) as runner:
-        report = runner.tick()
-
-    assert report.succeeded == 50
+    running = running_while_draining(store, connect(), 50)
     # The batch being run, plus at most the one leased beside it (while its statement runs
     # the previous batch's five still read as running too).
     assert max(running) <= 15
