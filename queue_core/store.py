@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
@@ -28,7 +29,7 @@ from .errors import (
     QueueFull,
     TickqError,
 )
-from .ids import new_id
+from .ids import new_id, new_ids
 from .jobs import (
     DEFAULT_LEASE_SECONDS,
     DEFAULT_QUEUE,
@@ -45,6 +46,29 @@ MAX_PAGE = 500
 # How long a store trusts its last look at the limit tables: a limit set or cleared takes
 # effect on running workers within this time, and without limits no statement reads them.
 LIMITS_TTL_SECONDS = 5.0
+# A key whose holder commits between an insert and its lookup makes the request go again.
+ENQUEUE_ROUNDS = 10
+UNSETTLED = f"enqueue did not settle after {ENQUEUE_ROUNDS} rounds of key conflicts"
+# The columns jobs_enqueue takes, each as one value per job or, when uniform, one for all.
+_ENQUEUE_COLUMNS = tuple(
+    (column, attrgetter(attribute))
+    for column, attribute in (
+        ("queue", "queue"),
+        ("type", "type"),
+        ("user_id", "user_id"),
+        ("payload", "payload_json"),
+        ("idempotency_key", "idempotency_key"),
+        ("max_attempts", "max_attempts"),
+        ("priority", "priority"),
+        ("run_after", "run_after"),
+        ("delay", "delay"),
+        ("lease_seconds", "lease_seconds"),
+        ("backoff_base", "backoff.base"),
+        ("backoff_factor", "backoff.factor"),
+        ("backoff_max", "backoff.max"),
+        ("backoff_jitter", "backoff.jitter"),
+    )
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,21 +114,38 @@ class PostgresStore:
     # Enqueue
 
     def enqueue(self, spec: JobSpec, *, now: datetime | None = None) -> EnqueueResult:
-        return self.enqueue_many([spec], now=now, rows=True)[0]
+        """Insert one job and return it whole (its row included); a live job holding the
+        spec's key is returned instead, as a duplicate."""
+        with self._admission((spec,)):
+            for _ in range(ENQUEUE_ROUNDS):
+                found = self._enqueue_one(spec, now)
+                if found is not None:
+                    return found
+        raise DatabaseError(UNSETTLED)
 
     def enqueue_many(
-        self, specs: Sequence[JobSpec], *, now: datetime | None = None, rows: bool = False
+        self, specs: Sequence[JobSpec], *, now: datetime | None = None
     ) -> list[EnqueueResult]:
         """Insert all specs in one statement; a spec whose key a live job holds gets that job.
 
-        A target queue with a maximum depth is checked in the insert's transaction, under a
-        lock on its limit row: QueueFull refuses the whole batch and nothing is written.
+        Results carry no rows (bulk callers map ids; reading rows back costs more than the
+        insert). Specs repeating a key within the batch resolve to the first one's job.
         """
-        if specs and self.limits_configured().queues:
-            with self.conn.transaction():
-                self._admit(specs)
-                return self._enqueue_many(specs, now=now, rows=rows)
-        return self._enqueue_many(specs, now=now, rows=rows)
+        if not specs:
+            return []
+        with self._admission(specs):
+            return self._enqueue_many(specs, now)
+
+    @contextmanager
+    def _admission(self, specs: Sequence[JobSpec]) -> Iterator[None]:
+        """A target queue with a maximum depth is checked in the insert's transaction, under
+        a lock on its limit row: QueueFull refuses the whole batch and nothing is written."""
+        if not self.limits_configured().queues:
+            yield
+            return
+        with self.conn.transaction():
+            self._admit(specs)
+            yield
 
     def _admit(self, specs: Sequence[JobSpec]) -> None:
         incoming: dict[str, int] = {}
@@ -114,14 +155,17 @@ class PostgresStore:
         for queue, depth, max_depth in self._rows("queue_limits_admit", params, None):
             raise QueueFull(queue, depth, max_depth)
 
-    def _enqueue_many(
-        self, specs: Sequence[JobSpec], *, now: datetime | None = None, rows: bool = False
-    ) -> list[EnqueueResult]:
-        """Insert all specs in one statement; a spec whose key a live job holds gets that job.
+    def _enqueue_one(self, spec: JobSpec, now: datetime | None) -> EnqueueResult | None:
+        """One round of a single enqueue; None when the key's holder is not visible yet."""
+        keyed = spec.idempotency_key is not None
+        statement = "jobs_enqueue_one" if keyed else "jobs_enqueue_one_unkeyed"
+        # The whole row comes back: binary skips parsing it as text.
+        for values in self._rows(statement, _one_job_params(spec, now), None, binary=True):
+            job = job_from_row(values[:-1])
+            return EnqueueResult(job.id, job.status, values[-1], job)
+        return None
 
-        Specs repeating a key within the batch resolve to the first one's job. With `rows`,
-        each result carries the whole job row.
-        """
+    def _enqueue_many(self, specs: Sequence[JobSpec], now: datetime | None) -> list[EnqueueResult]:
         results: list[EnqueueResult | None] = [None] * len(specs)
         first_of_key: dict[tuple[str, UUID | None], int] = {}
         pending: list[int] = []
@@ -132,20 +176,22 @@ class PostgresStore:
                     continue
                 first_of_key[key] = index
             pending.append(index)
+        repeats = len(specs) - len(pending)
         # A conflicting insert committed after our statement's snapshot is neither inserted
         # nor visible to it: such specs come back empty-handed and simply go again.
-        for _ in range(10):
+        for _ in range(ENQUEUE_ROUNDS):
             if not pending:
                 break
-            pending = self._enqueue_round(specs, pending, results, now, rows)
+            pending = self._enqueue_round(specs, pending, results, now)
         if pending:
-            raise DatabaseError("enqueue did not settle after 10 rounds of key conflicts")
-        for index, spec in enumerate(specs):
-            if results[index] is None and spec.idempotency_key is not None:
-                first = results[first_of_key[(spec.idempotency_key, spec.user_id)]]
-                assert first is not None
-                results[index] = replace(first, duplicate=True)
-        return [r for r in results if r is not None]
+            raise DatabaseError(UNSETTLED)
+        if repeats:
+            for index, spec in enumerate(specs):
+                if results[index] is None and spec.idempotency_key is not None:
+                    first = results[first_of_key[(spec.idempotency_key, spec.user_id)]]
+                    assert first is not None
+                    results[index] = replace(first, duplicate=True)
+        return results  # type: ignore[return-value]  # every slot is filled by now
 
     def _enqueue_round(
         self,
@@ -153,57 +199,29 @@ class PostgresStore:
         pending: list[int],
         results: list[EnqueueResult | None],
         now: datetime | None,
-        rows: bool,
     ) -> list[int]:
-        batch = [specs[i] for i in pending]
-        ids = [new_id() for _ in batch]
-        params = {
-            "now": now,
-            "ids": ids,
-            "queues": [s.queue for s in batch],
-            "types": [s.type for s in batch],
-            "user_ids": [s.user_id for s in batch],
-            "payloads": [s.payload_json for s in batch],
-            "keys": [s.idempotency_key for s in batch],
-            "max_attempts": [s.max_attempts for s in batch],
-            "priorities": [s.priority for s in batch],
-            "run_afters": [s.run_after for s in batch],
-            "delays": [s.delay for s in batch],
-            "lease_seconds": [s.lease_seconds for s in batch],
-            "backoff_bases": [s.backoff.base for s in batch],
-            "backoff_factors": [s.backoff.factor for s in batch],
-            "backoff_maxes": [s.backoff.max for s in batch],
-            "backoff_jitters": [s.backoff.jitter for s in batch],
-        }
-        statement = "jobs_enqueue" if rows else "jobs_enqueue_slim"
-        if rows and len(batch) == 1:
-            keyed = batch[0].idempotency_key is not None
-            statement = "jobs_enqueue_one" if keyed else "jobs_enqueue_one_unkeyed"
-            params = _one_job_params(batch[0], ids[0], now)
-        by_id: dict[UUID, EnqueueResult] = {}
-        by_key: dict[tuple[str | None, UUID | None], EnqueueResult] = {}
-        # A single enqueue reads its whole row back: binary skips parsing it as text.
-        for values in self._rows(statement, params, None, binary=len(batch) == 1 and rows):
-            duplicate = values[-1]
-            if rows:
-                job = job_from_row(values[:-1])
-                found = EnqueueResult(job.id, job.status, duplicate, job)
-                key = (job.idempotency_key, job.user_id)
+        """Send the pending specs once; returns those to send again."""
+        batch = specs if len(pending) == len(specs) else [specs[i] for i in pending]
+        ids = new_ids(len(batch))
+        params: dict[str, Any] = {"now": now, "each_id": ids}
+        for column, value_of in _ENQUEUE_COLUMNS:
+            values = list(map(value_of, batch))
+            first = values[0]
+            if values.count(first) == len(values):
+                params[f"each_{column}"], params[f"all_{column}"] = None, first
             else:
-                found = EnqueueResult(values[0], Status(values[1]), duplicate)
-                key = (values[2], values[3])
-            if duplicate:
-                by_key[key] = found
-            else:
-                by_id[found.id] = found
+                params[f"each_{column}"], params[f"all_{column}"] = values, None
+        # Only the specs that did not insert come back: (their id, the holder's id, status).
+        refused = {row[0]: row for row in self._rows("jobs_enqueue", params, None)}
         missing: list[int] = []
-        for index, spec, id_ in zip(pending, batch, ids, strict=True):
-            if id_ in by_id:
-                results[index] = by_id[id_]
-            elif (spec.idempotency_key, spec.user_id) in by_key:
-                results[index] = by_key[(spec.idempotency_key, spec.user_id)]
-            else:
+        for index, id_ in zip(pending, ids, strict=True):
+            row = refused.get(id_)
+            if row is None:
+                results[index] = EnqueueResult(id_, Status.QUEUED, False)
+            elif row[1] is None:
                 missing.append(index)
+            else:
+                results[index] = EnqueueResult(row[1], Status(row[2]), True)
         return missing
 
     # Worker operations
@@ -508,10 +526,10 @@ def decode_cursor(cursor: str) -> tuple[datetime, UUID]:
         raise InvalidJob("cursor", "is not a cursor this API returned") from None
 
 
-def _one_job_params(spec: JobSpec, id_: UUID, now: datetime | None) -> dict[str, Any]:
+def _one_job_params(spec: JobSpec, now: datetime | None) -> dict[str, Any]:
     return {
         "now": now,
-        "id": id_,
+        "id": new_id(),
         "queue": spec.queue,
         "type": spec.type,
         "user_id": spec.user_id,

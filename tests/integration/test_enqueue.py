@@ -6,6 +6,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import uuid4
 
@@ -130,9 +131,7 @@ def test_twenty_concurrent_enqueues_of_one_key_leave_exactly_one_job(
         with lock:
             results.append(result)
 
-    threads = [
-        threading.Thread(target=enqueue, args=(c, n)) for n, c in enumerate(connections)
-    ]
+    threads = [threading.Thread(target=enqueue, args=(c, n)) for n, c in enumerate(connections)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -208,6 +207,52 @@ def test_bulk_enqueue_of_a_thousand_jobs_keeps_their_order(conn: psycopg.Connect
 
     rows = dict(conn.execute("select id, (payload->>'n')::int from tickq.jobs").fetchall())
     assert [rows[r.id] for r in results] == list(range(1000))
+
+
+def test_bulk_enqueue_stores_every_column_whether_shared_or_per_job(
+    conn: psycopg.Connection,
+) -> None:
+    """A column the batch shares goes once, one that varies goes per job: both land."""
+    when = datetime(2030, 1, 1, tzinfo=UTC)
+    owner = uuid4()
+    shared = {"queue": "mail", "priority": 7, "backoff_policy": {"base": 2.0, "max": 60.0}}
+    specs = [
+        job_spec(
+            "embed",
+            {"n": 0},
+            idempotency_key="k0",
+            user_id=owner,
+            max_attempts=5,
+            run_after=when,
+            lease_seconds=90,
+            **shared,
+        ),
+        job_spec("resize", None, max_attempts=1, delay=3600, **shared),
+    ]
+
+    results = PostgresStore(conn).enqueue_many(specs, now=when)
+
+    store = PostgresStore(conn)
+    first, second = (store.get(r.id) for r in results)
+    assert [r.status for r in results] == [Status.QUEUED, Status.QUEUED]
+    assert (first.type, first.payload, first.idempotency_key, first.user_id) == (
+        "embed",
+        {"n": 0},
+        "k0",
+        owner,
+    )
+    assert (second.type, second.payload, second.idempotency_key, second.user_id) == (
+        "resize",
+        {},
+        None,
+        None,
+    )
+    assert (first.max_attempts, first.lease_seconds, first.run_after) == (5, 90, when)
+    assert (second.max_attempts, second.lease_seconds) == (1, None)
+    assert second.run_after == when + timedelta(hours=1)
+    for job in (first, second):
+        assert (job.queue, job.priority, job.created_at) == ("mail", 7, when)
+        assert (job.backoff_base, job.backoff_factor, job.backoff_max) == (2.0, 2.0, 60.0)
 
 
 # Transactional enqueue
