@@ -88,8 +88,7 @@ def enqueue_many(
     now: datetime | None = None,
 ) -> list[EnqueueResult]:
     """Enqueue many jobs in one round trip; each request is a dict of enqueue's arguments."""
-    reg = using or registry
-    specs = [reg.spec(**dict(request)) for request in requests]
+    specs = (using or registry).specs(requests)
     return _store(conn).enqueue_many(specs, now=now)
 
 

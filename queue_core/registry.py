@@ -14,6 +14,8 @@ from .errors import ConfigurationError
 from .jobs import JobSpec
 
 Handler = Callable[..., Any]
+# The request fields Registry.specs checks on its fast path; any other takes spec's path.
+_PLAIN_REQUEST = frozenset({"type", "payload", "idempotency_key"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +97,49 @@ class Registry:
             for key, value in defaults.items():
                 if options.get(key) is None:
                     options[key] = value
-        known = self.names() if self.tasks else None
+        known = self.tasks if self.tasks else None
         return validation.job_spec(type, payload, known_types=known, **options)
+
+    def specs(self, requests: Iterable[Mapping[str, Any]]) -> list[JobSpec]:
+        """Validate many requests (dicts of spec's arguments) as `spec` would one by one:
+        the same verdicts, with the same messages.
+
+        The common request, a plain dict of type, payload and idempotency key, is checked
+        against its type's defaults, validated once per type: a batch then pays per job
+        only for the payload and the key.
+        """
+        typed: dict[str, JobSpec] = {}
+        specs: list[JobSpec] = []
+        for request in requests:
+            type_ = request.get("type") if type(request) is dict else None
+            if type(type_) is not str or not request.keys() <= _PLAIN_REQUEST:
+                specs.append(self.spec(**dict(request)))
+                continue
+            base = typed.get(type_)
+            if base is None:
+                base = typed[type_] = self.spec(type_)
+            payload = request.get("payload")
+            key = request.get("idempotency_key")
+            specs.append(
+                JobSpec(
+                    type_,
+                    base.payload_json
+                    if payload is None
+                    else validation.json_object(payload, "payload"),
+                    base.queue,
+                    base.user_id,
+                    None
+                    if key is None
+                    else validation.text(key, "idempotency_key", validation.MAX_KEY),
+                    base.max_attempts,
+                    base.priority,
+                    base.run_after,
+                    base.delay,
+                    base.lease_seconds,
+                    base.backoff,
+                )
+            )
+        return specs
 
     def load_modules(self, modules: Iterable[str]) -> None:
         """Import handler modules (e.g. from TICKQ_TASK_MODULES) so their @task calls run."""
