@@ -10,11 +10,12 @@ from typing import Any
 
 from . import validation
 from .backoff import Backoff
+from .batch import JobBatch
 from .errors import ConfigurationError
 from .jobs import JobSpec
 
 Handler = Callable[..., Any]
-# The request fields Registry.specs checks on its fast path; any other takes spec's path.
+# The request fields Registry.batch checks on its fast path; any other takes spec's path.
 _PLAIN_REQUEST = frozenset({"type", "payload", "idempotency_key"})
 
 
@@ -100,7 +101,7 @@ class Registry:
         known = self.tasks if self.tasks else None
         return validation.job_spec(type, payload, known_types=known, **options)
 
-    def specs(self, requests: Iterable[Mapping[str, Any]]) -> list[JobSpec]:
+    def batch(self, requests: Iterable[Mapping[str, Any]]) -> JobBatch:
         """Validate many requests (dicts of spec's arguments) as `spec` would one by one:
         the same verdicts, with the same messages.
 
@@ -109,37 +110,30 @@ class Registry:
         only for the payload and the key.
         """
         typed: dict[str, JobSpec] = {}
-        specs: list[JobSpec] = []
+        bases: list[JobSpec] = []
+        payloads: list[str] = []
+        keys: list[str | None] = []
         for request in requests:
             type_ = request.get("type") if type(request) is dict else None
             if type(type_) is not str or not request.keys() <= _PLAIN_REQUEST:
-                specs.append(self.spec(**dict(request)))
+                spec = self.spec(**dict(request))
+                bases.append(spec)
+                payloads.append(spec.payload_json)
+                keys.append(spec.idempotency_key)
                 continue
             base = typed.get(type_)
             if base is None:
                 base = typed[type_] = self.spec(type_)
+            bases.append(base)
             payload = request.get("payload")
-            key = request.get("idempotency_key")
-            specs.append(
-                JobSpec(
-                    type_,
-                    base.payload_json
-                    if payload is None
-                    else validation.json_object(payload, "payload"),
-                    base.queue,
-                    base.user_id,
-                    None
-                    if key is None
-                    else validation.text(key, "idempotency_key", validation.MAX_KEY),
-                    base.max_attempts,
-                    base.priority,
-                    base.run_after,
-                    base.delay,
-                    base.lease_seconds,
-                    base.backoff,
-                )
+            payloads.append(
+                base.payload_json if payload is None else validation.json_object(payload, "payload")
             )
-        return specs
+            key = request.get("idempotency_key")
+            keys.append(
+                None if key is None else validation.text(key, "idempotency_key", validation.MAX_KEY)
+            )
+        return JobBatch(bases, payloads, keys)
 
     def load_modules(self, modules: Iterable[str]) -> None:
         """Import handler modules (e.g. from TICKQ_TASK_MODULES) so their @task calls run."""

@@ -20,6 +20,7 @@ from psycopg import pq
 from psycopg.rows import RowMaker
 
 from . import transitions, validation
+from .batch import JobBatch
 from .errors import (
     DatabaseError,
     InvalidJob,
@@ -49,15 +50,14 @@ LIMITS_TTL_SECONDS = 5.0
 # A key whose holder commits between an insert and its lookup makes the request go again.
 ENQUEUE_ROUNDS = 10
 UNSETTLED = f"enqueue did not settle after {ENQUEUE_ROUNDS} rounds of key conflicts"
-# The columns jobs_enqueue takes, each as one value per job or, when uniform, one for all.
-_ENQUEUE_COLUMNS = tuple(
+# The columns jobs_enqueue takes from a batch's base specs (payload and key are per job),
+# each sent as one value per job or, when the batch shares it, one value for all.
+_BASE_COLUMNS = tuple(
     (column, attrgetter(attribute))
     for column, attribute in (
         ("queue", "queue"),
         ("type", "type"),
         ("user_id", "user_id"),
-        ("payload", "payload_json"),
-        ("idempotency_key", "idempotency_key"),
         ("max_attempts", "max_attempts"),
         ("priority", "priority"),
         ("run_after", "run_after"),
@@ -131,10 +131,14 @@ class PostgresStore:
         Results carry no rows (bulk callers map ids; reading rows back costs more than the
         insert). Specs repeating a key within the batch resolve to the first one's job.
         """
-        if not specs:
+        return self.enqueue_batch(JobBatch.of(specs), now=now) if specs else []
+
+    def enqueue_batch(self, batch: JobBatch, *, now: datetime | None = None) -> list[EnqueueResult]:
+        """enqueue_many for a batch as Registry.batch validates it."""
+        if not len(batch):
             return []
-        with self._admission(specs):
-            return self._enqueue_many(specs, now)
+        with self._admission(batch.bases):
+            return self._enqueue_batch(batch, now)
 
     @contextmanager
     def _admission(self, specs: Sequence[JobSpec]) -> Iterator[None]:
@@ -165,53 +169,57 @@ class PostgresStore:
             return EnqueueResult(job.id, job.status, values[-1], job)
         return None
 
-    def _enqueue_many(self, specs: Sequence[JobSpec], now: datetime | None) -> list[EnqueueResult]:
-        results: list[EnqueueResult | None] = [None] * len(specs)
-        first_of_key: dict[tuple[str, UUID | None], int] = {}
-        pending: list[int] = []
-        for index, spec in enumerate(specs):
-            if spec.idempotency_key is not None:
-                key = (spec.idempotency_key, spec.user_id)
-                if key in first_of_key:
-                    continue
-                first_of_key[key] = index
-            pending.append(index)
-        repeats = len(specs) - len(pending)
+    def _enqueue_batch(self, batch: JobBatch, now: datetime | None) -> list[EnqueueResult]:
+        results: list[EnqueueResult | None] = [None] * len(batch)
+        pairs = list(zip(batch.keys, batch.user_ids(), strict=True))
+        keyed = [pair for pair in pairs if pair[0] is not None]
+        first_of_key: dict[tuple[str | None, UUID | None], int] = {}
+        if len(set(keyed)) == len(keyed):  # the common case: no key repeats in the batch
+            pending = list(range(len(batch)))
+        else:
+            pending = []
+            for index, pair in enumerate(pairs):
+                if pair[0] is not None:
+                    if pair in first_of_key:
+                        continue
+                    first_of_key[pair] = index
+                pending.append(index)
         # A conflicting insert committed after our statement's snapshot is neither inserted
-        # nor visible to it: such specs come back empty-handed and simply go again.
+        # nor visible to it: such jobs come back empty-handed and simply go again.
         for _ in range(ENQUEUE_ROUNDS):
             if not pending:
                 break
-            pending = self._enqueue_round(specs, pending, results, now)
+            pending = self._enqueue_round(batch, pending, results, now)
         if pending:
             raise DatabaseError(UNSETTLED)
-        if repeats:
-            for index, spec in enumerate(specs):
-                if results[index] is None and spec.idempotency_key is not None:
-                    first = results[first_of_key[(spec.idempotency_key, spec.user_id)]]
+        if first_of_key:  # a repeated key gets the job its first request landed on
+            for index, pair in enumerate(pairs):
+                if results[index] is None:
+                    first = results[first_of_key[pair]]
                     assert first is not None
                     results[index] = replace(first, duplicate=True)
         return results  # type: ignore[return-value]  # every slot is filled by now
 
     def _enqueue_round(
         self,
-        specs: Sequence[JobSpec],
+        batch: JobBatch,
         pending: list[int],
         results: list[EnqueueResult | None],
         now: datetime | None,
     ) -> list[int]:
-        """Send the pending specs once; returns those to send again."""
-        batch = specs if len(pending) == len(specs) else [specs[i] for i in pending]
-        ids = new_ids(len(batch))
+        """Send the pending jobs once; returns those to send again."""
+        sent = batch.take(pending)
+        ids = new_ids(len(sent))
         params: dict[str, Any] = {"now": now, "each_id": ids}
-        for column, value_of in _ENQUEUE_COLUMNS:
-            values = list(map(value_of, batch))
-            first = values[0]
-            if values.count(first) == len(values):
-                params[f"each_{column}"], params[f"all_{column}"] = None, first
+        shared = sent.shared_base()
+        for column, value_of in _BASE_COLUMNS:
+            if shared is not None:
+                params[f"each_{column}"], params[f"all_{column}"] = None, value_of(shared)
             else:
-                params[f"each_{column}"], params[f"all_{column}"] = values, None
-        # Only the specs that did not insert come back: (their id, the holder's id, status).
+                _column(params, column, list(map(value_of, sent.bases)))
+        _column(params, "payload", sent.payloads)
+        _column(params, "idempotency_key", sent.keys)
+        # Only the jobs that did not insert come back: (their id, the holder's id, status).
         refused = {row[0]: row for row in self._rows("jobs_enqueue", params, None)}
         missing: list[int] = []
         for index, id_ in zip(pending, ids, strict=True):
@@ -524,6 +532,14 @@ def decode_cursor(cursor: str) -> tuple[datetime, UUID]:
         return when, UUID(id_)
     except (ValueError, UnicodeError, binascii.Error):
         raise InvalidJob("cursor", "is not a cursor this API returned") from None
+
+
+def _column(params: dict[str, Any], column: str, values: list[Any]) -> None:
+    """A column of jobs_enqueue: its scalar when every job has the same value, else the list."""
+    if values.count(values[0]) == len(values):
+        params[f"each_{column}"], params[f"all_{column}"] = None, values[0]
+    else:
+        params[f"each_{column}"], params[f"all_{column}"] = values, None
 
 
 def _one_job_params(spec: JobSpec, now: datetime | None) -> dict[str, Any]:

@@ -255,6 +255,34 @@ def test_bulk_enqueue_stores_every_column_whether_shared_or_per_job(
         assert (job.backoff_base, job.backoff_factor, job.backoff_max) == (2.0, 2.0, 60.0)
 
 
+def test_enqueue_many_stores_requests_of_several_types_with_each_ones_defaults(
+    conn: psycopg.Connection,
+) -> None:
+    registry = Registry()
+    registry.task("embed", queue="gpu", max_attempts=7)(lambda job: None)
+    registry.task("resize", priority=4)(lambda job: None)
+    requests: list[dict[str, Any]] = [
+        {"type": "embed", "idempotency_key": "e1"},
+        {"type": "resize", "payload": {"w": 10}},
+        {"type": "embed", "payload": {"doc": 2}, "priority": 9},  # a request beyond the plain shape
+    ]
+
+    results = queue_core.enqueue_many(conn, requests, using=registry)
+
+    store = PostgresStore(conn)
+    jobs = [store.get(r.id) for r in results]
+    assert [(j.type, j.queue, j.max_attempts, j.priority) for j in jobs] == [
+        ("embed", "gpu", 7, 0),
+        ("resize", "default", 3, 4),
+        ("embed", "gpu", 7, 9),
+    ]
+    assert [(j.payload, j.idempotency_key) for j in jobs] == [
+        ({}, "e1"),
+        ({"w": 10}, None),
+        ({"doc": 2}, None),
+    ]
+
+
 # Transactional enqueue
 
 

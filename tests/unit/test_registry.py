@@ -153,7 +153,7 @@ def test_a_batch_of_requests_gets_the_same_specs_as_one_by_one() -> None:
         {"type": "embed", "payload": None, "priority": 9, "delay": 5},  # not the plain shape
     ]
 
-    assert reg.specs(requests) == [reg.spec(**r) for r in requests]
+    assert reg.batch(requests).specs() == [reg.spec(**r) for r in requests]
 
 
 BAD_REQUESTS: list[Any] = [
@@ -183,6 +183,6 @@ def test_a_batch_refuses_what_one_by_one_refuses_with_the_same_message(request_:
         reg.spec(**request_)
 
     with pytest.raises(type(one.value)) as batch:
-        reg.specs([{"type": "embed"}, request_])
+        reg.batch([{"type": "embed"}, request_])
 
     assert str(batch.value) == str(one.value)
