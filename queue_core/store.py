@@ -221,6 +221,10 @@ class PostgresStore:
         _column(params, "idempotency_key", sent.keys)
         # Only the jobs that did not insert come back: (their id, the holder's id, status).
         refused = {row[0]: row for row in self._rows("jobs_enqueue", params, None)}
+        if not refused:  # the common case: every job is new
+            for index, id_ in zip(pending, ids, strict=True):
+                results[index] = EnqueueResult(id_, Status.QUEUED, False)
+            return []
         missing: list[int] = []
         for index, id_ in zip(pending, ids, strict=True):
             row = refused.get(id_)
