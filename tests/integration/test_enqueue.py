@@ -45,6 +45,48 @@ def test_enqueue_inserts_a_queued_job_and_returns_its_row(conn: psycopg.Connecti
     assert count_jobs(conn) == 1
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"payload": {"b": 1, "a": [1.5, None, "ü"]}, "queue": "mail", "priority": -3},
+        {"user_id": uuid4(), "max_attempts": 9, "lease_seconds": 45, "delay": 90},
+        {"run_after": datetime(2031, 5, 1, tzinfo=UTC), "backoff_policy": {"jitter": 0.5}},
+    ],
+)
+def test_the_row_a_single_enqueue_returns_is_the_row_stored(
+    conn: psycopg.Connection, options: dict[str, Any]
+) -> None:
+    """Without a key the row is rebuilt from the request and the database's answer."""
+    store = PostgresStore(conn)
+
+    result = store.enqueue(job_spec("embed", **options))
+
+    assert result.job == store.get(result.id)
+
+
+def test_threads_sharing_one_store_each_get_their_own_job_back(
+    conn: psycopg.Connection,
+) -> None:
+    store = PostgresStore(conn)
+    found: list[tuple[int, EnqueueResult]] = []
+
+    def enqueue(n: int) -> None:
+        for _ in range(20):
+            found.append((n, store.enqueue(job_spec("embed", {"n": n}))))
+
+    threads = [threading.Thread(target=enqueue, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(found) == 80
+    assert all(r.job is not None and r.job.payload == {"n": n} for n, r in found)
+    assert {store.get(r.id).payload["n"] for n, r in found} == {0, 1, 2, 3}
+    assert count_jobs(conn) == 80
+
+
 def test_a_second_enqueue_of_a_live_key_returns_the_same_job_as_a_duplicate(
     conn: psycopg.Connection,
 ) -> None:
