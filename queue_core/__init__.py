@@ -88,9 +88,8 @@ def enqueue_many(
     now: datetime | None = None,
 ) -> list[EnqueueResult]:
     """Enqueue many jobs in one round trip; each request is a dict of enqueue's arguments."""
-    reg = using or registry
-    specs = [reg.spec(**dict(request)) for request in requests]
-    return _store(conn).enqueue_many(specs, now=now)
+    batch = (using or registry).batch(requests)
+    return _store(conn).enqueue_batch(batch, now=now)
 
 
 # One store per connection, so the store's short-lived cache of "are any limits set?" spares

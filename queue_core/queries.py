@@ -19,16 +19,6 @@ def _load() -> dict[str, str]:
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         sql = body.strip().replace("{columns_j}", columns_j).replace("{columns}", columns)
         statements[name] = sql.rstrip(";")
-    # Bulk enqueue returns only what its callers map results by: reading back whole rows
-    # (payload included) costs more than the insert itself.
-    slim = "id, status, idempotency_key, user_id"
-    statements["jobs_enqueue_slim"] = (
-        parts[parts.index("jobs_enqueue") + 1]
-        .strip()
-        .rstrip(";")
-        .replace("{columns_j}", ", ".join(f"j.{c}" for c in slim.split(", ")))
-        .replace("{columns}", slim)
-    )
     # With several queues the backlog is sorted rather than walked in index order.
     statements["jobs_finish_and_claim_queues"] = statements["jobs_finish_and_claim"].replace(
         "queue = %(queue)s", "queue = any(%(queues)s::text[])"

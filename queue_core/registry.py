@@ -10,10 +10,13 @@ from typing import Any
 
 from . import validation
 from .backoff import Backoff
+from .batch import JobBatch
 from .errors import ConfigurationError
 from .jobs import JobSpec
 
 Handler = Callable[..., Any]
+# The request fields Registry.batch checks on its fast path; any other takes spec's path.
+_PLAIN_REQUEST = frozenset({"type", "payload", "idempotency_key"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +98,42 @@ class Registry:
             for key, value in defaults.items():
                 if options.get(key) is None:
                     options[key] = value
-        known = self.names() if self.tasks else None
+        known = self.tasks if self.tasks else None
         return validation.job_spec(type, payload, known_types=known, **options)
+
+    def batch(self, requests: Iterable[Mapping[str, Any]]) -> JobBatch:
+        """Validate many requests (dicts of spec's arguments) as `spec` would one by one:
+        the same verdicts, with the same messages.
+
+        The common request, a plain dict of type, payload and idempotency key, is checked
+        against its type's defaults, validated once per type: a batch then pays per job
+        only for the payload and the key.
+        """
+        typed: dict[str, JobSpec] = {}
+        bases: list[JobSpec] = []
+        payloads: list[str] = []
+        keys: list[str | None] = []
+        for request in requests:
+            type_ = request.get("type") if type(request) is dict else None
+            if type(type_) is not str or not request.keys() <= _PLAIN_REQUEST:
+                spec = self.spec(**dict(request))
+                bases.append(spec)
+                payloads.append(spec.payload_json)
+                keys.append(spec.idempotency_key)
+                continue
+            base = typed.get(type_)
+            if base is None:
+                base = typed[type_] = self.spec(type_)
+            bases.append(base)
+            payload = request.get("payload")
+            payloads.append(
+                base.payload_json if payload is None else validation.json_object(payload, "payload")
+            )
+            key = request.get("idempotency_key")
+            keys.append(
+                None if key is None else validation.text(key, "idempotency_key", validation.MAX_KEY)
+            )
+        return JobBatch(bases, payloads, keys)
 
     def load_modules(self, modules: Iterable[str]) -> None:
         """Import handler modules (e.g. from TICKQ_TASK_MODULES) so their @task calls run."""

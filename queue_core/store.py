@@ -5,11 +5,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
@@ -21,6 +23,7 @@ from psycopg.adapt import Loader
 from psycopg.rows import RowMaker
 
 from . import transitions, validation
+from .batch import JobBatch
 from .errors import (
     DatabaseError,
     InvalidJob,
@@ -30,7 +33,7 @@ from .errors import (
     QueueFull,
     TickqError,
 )
-from .ids import new_id
+from .ids import new_id, new_ids
 from .jobs import (
     DEFAULT_LEASE_SECONDS,
     DEFAULT_QUEUE,
@@ -47,6 +50,28 @@ MAX_PAGE = 500
 # How long a store trusts its last look at the limit tables: a limit set or cleared takes
 # effect on running workers within this time, and without limits no statement reads them.
 LIMITS_TTL_SECONDS = 5.0
+# A key whose holder commits between an insert and its lookup makes the request go again.
+ENQUEUE_ROUNDS = 10
+UNSETTLED = f"enqueue did not settle after {ENQUEUE_ROUNDS} rounds of key conflicts"
+# The columns jobs_enqueue takes from a batch's base specs (payload and key are per job),
+# each sent as one value per job or, when the batch shares it, one value for all.
+_BASE_COLUMNS = tuple(
+    (column, attrgetter(attribute))
+    for column, attribute in (
+        ("queue", "queue"),
+        ("type", "type"),
+        ("user_id", "user_id"),
+        ("max_attempts", "max_attempts"),
+        ("priority", "priority"),
+        ("run_after", "run_after"),
+        ("delay", "delay"),
+        ("lease_seconds", "lease_seconds"),
+        ("backoff_base", "backoff.base"),
+        ("backoff_factor", "backoff.factor"),
+        ("backoff_max", "backoff.max"),
+        ("backoff_jitter", "backoff.jitter"),
+    )
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,25 +113,47 @@ class PostgresStore:
         self.conn = conn
         self.user_id = user_id
         self._limits: tuple[float, LimitsConfigured] | None = None
+        self._threads = threading.local()
 
     # Enqueue
 
     def enqueue(self, spec: JobSpec, *, now: datetime | None = None) -> EnqueueResult:
-        return self.enqueue_many([spec], now=now, rows=True)[0]
+        """Insert one job and return it whole (its row included); a live job holding the
+        spec's key is returned instead, as a duplicate."""
+        with self._admission((spec,)):
+            for _ in range(ENQUEUE_ROUNDS):
+                found = self._enqueue_one(spec, now)
+                if found is not None:
+                    return found
+        raise DatabaseError(UNSETTLED)
 
     def enqueue_many(
-        self, specs: Sequence[JobSpec], *, now: datetime | None = None, rows: bool = False
+        self, specs: Sequence[JobSpec], *, now: datetime | None = None
     ) -> list[EnqueueResult]:
         """Insert all specs in one statement; a spec whose key a live job holds gets that job.
 
-        A target queue with a maximum depth is checked in the insert's transaction, under a
-        lock on its limit row: QueueFull refuses the whole batch and nothing is written.
+        Results carry no rows (bulk callers map ids; reading rows back costs more than the
+        insert). Specs repeating a key within the batch resolve to the first one's job.
         """
-        if specs and self.limits_configured().queues:
-            with self.conn.transaction():
-                self._admit(specs)
-                return self._enqueue_many(specs, now=now, rows=rows)
-        return self._enqueue_many(specs, now=now, rows=rows)
+        return self.enqueue_batch(JobBatch.of(specs), now=now) if specs else []
+
+    def enqueue_batch(self, batch: JobBatch, *, now: datetime | None = None) -> list[EnqueueResult]:
+        """enqueue_many for a batch as Registry.batch validates it."""
+        if not len(batch):
+            return []
+        with self._admission(batch.bases):
+            return self._enqueue_batch(batch, now)
+
+    @contextmanager
+    def _admission(self, specs: Sequence[JobSpec]) -> Iterator[None]:
+        """A target queue with a maximum depth is checked in the insert's transaction, under
+        a lock on its limit row: QueueFull refuses the whole batch and nothing is written."""
+        if not self.limits_configured().queues:
+            yield
+            return
+        with self.conn.transaction():
+            self._admit(specs)
+            yield
 
     def _admit(self, specs: Sequence[JobSpec]) -> None:
         incoming: dict[str, int] = {}
@@ -116,96 +163,99 @@ class PostgresStore:
         for queue, depth, max_depth in self._rows("queue_limits_admit", params, None):
             raise QueueFull(queue, depth, max_depth)
 
-    def _enqueue_many(
-        self, specs: Sequence[JobSpec], *, now: datetime | None = None, rows: bool = False
-    ) -> list[EnqueueResult]:
-        """Insert all specs in one statement; a spec whose key a live job holds gets that job.
+    def _enqueue_one(self, spec: JobSpec, now: datetime | None) -> EnqueueResult | None:
+        """One round of a single enqueue; None when the key's holder is not visible yet."""
+        params = _one_job_params(spec, now)
+        if spec.idempotency_key is None:
+            # Nothing can conflict: the row is the request plus what the database decided.
+            with translate_errors(), self._scope():
+                cur = self._enqueue_cursor()
+                cur.execute(QUERIES["jobs_enqueue_one_unkeyed"], params)
+                payload, run_after, created_at = cur.fetchall()[0]
+            job = _new_job(spec, params["id"], payload, run_after, created_at)
+            return EnqueueResult(job.id, job.status, False, job)
+        # A duplicate's row only the database has: the whole row comes back, in binary,
+        # which skips parsing it as text.
+        for values in self._rows("jobs_enqueue_one", params, None, binary=True):
+            job = job_from_row(values[:-1])
+            return EnqueueResult(job.id, job.status, values[-1], job)
+        return None
 
-        Specs repeating a key within the batch resolve to the first one's job. With `rows`,
-        each result carries the whole job row.
-        """
-        results: list[EnqueueResult | None] = [None] * len(specs)
-        first_of_key: dict[tuple[str, UUID | None], int] = {}
-        pending: list[int] = []
-        for index, spec in enumerate(specs):
-            if spec.idempotency_key is not None:
-                key = (spec.idempotency_key, spec.user_id)
-                if key in first_of_key:
-                    continue
-                first_of_key[key] = index
-            pending.append(index)
+    def _enqueue_cursor(self) -> psycopg.Cursor[Any]:
+        """This thread's cursor for single enqueues. A kept cursor keeps the adapters it
+        looked up for the statement's 16 parameters; a new one looks them all up again, which
+        cost a single enqueue a sixth of its client time. One per thread: the store's
+        connection may be shared by threads, a cursor may not."""
+        cur: psycopg.Cursor[Any] | None = getattr(self._threads, "enqueue_cursor", None)
+        if cur is None or cur.closed:
+            cur = self._threads.enqueue_cursor = self.conn.cursor()
+        return cur
+
+    def _enqueue_batch(self, batch: JobBatch, now: datetime | None) -> list[EnqueueResult]:
+        results: list[EnqueueResult | None] = [None] * len(batch)
+        pairs = list(zip(batch.keys, batch.user_ids(), strict=True))
+        keyed = [pair for pair in pairs if pair[0] is not None]
+        first_of_key: dict[tuple[str | None, UUID | None], int] = {}
+        if len(set(keyed)) == len(keyed):  # the common case: no key repeats in the batch
+            pending = list(range(len(batch)))
+        else:
+            pending = []
+            for index, pair in enumerate(pairs):
+                if pair[0] is not None:
+                    if pair in first_of_key:
+                        continue
+                    first_of_key[pair] = index
+                pending.append(index)
         # A conflicting insert committed after our statement's snapshot is neither inserted
-        # nor visible to it: such specs come back empty-handed and simply go again.
-        for _ in range(10):
+        # nor visible to it: such jobs come back empty-handed and simply go again.
+        for _ in range(ENQUEUE_ROUNDS):
             if not pending:
                 break
-            pending = self._enqueue_round(specs, pending, results, now, rows)
+            pending = self._enqueue_round(batch, pending, results, now)
         if pending:
-            raise DatabaseError("enqueue did not settle after 10 rounds of key conflicts")
-        for index, spec in enumerate(specs):
-            if results[index] is None and spec.idempotency_key is not None:
-                first = results[first_of_key[(spec.idempotency_key, spec.user_id)]]
-                assert first is not None
-                results[index] = replace(first, duplicate=True)
-        return [r for r in results if r is not None]
+            raise DatabaseError(UNSETTLED)
+        if first_of_key:  # a repeated key gets the job its first request landed on
+            for index, pair in enumerate(pairs):
+                if results[index] is None:
+                    first = results[first_of_key[pair]]
+                    assert first is not None
+                    results[index] = replace(first, duplicate=True)
+        return results  # type: ignore[return-value]  # every slot is filled by now
 
     def _enqueue_round(
         self,
-        specs: Sequence[JobSpec],
+        batch: JobBatch,
         pending: list[int],
         results: list[EnqueueResult | None],
         now: datetime | None,
-        rows: bool,
     ) -> list[int]:
-        batch = [specs[i] for i in pending]
-        ids = [new_id() for _ in batch]
-        params = {
-            "now": now,
-            "ids": ids,
-            "queues": [s.queue for s in batch],
-            "types": [s.type for s in batch],
-            "user_ids": [s.user_id for s in batch],
-            "payloads": [s.payload_json for s in batch],
-            "keys": [s.idempotency_key for s in batch],
-            "max_attempts": [s.max_attempts for s in batch],
-            "priorities": [s.priority for s in batch],
-            "run_afters": [s.run_after for s in batch],
-            "delays": [s.delay for s in batch],
-            "lease_seconds": [s.lease_seconds for s in batch],
-            "backoff_bases": [s.backoff.base for s in batch],
-            "backoff_factors": [s.backoff.factor for s in batch],
-            "backoff_maxes": [s.backoff.max for s in batch],
-            "backoff_jitters": [s.backoff.jitter for s in batch],
-        }
-        statement = "jobs_enqueue" if rows else "jobs_enqueue_slim"
-        if rows and len(batch) == 1:
-            keyed = batch[0].idempotency_key is not None
-            statement = "jobs_enqueue_one" if keyed else "jobs_enqueue_one_unkeyed"
-            params = _one_job_params(batch[0], ids[0], now)
-        by_id: dict[UUID, EnqueueResult] = {}
-        by_key: dict[tuple[str | None, UUID | None], EnqueueResult] = {}
-        # A single enqueue reads its whole row back: binary skips parsing it as text.
-        for values in self._rows(statement, params, None, binary=len(batch) == 1 and rows):
-            duplicate = values[-1]
-            if rows:
-                job = job_from_row(values[:-1])
-                found = EnqueueResult(job.id, job.status, duplicate, job)
-                key = (job.idempotency_key, job.user_id)
+        """Send the pending jobs once; returns those to send again."""
+        sent = batch.take(pending)
+        ids = new_ids(len(sent))
+        params: dict[str, Any] = {"now": now, "each_id": ids}
+        shared = sent.shared_base()
+        for column, value_of in _BASE_COLUMNS:
+            if shared is not None:
+                params[f"each_{column}"], params[f"all_{column}"] = None, value_of(shared)
             else:
-                found = EnqueueResult(values[0], Status(values[1]), duplicate)
-                key = (values[2], values[3])
-            if duplicate:
-                by_key[key] = found
-            else:
-                by_id[found.id] = found
+                _column(params, column, list(map(value_of, sent.bases)))
+        _column(params, "payload", sent.payloads)
+        _column(params, "idempotency_key", sent.keys)
+        # Only the jobs that did not insert come back: (their id, the holder's id, status).
+        refused = {row[0]: row for row in self._rows("jobs_enqueue", params, None)}
+        if not refused:  # the common case: every job is new
+            for index, id_ in zip(pending, ids, strict=True):
+                results[index] = EnqueueResult(id_, Status.QUEUED, False)
+            return []
         missing: list[int] = []
-        for index, spec, id_ in zip(pending, batch, ids, strict=True):
-            if id_ in by_id:
-                results[index] = by_id[id_]
-            elif (spec.idempotency_key, spec.user_id) in by_key:
-                results[index] = by_key[(spec.idempotency_key, spec.user_id)]
-            else:
+        for index, id_ in zip(pending, ids, strict=True):
+            row = refused.get(id_)
+            if row is None:
+                results[index] = EnqueueResult(id_, Status.QUEUED, False)
+            elif row[1] is None:
                 missing.append(index)
+            else:
+                results[index] = EnqueueResult(row[1], Status(row[2]), True)
         return missing
 
     # Worker operations
@@ -549,10 +599,54 @@ def decode_cursor(cursor: str) -> tuple[datetime, UUID]:
         raise InvalidJob("cursor", "is not a cursor this API returned") from None
 
 
-def _one_job_params(spec: JobSpec, id_: UUID, now: datetime | None) -> dict[str, Any]:
+def _column(params: dict[str, Any], column: str, values: list[Any]) -> None:
+    """A column of jobs_enqueue: its scalar when every job has the same value, else the list."""
+    if values.count(values[0]) == len(values):
+        params[f"each_{column}"], params[f"all_{column}"] = None, values[0]
+    else:
+        params[f"each_{column}"], params[f"all_{column}"] = values, None
+
+
+def _new_job(
+    spec: JobSpec, id_: UUID, payload: Any, run_after: datetime, created_at: datetime
+) -> Job:
+    """The row jobs_enqueue_one_unkeyed inserted: the spec, the table's defaults for a new
+    job, and what the database returned (tested against the stored row)."""
+    return Job(
+        id=id_,
+        queue=spec.queue,
+        type=spec.type,
+        user_id=spec.user_id,
+        status=Status.QUEUED,
+        payload=payload,
+        idempotency_key=None,
+        attempts=0,
+        max_attempts=spec.max_attempts,
+        priority=spec.priority,
+        run_after=run_after,
+        lease_until=None,
+        lease_token=None,
+        progress=None,
+        result=None,
+        error=None,
+        errors=[],
+        lease_seconds=spec.lease_seconds,
+        backoff_base=spec.backoff.base,
+        backoff_factor=spec.backoff.factor,
+        backoff_max=spec.backoff.max,
+        backoff_jitter=spec.backoff.jitter,
+        cancel_requested=False,
+        created_at=created_at,
+        updated_at=created_at,
+        started_at=None,
+        finished_at=None,
+    )
+
+
+def _one_job_params(spec: JobSpec, now: datetime | None) -> dict[str, Any]:
     return {
         "now": now,
-        "id": id_,
+        "id": new_id(),
         "queue": spec.queue,
         "type": spec.type,
         "user_id": spec.user_id,

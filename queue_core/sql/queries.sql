@@ -5,18 +5,24 @@
 -- {columns} is replaced at load time by the job column list (Job's field order).
 
 -- name: jobs_enqueue
--- Insert a batch of jobs in one round trip; a live job holding a request's idempotency key
--- is returned instead, flagged as a duplicate.
+-- Insert a batch of jobs in one round trip. Returns only the requests that did not insert,
+-- each with the live job holding its key (a duplicate), or with nulls when that job is not
+-- visible to this statement yet (the caller sends those again); reading back every row
+-- would cost more than the insert. Each column comes either as an array (each_<column>)
+-- or, when the whole batch shares one value, as a scalar (all_<column>) with a null array:
+-- a batch of one job type sends two arrays (ids, keys) instead of fifteen. Arrays go in
+-- binary, which the driver dumps several times faster than text.
 with clock as materialized (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), input as materialized (
     select *
-    from unnest(%(ids)s::uuid[], %(queues)s::text[], %(types)s::text[], %(user_ids)s::uuid[],
-                %(payloads)s::text[], %(keys)s::text[], %(max_attempts)s::integer[],
-                %(priorities)s::integer[], %(run_afters)s::timestamptz[],
-                %(delays)s::float8[], %(lease_seconds)s::integer[],
-                %(backoff_bases)s::float8[], %(backoff_factors)s::float8[],
-                %(backoff_maxes)s::float8[], %(backoff_jitters)s::float8[])
+    from unnest(%(each_id)b::uuid[], %(each_queue)b::text[], %(each_type)b::text[],
+                %(each_user_id)b::uuid[], %(each_payload)b::text[],
+                %(each_idempotency_key)b::text[], %(each_max_attempts)b::integer[],
+                %(each_priority)b::integer[], %(each_run_after)b::timestamptz[],
+                %(each_delay)b::float8[], %(each_lease_seconds)b::integer[],
+                %(each_backoff_base)b::float8[], %(each_backoff_factor)b::float8[],
+                %(each_backoff_max)b::float8[], %(each_backoff_jitter)b::float8[])
         as i (id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
               run_after, delay, lease_seconds, backoff_base, backoff_factor, backoff_max,
               backoff_jitter)
@@ -25,36 +31,47 @@ with clock as materialized (
         id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
         run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
         created_at, updated_at)
-    select i.id, i.queue, i.type, i.user_id, i.payload::jsonb, i.idempotency_key,
-           i.max_attempts, i.priority,
-           coalesce(i.run_after, clock.now + i.delay * interval '1 second'),
-           i.lease_seconds, i.backoff_base, i.backoff_factor, i.backoff_max, i.backoff_jitter,
+    select i.id,
+           coalesce(i.queue, %(all_queue)s::text),
+           coalesce(i.type, %(all_type)s::text),
+           coalesce(i.user_id, %(all_user_id)s::uuid),
+           coalesce(i.payload, %(all_payload)s::text)::jsonb,
+           coalesce(i.idempotency_key, %(all_idempotency_key)s::text),
+           coalesce(i.max_attempts, %(all_max_attempts)s::integer),
+           coalesce(i.priority, %(all_priority)s::integer),
+           coalesce(i.run_after, %(all_run_after)s::timestamptz,
+                    clock.now + coalesce(i.delay, %(all_delay)s::float8) * interval '1 second'),
+           coalesce(i.lease_seconds, %(all_lease_seconds)s::integer),
+           coalesce(i.backoff_base, %(all_backoff_base)s::float8),
+           coalesce(i.backoff_factor, %(all_backoff_factor)s::float8),
+           coalesce(i.backoff_max, %(all_backoff_max)s::float8),
+           coalesce(i.backoff_jitter, %(all_backoff_jitter)s::float8),
            clock.now, clock.now
     from input i, clock
     -- Keys are inserted in one global order: two batches that share uncommitted keys then
     -- wait on each other in the same order instead of each holding a key the other needs
-    -- (a deadlock when callers enqueue batches inside their own transactions).
+    -- (a deadlock when callers enqueue batches inside their own transactions). A batch-wide
+    -- key or user is one constant and needs no place in the order.
     order by i.idempotency_key, i.user_id
     -- The partial unique index decides duplicates, so concurrent enqueues of one key from
     -- many connections leave exactly one job: the losers wait for the winner, then skip.
     on conflict (idempotency_key, user_id)
         where idempotency_key is not null and status not in ('dead', 'cancelled')
         do nothing
-    returning {columns}, false as duplicate
+    returning j.id
 )
-select * from inserted
-union all
-select {columns_j}, true as duplicate
-from tickq.jobs j
-join input i on j.idempotency_key = i.idempotency_key
-            and j.user_id is not distinct from i.user_id
-where i.idempotency_key is not null
-  and j.status not in ('dead', 'cancelled')
-  and not exists (select from inserted where inserted.id = i.id);
+select i.id, j.id, j.status
+from input i
+left join tickq.jobs j
+    on j.idempotency_key = coalesce(i.idempotency_key, %(all_idempotency_key)s::text)
+   and j.user_id is not distinct from coalesce(i.user_id, %(all_user_id)s::uuid)
+   and j.status not in ('dead', 'cancelled')
+where not exists (select from inserted where inserted.id = i.id);
 
 -- name: jobs_enqueue_one
--- jobs_enqueue for exactly one job, with plain parameters: a single enqueue is one commit,
--- and unpacking fifteen one-element arrays through a materialized CTE cost half of it.
+-- jobs_enqueue for exactly one job, returning its whole row (a single enqueue shows it),
+-- with plain parameters: unpacking one-element arrays through a materialized CTE cost half
+-- of a single enqueue.
 with inserted as (
     insert into tickq.jobs as j (
         id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
@@ -87,6 +104,8 @@ where %(key)s::text is not null
 -- name: jobs_enqueue_one_unkeyed
 -- jobs_enqueue_one for a job without an idempotency key: nothing can conflict (keyless rows
 -- are outside the unique index), and skipping the duplicate lookup halves the statement.
+-- Returns only what the request does not already tell (the stored payload, the database
+-- clock's times): reading back all 27 columns cost more client time than the insert.
 insert into tickq.jobs (
     id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
     run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
@@ -99,7 +118,7 @@ values (%(id)s, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
         %(lease_seconds)s::integer, %(backoff_base)s, %(backoff_factor)s,
         %(backoff_max)s, %(backoff_jitter)s,
         coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
-returning {columns}, false as duplicate;
+returning payload, run_after, created_at;
 
 -- name: jobs_finish_and_claim
 -- Persist a batch's outcomes and lease the next batch in one statement, so a busy worker

@@ -6,6 +6,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import uuid4
 
@@ -42,6 +43,48 @@ def test_enqueue_inserts_a_queued_job_and_returns_its_row(conn: psycopg.Connecti
     assert result.job is not None
     assert (result.job.id, result.job.payload, result.job.priority) == (result.id, {"doc": 1}, 2)
     assert count_jobs(conn) == 1
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"payload": {"b": 1, "a": [1.5, None, "ü"]}, "queue": "mail", "priority": -3},
+        {"user_id": uuid4(), "max_attempts": 9, "lease_seconds": 45, "delay": 90},
+        {"run_after": datetime(2031, 5, 1, tzinfo=UTC), "backoff_policy": {"jitter": 0.5}},
+    ],
+)
+def test_the_row_a_single_enqueue_returns_is_the_row_stored(
+    conn: psycopg.Connection, options: dict[str, Any]
+) -> None:
+    """Without a key the row is rebuilt from the request and the database's answer."""
+    store = PostgresStore(conn)
+
+    result = store.enqueue(job_spec("embed", **options))
+
+    assert result.job == store.get(result.id)
+
+
+def test_threads_sharing_one_store_each_get_their_own_job_back(
+    conn: psycopg.Connection,
+) -> None:
+    store = PostgresStore(conn)
+    found: list[tuple[int, EnqueueResult]] = []
+
+    def enqueue(n: int) -> None:
+        for _ in range(20):
+            found.append((n, store.enqueue(job_spec("embed", {"n": n}))))
+
+    threads = [threading.Thread(target=enqueue, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(found) == 80
+    assert all(r.job is not None and r.job.payload == {"n": n} for n, r in found)
+    assert {store.get(r.id).payload["n"] for n, r in found} == {0, 1, 2, 3}
+    assert count_jobs(conn) == 80
 
 
 def test_a_second_enqueue_of_a_live_key_returns_the_same_job_as_a_duplicate(
@@ -130,9 +173,7 @@ def test_twenty_concurrent_enqueues_of_one_key_leave_exactly_one_job(
         with lock:
             results.append(result)
 
-    threads = [
-        threading.Thread(target=enqueue, args=(c, n)) for n, c in enumerate(connections)
-    ]
+    threads = [threading.Thread(target=enqueue, args=(c, n)) for n, c in enumerate(connections)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -208,6 +249,80 @@ def test_bulk_enqueue_of_a_thousand_jobs_keeps_their_order(conn: psycopg.Connect
 
     rows = dict(conn.execute("select id, (payload->>'n')::int from tickq.jobs").fetchall())
     assert [rows[r.id] for r in results] == list(range(1000))
+
+
+def test_bulk_enqueue_stores_every_column_whether_shared_or_per_job(
+    conn: psycopg.Connection,
+) -> None:
+    """A column the batch shares goes once, one that varies goes per job: both land."""
+    when = datetime(2030, 1, 1, tzinfo=UTC)
+    owner = uuid4()
+    shared = {"queue": "mail", "priority": 7, "backoff_policy": {"base": 2.0, "max": 60.0}}
+    specs = [
+        job_spec(
+            "embed",
+            {"n": 0},
+            idempotency_key="k0",
+            user_id=owner,
+            max_attempts=5,
+            run_after=when,
+            lease_seconds=90,
+            **shared,
+        ),
+        job_spec("resize", None, max_attempts=1, delay=3600, **shared),
+    ]
+
+    results = PostgresStore(conn).enqueue_many(specs, now=when)
+
+    store = PostgresStore(conn)
+    first, second = (store.get(r.id) for r in results)
+    assert [r.status for r in results] == [Status.QUEUED, Status.QUEUED]
+    assert (first.type, first.payload, first.idempotency_key, first.user_id) == (
+        "embed",
+        {"n": 0},
+        "k0",
+        owner,
+    )
+    assert (second.type, second.payload, second.idempotency_key, second.user_id) == (
+        "resize",
+        {},
+        None,
+        None,
+    )
+    assert (first.max_attempts, first.lease_seconds, first.run_after) == (5, 90, when)
+    assert (second.max_attempts, second.lease_seconds) == (1, None)
+    assert second.run_after == when + timedelta(hours=1)
+    for job in (first, second):
+        assert (job.queue, job.priority, job.created_at) == ("mail", 7, when)
+        assert (job.backoff_base, job.backoff_factor, job.backoff_max) == (2.0, 2.0, 60.0)
+
+
+def test_enqueue_many_stores_requests_of_several_types_with_each_ones_defaults(
+    conn: psycopg.Connection,
+) -> None:
+    registry = Registry()
+    registry.task("embed", queue="gpu", max_attempts=7)(lambda job: None)
+    registry.task("resize", priority=4)(lambda job: None)
+    requests: list[dict[str, Any]] = [
+        {"type": "embed", "idempotency_key": "e1"},
+        {"type": "resize", "payload": {"w": 10}},
+        {"type": "embed", "payload": {"doc": 2}, "priority": 9},  # a request beyond the plain shape
+    ]
+
+    results = queue_core.enqueue_many(conn, requests, using=registry)
+
+    store = PostgresStore(conn)
+    jobs = [store.get(r.id) for r in results]
+    assert [(j.type, j.queue, j.max_attempts, j.priority) for j in jobs] == [
+        ("embed", "gpu", 7, 0),
+        ("resize", "default", 3, 4),
+        ("embed", "gpu", 7, 9),
+    ]
+    assert [(j.payload, j.idempotency_key) for j in jobs] == [
+        ({}, "e1"),
+        ({"w": 10}, None),
+        ({"doc": 2}, None),
+    ]
 
 
 # Transactional enqueue

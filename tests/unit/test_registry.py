@@ -135,3 +135,54 @@ def test_loading_a_missing_task_module_is_a_configuration_error() -> None:
 def test_task_modules_are_read_from_a_comma_separated_list() -> None:
     assert modules_from_env(" app.tasks, ,app.more ") == ["app.tasks", "app.more"]
     assert modules_from_env(None) == []
+
+
+def batch_registry() -> Registry:
+    reg = Registry()
+    reg.task("embed", queue="gpu", max_attempts=7, priority=3, backoff={"base": 2})(embed)
+    reg.task("transcribe")(transcribe)
+    return reg
+
+
+def test_a_batch_of_requests_gets_the_same_specs_as_one_by_one() -> None:
+    reg = batch_registry()
+    requests: list[dict[str, Any]] = [
+        {"type": "embed"},
+        {"type": "embed", "payload": {"doc": 1}, "idempotency_key": "k1"},
+        {"type": "transcribe", "payload": {}, "idempotency_key": "ключ"},
+        {"type": "embed", "payload": None, "priority": 9, "delay": 5},  # not the plain shape
+    ]
+
+    assert reg.batch(requests).specs() == [reg.spec(**r) for r in requests]
+
+
+BAD_REQUESTS: list[Any] = [
+    {"type": "nope"},
+    {"type": "bad type!"},
+    {"type": 7},
+    {"payload": {}},
+    {"type": "embed", "payload": []},
+    {"type": "embed", "payload": {"x": float("nan")}},
+    {"type": "embed", "payload": {"x": "\x00"}},
+    {"type": "embed", "payload": {"big": "x" * 300_000}},
+    {"type": "embed", "idempotency_key": ""},
+    {"type": "embed", "idempotency_key": "k" * 256},
+    {"type": "embed", "idempotency_key": "a\x00b"},
+    {"type": "embed", "idempotency_key": "\ud800"},
+    {"type": "embed", "idempotency_key": 5},
+    {"type": "nope", "payload": [], "idempotency_key": 5},  # the first fault is reported
+    {"type": "embed", "payload": [], "idempotency_key": 5},
+    {"type": "embed", "colour": "red"},
+]
+
+
+@pytest.mark.parametrize("request_", BAD_REQUESTS)
+def test_a_batch_refuses_what_one_by_one_refuses_with_the_same_message(request_: Any) -> None:
+    reg = batch_registry()
+    with pytest.raises((InvalidJob, UnknownJobType, TypeError)) as one:
+        reg.spec(**request_)
+
+    with pytest.raises(type(one.value)) as batch:
+        reg.batch([{"type": "embed"}, request_])
+
+    assert str(batch.value) == str(one.value)
