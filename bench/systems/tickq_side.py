@@ -132,18 +132,21 @@ def batch_round_trips(url: str, batch_sizes: Sequence[int]) -> dict[int, float]:
         store = PostgresStore(conn)
         runner = Runner(store, registry, batch_size=1, concurrency=1)
         for size in batch_sizes:
-            queue_core.enqueue_many(conn, [{"type": "noop"}] * (size * 9), using=registry)
+            queue_core.enqueue_many(conn, [{"type": "noop"}] * (size * 20), using=registry)
             runner.batch_size = size
             report = queue_core.TickReport()
-            # Steady state of a busy worker: each persist also claims the next batch.
-            # Warm up first: psycopg prepares a statement on its 5th use, one extra trip.
-            for _ in range(6):
-                runner.run_batch(report, claim_next=lambda: True)
+            # Steady state of a busy worker, as tick() and work() run it: each statement
+            # persists one batch and leases the next (overlapped with the batch in between).
+            # Warm up first: psycopg prepares a statement on its 5th use, one extra trip, and
+            # the statement with and without outcomes to persist are two prepared variants.
+            for _ in range(10):
+                runner.run_batch(report, claim_next=lambda: True, overlap=True)
             with count_round_trips(conn) as counter:
                 for _ in range(3):
-                    runner.run_batch(report, claim_next=lambda: True)
+                    runner.run_batch(report, claim_next=lambda: True, overlap=True)
             out[size] = counter.count / 3
-            runner.run_batch(report)  # the batch leased by the last persist
+            while runner.run_batch(report, overlap=True):  # what the last statements leased
+                pass
     return out
 
 
