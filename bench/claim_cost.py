@@ -8,6 +8,7 @@ are all still there when the claims are timed.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from typing import Any
@@ -23,16 +24,25 @@ from .systems import raw_side, tickq_side
 CHURN_BATCH = 5000
 
 
-def _timed_claims(conn: psycopg.Connection[Any], samples: int, batch: int) -> list[float]:
-    """Seconds per claim of `batch` jobs; each claim is rolled back, so all see one backlog."""
-    store = PostgresStore(conn)
-    out: list[float] = []
-    for _ in range(samples):
-        with conn.transaction(force_rollback=True):
-            started = time.perf_counter()
-            jobs = store.claim(limit=batch)
-            out.append(time.perf_counter() - started)
-            assert len(jobs) == batch
+def _timed_claims(
+    conns: list[psycopg.Connection[Any]], samples: int, batch: int
+) -> list[list[float]]:
+    """Seconds per claim of `batch` jobs in each database, the databases taking turns.
+
+    Each claim is rolled back, so all see one backlog. Alternating sample by sample (and
+    swapping who goes first) puts both databases under the same machine load, so the ratio
+    is about the finished rows, not about what the shared machine did in between.
+    """
+    stores = [PostgresStore(conn) for conn in conns]
+    out: list[list[float]] = [[] for _ in conns]
+    for sample in range(samples):
+        order = range(len(conns)) if sample % 2 else reversed(range(len(conns)))
+        for i in order:
+            with conns[i].transaction(force_rollback=True):
+                started = time.perf_counter()
+                jobs = stores[i].claim(limit=batch)
+                out[i].append(time.perf_counter() - started)
+                assert len(jobs) == batch
     return out
 
 
@@ -68,25 +78,34 @@ def measure(
     admin_url: str, *, finished_rows: int, runnable: int = 10_000, samples: int = 100,
     batch: int = 100,
 ) -> dict[str, Any]:
-    """Median claim seconds with 0 and with `finished_rows` finished jobs, and their ratio."""
+    """Median claim seconds with 0 and with `finished_rows` finished jobs, and their ratio.
+
+    Both databases are built first (the churn's write-back flushed by a checkpoint), then
+    timed together.
+    """
     result: dict[str, Any] = {"finished_rows": finished_rows, "runnable": runnable, "batch": batch}
-    for label, churned in (("empty", 0), ("churned", finished_rows)):
-        with fresh_database(admin_url, f"claim_{label}") as url:
+    labels = (("empty", 0), ("churned", finished_rows))
+    with contextlib.ExitStack() as stack:
+        conns = []
+        for label, churned in labels:
+            url = stack.enter_context(fresh_database(admin_url, f"claim_{label}"))
             tickq_side.install(url)
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute("alter table tickq.jobs set (autovacuum_enabled = false)")
-                started = time.perf_counter()
-                _churn(conn, churned)
-                result[f"{label}_churn_seconds"] = time.perf_counter() - started
-                for first in range(0, runnable, tickq_side.CHUNK):
-                    size = min(runnable - first, tickq_side.CHUNK)
-                    queue_core.enqueue_many(
-                        conn, [{"type": "noop"}] * size, using=tickq_side.registry
-                    )
-                conn.execute("select pg_stat_force_next_flush()")
-                claims = _timed_claims(conn, samples, batch)
-                result[f"{label}_claim_seconds"] = statistics.median(claims)
-                result[f"{label}_first_claim_seconds"] = claims[0]
-                result[f"{label}_table"] = _stats(conn)
+            conn = stack.enter_context(psycopg.connect(url, autocommit=True))
+            conn.execute("alter table tickq.jobs set (autovacuum_enabled = false)")
+            started = time.perf_counter()
+            _churn(conn, churned)
+            result[f"{label}_churn_seconds"] = time.perf_counter() - started
+            for first in range(0, runnable, tickq_side.CHUNK):
+                size = min(runnable - first, tickq_side.CHUNK)
+                queue_core.enqueue_many(conn, [{"type": "noop"}] * size, using=tickq_side.registry)
+            conns.append(conn)
+        conns[0].execute("checkpoint")
+        for conn in conns:
+            conn.execute("select pg_stat_force_next_flush()")
+        claims = _timed_claims(conns, samples, batch)
+        for (label, _), conn, seconds in zip(labels, conns, claims, strict=True):
+            result[f"{label}_claim_seconds"] = statistics.median(seconds)
+            result[f"{label}_first_claim_seconds"] = seconds[0]
+            result[f"{label}_table"] = _stats(conn)
     result["ratio"] = result["churned_claim_seconds"] / result["empty_claim_seconds"]
     return result
