@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from . import transitions
@@ -23,6 +23,7 @@ from .registry import Registry, Task
 from .store import Claimed, PostgresStore
 
 log = logging.getLogger("tickq")
+_T = TypeVar("_T")
 
 # A batch whose handlers took at most this long (and a tenth of the shortest lease in it)
 # lets the runner lease the next batch before running the one after it.
@@ -221,7 +222,7 @@ class Runner:
         ahead = overlap and self._claims_ahead(len(claimed)) and claim_next()
         in_flight = None
         if ahead or unsaved is not None:
-            in_flight = self._database_thread().submit(
+            in_flight = self._in_background(
                 self.store.finish_and_claim_unparsed,
                 unsaved[1] if unsaved is not None else (),
                 queues=self.queues,
@@ -279,10 +280,26 @@ class Runner:
             if outcome.status == Status.DEAD:
                 report.dead_letters.append(_dead_letter(job, outcome.error))
 
-    def _database_thread(self) -> ThreadPoolExecutor:
+    def _in_background(
+        self, fn: Callable[..., _T], *args: Any, **kwargs: Any
+    ) -> concurrent.futures.Future[_T]:
+        """Run `fn` on the database thread, returning once that thread has started it.
+
+        Without the wait, this thread would go on running Python and keep the GIL for up to
+        the interpreter's switch interval (5 ms), while the database thread still needs it
+        to send the statement: the two would take turns after all.
+        """
         if self._database is None:
             self._database = ThreadPoolExecutor(1, thread_name_prefix="tickq-db")
-        return self._database
+        started = threading.Event()
+
+        def run() -> _T:
+            started.set()
+            return fn(*args, **kwargs)
+
+        future = self._database.submit(run)
+        started.wait()
+        return future
 
     # Running handlers
 
