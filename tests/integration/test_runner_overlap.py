@@ -178,3 +178,24 @@ def test_work_persists_the_last_outcomes_when_stopped(
     assert counts["succeeded"] == report.succeeded
     assert report.succeeded in (60, 70)
     assert counts[Status.QUEUED.value] == 100 - report.succeeded
+
+
+def test_handlers_use_the_connection_while_the_batch_statement_runs(
+    store: PostgresStore, conn: psycopg.Connection
+) -> None:
+    """Progress and lease extensions share the worker's connection with the statement in
+    flight beside them: they wait their turn on it and land."""
+    registry = Registry()
+
+    @registry.task("t")
+    def handler(job: JobContext) -> None:
+        job.progress({"n": job.payload["n"]})
+        job.extend_lease(120)
+
+    store.enqueue_many([registry.spec("t", payload={"n": n}) for n in range(60)])
+    with Runner(store, registry, batch_size=5, concurrency=1) as runner:
+        report = runner.tick()
+
+    assert (report.succeeded, report.lost_leases) == (60, 0)
+    rows = conn.execute("select payload, progress from tickq.jobs").fetchall()
+    assert all(progress == {"n": payload["n"]} for payload, progress in rows)
