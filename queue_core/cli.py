@@ -614,6 +614,8 @@ def _json_arg(raw: str | None, flag: str) -> Any:
             raw = Path(raw[1:]).read_text(encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"{flag}: cannot read {raw[1:]}: {exc.strerror}") from None
+        except (ValueError, UnicodeError) as exc:  # a NUL in the path, a file not UTF-8
+            raise UsageError(f"{flag}: cannot read {raw[1:]!r}: {exc}") from None
     try:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
