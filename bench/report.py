@@ -164,6 +164,11 @@ def chart(summary: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(
         1, 2, figsize=(14, 5), gridspec_kw={"width_ratios": [max(len(metrics), 1), 2]}
     )
+    # One colour per system across both panels (the latency panel has no raw-SQL bar).
+    every: list[str] = []
+    for metric in summary["table"]:
+        every += [label for label in summary["table"][metric] if label not in every]
+    colours = {label: f"C{i}" for i, label in enumerate(every)}
     for ax, group, unit in ((axes[0], metrics, "jobs/s"), (axes[1], latency, "ms")):
         labels: list[str] = []
         for metric in group:
@@ -178,7 +183,7 @@ def chart(summary: dict[str, Any], path: Path) -> None:
                     ys.append(stats["median"])
                     lo.append(stats["median"] - stats["min"])
                     hi.append(stats["max"] - stats["median"])
-            ax.bar(xs, ys, width, yerr=[lo, hi], label=label, capsize=2)
+            ax.bar(xs, ys, width, yerr=[lo, hi], label=label, capsize=2, color=colours[label])
         ax.set_xticks([x + 0.4 - width / 2 for x in range(len(group))])
         ax.set_xticklabels([m.replace("_", "\n") for m in group], fontsize=8)
         ax.set_ylabel(unit)
