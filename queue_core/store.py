@@ -172,7 +172,11 @@ class PostgresStore:
                 cur = self._enqueue_cursor()
                 cur.execute(QUERIES["jobs_enqueue_one_unkeyed"], params)
                 payload, run_after, created_at = cur.fetchall()[0]
-            job = _new_job(spec, params["id"], payload, run_after, created_at)
+            # The spec, the table's defaults, and what the database stored (a test
+            # compares this with the row).
+            job = transitions.new_job(
+                spec, id=params["id"], now=created_at, payload=payload, run_after=run_after
+            )
             return EnqueueResult(job.id, job.status, False, job)
         # A duplicate's row only the database has: the whole row comes back, in binary,
         # which skips parsing it as text.
@@ -605,42 +609,6 @@ def _column(params: dict[str, Any], column: str, values: list[Any]) -> None:
         params[f"each_{column}"], params[f"all_{column}"] = None, values[0]
     else:
         params[f"each_{column}"], params[f"all_{column}"] = values, None
-
-
-def _new_job(
-    spec: JobSpec, id_: UUID, payload: Any, run_after: datetime, created_at: datetime
-) -> Job:
-    """The row jobs_enqueue_one_unkeyed inserted: the spec, the table's defaults for a new
-    job, and what the database returned (tested against the stored row)."""
-    return Job(
-        id=id_,
-        queue=spec.queue,
-        type=spec.type,
-        user_id=spec.user_id,
-        status=Status.QUEUED,
-        payload=payload,
-        idempotency_key=None,
-        attempts=0,
-        max_attempts=spec.max_attempts,
-        priority=spec.priority,
-        run_after=run_after,
-        lease_until=None,
-        lease_token=None,
-        progress=None,
-        result=None,
-        error=None,
-        errors=[],
-        lease_seconds=spec.lease_seconds,
-        backoff_base=spec.backoff.base,
-        backoff_factor=spec.backoff.factor,
-        backoff_max=spec.backoff.max,
-        backoff_jitter=spec.backoff.jitter,
-        cancel_requested=False,
-        created_at=created_at,
-        updated_at=created_at,
-        started_at=None,
-        finished_at=None,
-    )
 
 
 def _one_job_params(spec: JobSpec, now: datetime | None) -> dict[str, Any]:

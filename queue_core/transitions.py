@@ -28,15 +28,24 @@ RECLAIM_ERROR = "lease expired"
 MAX_ERROR = 4000
 
 
-def new_job(spec: JobSpec, *, id: UUID, now: datetime) -> Job:
-    run_after = spec.run_after or now + timedelta(seconds=spec.delay)
+def new_job(
+    spec: JobSpec,
+    *,
+    id: UUID,
+    now: datetime,
+    payload: dict[str, Any] | None = None,
+    run_after: datetime | None = None,
+) -> Job:
+    """The row an enqueue inserts. A store passes the payload and run_after the database
+    stored (jsonb normalizes the one, the database clock decides the other)."""
+    run_after = run_after or spec.run_after or now + timedelta(seconds=spec.delay)
     return Job(
         id=id,
         queue=spec.queue,
         type=spec.type,
         user_id=spec.user_id,
         status=Status.QUEUED,
-        payload=json.loads(spec.payload_json),
+        payload=json.loads(spec.payload_json) if payload is None else payload,
         idempotency_key=spec.idempotency_key,
         attempts=0,
         max_attempts=spec.max_attempts,
