@@ -19,6 +19,7 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from queue_core import TickReport
 from queue_core.store import StatsRow
+from queue_core.tick import TICK_COUNTERS
 
 NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "tickq"
 
@@ -55,18 +56,6 @@ tracer = _tracer()
 
 # Requests that only read (GET /jobs) publish no metric; that is expected, not a warning.
 warnings.filterwarnings("ignore", message="No application metrics to publish")
-
-TICK_COUNTERS = (
-    "claimed",
-    "succeeded",
-    "retried",
-    "dead",
-    "snoozed",
-    "cancelled",
-    "reclaimed",
-    "lost_leases",
-    "batches",
-)
 
 
 def record_tick(report: TickReport) -> None:

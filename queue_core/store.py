@@ -320,7 +320,8 @@ class PostgresStore:
                 "lease_seconds": lease_seconds,
                 "now": now,
             }
-            return held, Claimed(self._rows("jobs_claim_limited", params, _job, binary=True))
+            jobs = self._rows("jobs_claim_limited", params, _job, binary=True)
+            return held, Claimed(sorted(jobs, key=transitions.claim_order))
         ids: list[UUID] = []
         tokens: list[UUID] = []
         others: list[str] = []
@@ -344,12 +345,11 @@ class PostgresStore:
         if self.user_id is not None:  # its rows must be read inside the user's scope
             rows = self._rows(statement, params, None, binary=True)
             jobs = [job_from_row(row[1:]) for row in rows if row[1] is not None]
-            return set(rows[0][0] or ()), Claimed(jobs)
+            return set(rows[0][0] or ()), Claimed(sorted(jobs, key=transitions.claim_order))
         with translate_errors():
             # Binary rows: a claim returns whole jobs, and parsing them is its main client cost.
-            cur = self.conn.cursor(binary=True)
+            cur = self._cursor(binary=True)
             try:
-                cur.adapters.register_loader("jsonb", _JsonbBinaryLoader)
                 cur.execute(QUERIES[statement], params)
                 first = cur.fetchone()  # the held ids, and the first job or all nulls
             except BaseException:
@@ -533,21 +533,28 @@ class PostgresStore:
     ) -> list[Any]:
         """Run one named statement; `binary` results skip text parsing of uuids and times."""
         query = QUERIES[name]
-        with translate_errors(), self._scope():
-            cur = (
-                self.conn.cursor(row_factory=row_maker, binary=binary)
-                if row_maker
-                else self.conn.cursor(binary=binary)
-            )
-            with cur:
-                if binary:
-                    cur.adapters.register_loader("jsonb", _JsonbBinaryLoader)
-                cur.execute(query, params)
-                # The result status, not cur.description: describing a whole job row builds
-                # a Column per field, which costs more than a one-row statement's parsing.
-                result = cur.pgresult
-                has_rows = result is not None and result.status == pq.ExecStatus.TUPLES_OK
-                return cur.fetchall() if has_rows else []
+        with (
+            translate_errors(),
+            self._scope(),
+            self._cursor(binary=binary, row_maker=row_maker) as cur,
+        ):
+            cur.execute(query, params)
+            # The result status, not cur.description: describing a whole job row builds
+            # a Column per field, which costs more than a one-row statement's parsing.
+            result = cur.pgresult
+            has_rows = result is not None and result.status == pq.ExecStatus.TUPLES_OK
+            return cur.fetchall() if has_rows else []
+
+    def _cursor(self, *, binary: bool, row_maker: Any = None) -> psycopg.Cursor[Any]:
+        """A cursor of this store's connection; binary ones load jsonb with the fast loader."""
+        cur = (
+            self.conn.cursor(row_factory=row_maker, binary=binary)
+            if row_maker
+            else self.conn.cursor(binary=binary)
+        )
+        if binary:
+            cur.adapters.register_loader("jsonb", _JsonbBinaryLoader)
+        return cur
 
     @contextmanager
     def _scope(self) -> Iterator[None]:
@@ -671,7 +678,8 @@ def _outcome_json(o: Outcome) -> str:
 
 
 class Claimed:
-    """The jobs one statement leased, parsed into Jobs on the first `jobs()` call."""
+    """The jobs one statement leased, parsed into Jobs (in claim order) on the first
+    `jobs()` call; or a list of Jobs already in claim order."""
 
     def __init__(
         self, source: list[Job] | psycopg.Cursor[Any], first: Sequence[Any] | None = None
@@ -680,7 +688,6 @@ class Claimed:
         self._cursor: psycopg.Cursor[Any] | None = None
         if isinstance(source, list):
             self._jobs = source
-            self._jobs.sort(key=transitions.claim_order)
             self._count = len(source)
         else:
             self._cursor, self._first = source, first

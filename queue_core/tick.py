@@ -41,6 +41,20 @@ class DeadLetter:
     error: str | None
 
 
+# What a TickReport counts: summed across ticks and published as metrics.
+TICK_COUNTERS = (
+    "claimed",
+    "succeeded",
+    "retried",
+    "dead",
+    "snoozed",
+    "cancelled",
+    "lost_leases",
+    "reclaimed",
+    "batches",
+)
+
+
 @dataclass(slots=True)
 class TickReport:
     claimed: int = 0
@@ -56,7 +70,7 @@ class TickReport:
     dead_letters: list[DeadLetter] = field(default_factory=list)
 
     def add(self, other: TickReport) -> None:
-        for name in _COUNTS:
+        for name in TICK_COUNTERS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.duration_seconds += other.duration_seconds
         self.dead_letters.extend(other.dead_letters)
@@ -76,17 +90,6 @@ class TickReport:
         return out
 
 
-_COUNTS = (
-    "claimed",
-    "succeeded",
-    "retried",
-    "dead",
-    "snoozed",
-    "cancelled",
-    "lost_leases",
-    "reclaimed",
-    "batches",
-)
 _COUNTER = {
     Status.SUCCEEDED: "succeeded",
     Status.RETRYING: "retried",
