@@ -134,14 +134,16 @@ def first_evidence(log: Path) -> str:
     return ""
 
 
-def proofs_of(mutant: Mutant | None, chosen: list[str]) -> list[tuple[str, list[str]]]:
-    proofs = [(name, PROOFS[name]) for name in chosen]
-    targeted = mutant.targeted if mutant else sorted({t for m in MUTANTS for t in m.targeted})
-    return proofs + [(path, [path]) for path in targeted]
+def proofs_of(targeted: tuple[str, ...], chosen: list[str]) -> list[tuple[str, list[str]]]:
+    return [(name, PROOFS[name]) for name in chosen] + [(path, [path]) for path in targeted]
 
 
 def run_mutant(
-    mutant: Mutant | None, chosen: list[str], first_kill: bool, logs: Path
+    mutant: Mutant | None,
+    chosen: list[str],
+    first_kill: bool,
+    logs: Path,
+    targeted: tuple[str, ...] = (),
 ) -> list[Verdict]:
     name = mutant.name if mutant else "baseline"
     verdicts = []
@@ -152,7 +154,7 @@ def run_mutant(
             apply(mutant, tree)
         check_isolated(tree)
         (logs / name).mkdir(parents=True, exist_ok=True)
-        for proof, args in proofs_of(mutant, chosen):
+        for proof, args in proofs_of(mutant.targeted if mutant else targeted, chosen):
             verdict = run_proof(proof, args, tree, logs / name)
             verdicts.append(verdict)
             print(f"  {name}: {proof} {verdict.outcome} ({verdict.seconds:.0f} s)", flush=True)
@@ -197,7 +199,8 @@ def main(argv: list[str]) -> int:
         parser.error(f"unknown mutants; known: {[m.name for m in MUTANTS]}")
     print(f"mutants: logs in {args.logs}", flush=True)
     if not args.no_baseline:
-        baseline = run_mutant(None, chosen, False, args.logs)
+        targeted = tuple(sorted({t for m in mutants for t in m.targeted}))
+        baseline = run_mutant(None, chosen, False, args.logs, targeted)
         if any(v.outcome != "survived" for v in baseline):
             print("mutants: the unmutated engine fails a proof; fix that first", file=sys.stderr)
             return 2
