@@ -36,10 +36,10 @@ FIELDS = [
     "lease_token",
 ]
 hostile_body = st.one_of(
-    st.dictionaries(st.sampled_from(FIELDS), bad.any_field, max_size=4).map(
+    st.dictionaries(st.sampled_from(FIELDS), bad.any_json_field, max_size=4).map(
         lambda d: {"type": "report", **d}
     ),
-    bad.payload.map(lambda p: {"type": "report", "payload": p}),
+    bad.json_payload.map(lambda p: {"type": "report", "payload": p}),
     bad.json_value,
 )
 # A request the API accepts, with hostile but storable text in its payload and key.
