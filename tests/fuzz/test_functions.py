@@ -123,6 +123,7 @@ def test_api_answers_hostile_requests_without_5xx_and_writes_nothing_on_refusal(
         reach[kind] += 1
         hypothesis.event(kind)
         if kind == "written":
+            assert isinstance(body, dict)
             assert_written_as_asked(body, json.loads(event["body"]))
         if (
             response["statusCode"] >= 400

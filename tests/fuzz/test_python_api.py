@@ -175,12 +175,18 @@ def test_listing_over_a_populated_table_matches_an_oracle_page_by_page(
         user_id: UUID | None,
         limit: Any,
     ) -> None:
-        filters = {"statuses": statuses, "types": types, "queues": queues, "user_id": user_id}
         pages: list[UUID] = []
         cursor = None
         try:
             for _ in range(len(everything) + 1):  # a cursor that repeats a page must end
-                page = store.list_jobs(**filters, limit=limit, cursor=cursor)
+                page = store.list_jobs(
+                    statuses=statuses,
+                    types=types,
+                    queues=queues,
+                    user_id=user_id,
+                    limit=limit,
+                    cursor=cursor,
+                )
                 assert len(page.jobs) <= limit
                 pages += [j.id for j in page.jobs]
                 if page.next_cursor is None:

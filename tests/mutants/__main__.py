@@ -88,8 +88,15 @@ def apply(mutant: Mutant, tree: Path) -> None:
 
 def environment(tree: Path) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("TICKQ_")}
-    # CI=true makes hypothesis derandomize, so a model-test verdict is repeatable.
-    return {**env, "PYTHONPATH": str(tree), "CI": "true", "TICKQ_HYPOTHESIS_PROFILE": "ci"}
+    # CI=true makes hypothesis derandomize, so a model-test verdict is repeatable; a kill
+    # needs no shrinking (minutes on a database-backed state machine).
+    return {
+        **env,
+        "PYTHONPATH": str(tree),
+        "CI": "true",
+        "TICKQ_HYPOTHESIS_PROFILE": "ci",
+        "TICKQ_HYPOTHESIS_SHRINK": "0",
+    }
 
 
 def check_isolated(tree: Path) -> None:
