@@ -337,6 +337,7 @@ class HotPathVersusModel(RuleBasedStateMachine):
         assert len(claimed) == min(limit, len(runnable))
         taken = {j.id for j in claimed}
         order = {j.id: (-j.priority, j.run_after, j.created_at) for j in runnable}
+        assert taken <= set(order), "claimed a job that is not runnable in this queue"
         worst = max((order[i] for i in taken), default=None)
         assert all(worst is None or order[j.id] >= worst for j in runnable if j.id not in taken)
         for job in claimed:
