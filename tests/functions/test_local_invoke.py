@@ -73,7 +73,7 @@ def test_context_counts_down_from_the_timeout() -> None:
 def tickq_invoke(function: str, event: Path, *env: str, url: str) -> Any:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("TICKQ_")}
     environ["TICKQ_DATABASE_URL"] = url
-    command = [sys.executable, "-m", "queue_core.cli", "invoke", function, "--event", str(event)]
+    command = [sys.executable, "-m", "infra.cli", "invoke", function, "--event", str(event)]
     for pair in env:
         command += ["--env", pair]
     done = subprocess.run(
