@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import psycopg
 from rich.table import Table
 
 from queue_core import migrate as migrations
@@ -189,7 +188,7 @@ def cmd_work(args: argparse.Namespace) -> int:
                 while not stop.wait(0.2):
                     if deadline is not None and time.monotonic() >= deadline:
                         stop.set()
-                    if args.until_empty and _idle(watch, runner.queues):
+                    if args.until_empty and not PostgresStore(watch).has_pending(runner.queues):
                         stop.set()
 
         watcher = threading.Thread(target=until, daemon=True)
@@ -201,20 +200,11 @@ def cmd_work(args: argparse.Namespace) -> int:
                 on_tick=on_tick,
                 reconnect=connect_store,
             )
-        runner.store.conn.close()
+        runner.store.close()
     if not args.json and err.is_terminal:
         err.print()
     emit(args, report.as_dict(), lambda: out.print(report_table(report)))
     return 0
-
-
-def _idle(conn: psycopg.Connection[Any], queues: Sequence[str]) -> bool:
-    row = conn.execute(
-        "select not exists (select from tickq.jobs where queue = any(%s)"
-        " and status in ('queued', 'retrying', 'running'))",
-        (list(queues),),
-    ).fetchone()
-    return bool(row and row[0])
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:

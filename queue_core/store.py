@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from operator import attrgetter
 from typing import Any
@@ -44,7 +44,19 @@ from .jobs import (
     Status,
     job_from_row,
 )
+from .ports import (
+    NO_JOBS,
+    ClaimedBatch,
+    JobList,
+    LeaseState,
+    LimitsConfigured,
+    Page,
+    StatsRow,
+    Store,
+)
 from .queries import QUERIES
+
+__all__ = ["LeaseState", "LimitsConfigured", "Page", "PostgresStore", "StatsRow"]
 
 MAX_PAGE = 500
 # How long a store trusts its last look at the limit tables: a limit set or cleared takes
@@ -74,35 +86,8 @@ _BASE_COLUMNS = tuple(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Page:
-    jobs: list[Job]
-    next_cursor: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class LimitsConfigured:
-    types: bool
-    queues: bool
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseState:
-    lease_until: datetime
-    cancel_requested: bool
-
-
-@dataclass(frozen=True, slots=True)
-class StatsRow:
-    queue: str
-    type: str
-    status: Status
-    count: int
-    oldest_runnable_seconds: float | None
-
-
 class PostgresStore:
-    """The queue on one psycopg connection.
+    """The queue on one psycopg connection: the store port's adapter for PostgreSQL.
 
     With an autocommit connection each operation is one statement, one round trip, its own
     transaction. With a connection inside the caller's transaction, operations join it.
@@ -114,6 +99,13 @@ class PostgresStore:
         self.user_id = user_id
         self._limits: tuple[float, LimitsConfigured] | None = None
         self._threads = threading.local()
+
+    @property
+    def autocommit(self) -> bool:
+        return self.conn.autocommit
+
+    def close(self) -> None:
+        self.conn.close()
 
     # Enqueue
 
@@ -309,7 +301,7 @@ class PostgresStore:
         limit: int = 10,
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         now: datetime | None = None,
-    ) -> tuple[set[UUID], Claimed]:
+    ) -> tuple[set[UUID], ClaimedBatch]:
         """finish_and_claim, leaving the claimed rows unparsed until `Claimed.jobs()`, so a
         caller can parse them while the connection runs its next statement."""
         if limit and self.limits_configured().types:
@@ -321,7 +313,7 @@ class PostgresStore:
                 "now": now,
             }
             jobs = self._rows("jobs_claim_limited", params, _job, binary=True)
-            return held, Claimed(sorted(jobs, key=transitions.claim_order))
+            return held, JobList(sorted(jobs, key=transitions.claim_order))
         ids: list[UUID] = []
         tokens: list[UUID] = []
         others: list[str] = []
@@ -345,7 +337,7 @@ class PostgresStore:
         if self.user_id is not None:  # its rows must be read inside the user's scope
             rows = self._rows(statement, params, None, binary=True)
             jobs = [job_from_row(row[1:]) for row in rows if row[1] is not None]
-            return set(rows[0][0] or ()), Claimed(sorted(jobs, key=transitions.claim_order))
+            return set(rows[0][0] or ()), JobList(sorted(jobs, key=transitions.claim_order))
         with translate_errors():
             # Binary rows: a claim returns whole jobs, and parsing them is its main client cost.
             cur = self._cursor(binary=True)
@@ -358,8 +350,8 @@ class PostgresStore:
         assert first is not None
         if first[1] is None:
             cur.close()
-            return set(first[0] or ()), Claimed([])
-        return set(first[0] or ()), Claimed(cur, first)
+            return set(first[0] or ()), NO_JOBS
+        return set(first[0] or ()), ClaimedRows(cur, first)
 
     def complete(self, job: Job, result: Any = None, *, now: datetime | None = None) -> None:
         self._finish_one(transitions.succeeded(job, result), now)
@@ -495,6 +487,9 @@ class PostgresStore:
             now=now,
         )
         return self._rows("jobs_retry", params, _job)
+
+    def has_pending(self, queues: Sequence[str]) -> bool:
+        return bool(self._rows("jobs_pending_exist", {"queues": list(queues)}, None)[0][0])
 
     def stats(self, *, now: datetime | None = None) -> list[StatsRow]:
         rows = self._rows("jobs_stats", {"now": now}, None)
@@ -677,29 +672,23 @@ def _outcome_json(o: Outcome) -> str:
     )
 
 
-class Claimed:
-    """The jobs one statement leased, parsed into Jobs (in claim order) on the first
-    `jobs()` call; or a list of Jobs already in claim order."""
+class ClaimedRows:
+    """A ClaimedBatch still on its cursor: the first row read, the rest parsed into Jobs
+    (in claim order) on the first `jobs()` call."""
 
-    def __init__(
-        self, source: list[Job] | psycopg.Cursor[Any], first: Sequence[Any] | None = None
-    ) -> None:
+    def __init__(self, cursor: psycopg.Cursor[Any], first: Sequence[Any]) -> None:
         self._jobs: list[Job] | None = None
-        self._cursor: psycopg.Cursor[Any] | None = None
-        if isinstance(source, list):
-            self._jobs = source
-            self._count = len(source)
-        else:
-            self._cursor, self._first = source, first
-            result = source.pgresult
-            self._count = result.ntuples if result is not None else 0
+        self._cursor: psycopg.Cursor[Any] | None = cursor
+        self._first = first
+        result = cursor.pgresult
+        self._count = result.ntuples if result is not None else 0
 
     def __len__(self) -> int:
         return self._count
 
     def jobs(self) -> list[Job]:
         if self._jobs is None:
-            assert self._cursor is not None and self._first is not None
+            assert self._cursor is not None
             with translate_errors(), self._cursor as cur:
                 rows = cur.fetchall()
             jobs = [job_from_row(self._first[1:])]
@@ -736,3 +725,7 @@ def _job(cursor: psycopg.Cursor[Any]) -> RowMaker[Job]:
         return job_from_row(values)
 
     return make
+
+
+# mypy holds the adapter to the port it implements.
+_ADAPTS: type[Store] = PostgresStore

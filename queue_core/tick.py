@@ -19,8 +19,8 @@ from . import transitions
 from .context import JobContext
 from .errors import DatabaseError, InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
 from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, Status
+from .ports import NO_JOBS, ClaimedBatch, JobList, Store
 from .registry import Registry, Task
-from .store import Claimed, PostgresStore
 
 log = logging.getLogger("tickq")
 _T = TypeVar("_T")
@@ -105,7 +105,7 @@ class Runner:
 
     def __init__(
         self,
-        store: PostgresStore,
+        store: Store,
         registry: Registry,
         *,
         queues: Sequence[str] = (DEFAULT_QUEUE,),
@@ -126,7 +126,7 @@ class Runner:
         self._pool: ThreadPoolExecutor | None = None
         self._database: ThreadPoolExecutor | None = None
         # Jobs leased by the last persist (finish and claim in one statement), run next.
-        self._next = Claimed([])
+        self._next: ClaimedBatch = NO_JOBS
         # A batch run but not yet persisted: the statement that runs beside the next batch
         # persists it. Only ever set while `_next` holds that next batch.
         self._unsaved: tuple[list[Job], list[Outcome]] | None = None
@@ -210,10 +210,10 @@ class Runner:
         instead of taking turns. Still one statement per batch; this batch's outcomes ride
         on the next batch's statement.
         """
-        claimed, self._next = self._next, Claimed([])
+        claimed, self._next = self._next, NO_JOBS
         unsaved, self._unsaved = self._unsaved, None
         if not claimed:
-            claimed = Claimed(
+            claimed = JobList(
                 self.store.claim(
                     queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds
                 )
@@ -263,7 +263,7 @@ class Runner:
         batch before it starts, which must stay far inside its lease (and a Lambda tick's
         safety margin), and two threads' statements must not share a caller's transaction.
         """
-        return size == self.batch_size and self._quick and self.store.conn.autocommit
+        return size == self.batch_size and self._quick and self.store.autocommit
 
     def _quick_seconds(self, jobs: Sequence[Job]) -> float:
         shortest_lease = min(job.lease_seconds or self.lease_seconds for job in jobs)
@@ -404,7 +404,7 @@ class Runner:
         poll_interval: float = 1.0,
         reclaim_interval: float = 5.0,
         on_tick: Callable[[TickReport], None] | None = None,
-        reconnect: Callable[[], PostgresStore] | None = None,
+        reconnect: Callable[[], Store] | None = None,
         listen: bool = True,
     ) -> TickReport:
         """Run until `stop` is set: batches back to back while there is work, a short sleep
@@ -421,7 +421,7 @@ class Runner:
         started = time.perf_counter()
         last_reclaim = 0.0
         delay = 0.5
-        listening: PostgresStore | None = None
+        listening: Store | None = None
         # After a stop, the batch already leased by the last persist still runs.
         while not stop.is_set() or self._next:
             report = TickReport()
@@ -474,7 +474,7 @@ class Runner:
             except DatabaseError:
                 return  # the next claim meets the same failure and handles it
 
-    def _replace_store(self, reconnect: Callable[[], PostgresStore]) -> None:
+    def _replace_store(self, reconnect: Callable[[], Store]) -> None:
         try:
             fresh = reconnect()
         except DatabaseError as exc:
@@ -482,7 +482,7 @@ class Runner:
             return
         old, self.store = self.store, fresh
         with contextlib.suppress(Exception):
-            old.conn.close()
+            old.close()
 
 
 def _dead_letter(job: Job, error: str | None) -> DeadLetter:

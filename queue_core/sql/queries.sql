@@ -321,6 +321,13 @@ from chosen
 where j.id = chosen.id
 returning {columns_j};
 
+-- name: jobs_pending_exist
+-- Whether any job of these queues is waiting or running (`tickq work --until-empty`).
+select exists (
+    select from tickq.jobs
+    where queue = any(%(queues)s::text[]) and status in ('queued', 'retrying', 'running')
+);
+
 -- name: jobs_stats
 -- Counts per queue, type and status, and the age of the oldest runnable job of each.
 select queue, type, status, count(*) as count,

@@ -101,7 +101,7 @@ def test_the_graph_sees_every_package_and_its_imports() -> None:
     graph = import_graph()
 
     assert {m.split(".")[0] for m in graph} == set(PACKAGES)
-    assert "queue_core.store" in graph["queue_core.tick"]
+    assert "queue_core.ports" in graph["queue_core.tick"]
     assert "queue_core" in graph["functions.tick"]
     assert "infra.cli_common" in graph["infra.cli"]
 
