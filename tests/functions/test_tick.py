@@ -72,7 +72,7 @@ def test_stops_before_the_remaining_time_runs_out(
     # Then it claimed only while more than the margin remained: 60 s -> 4 s in 7 batches,
     # the last one starting with 12 s left, none with 10 s or less.
     assert report["claimed"] == 14 and report["batches"] == 7
-    assert context.remaining_ms == 4_000
+    assert context.get_remaining_time_in_millis() == 4_000
     assert statuses(conn).count("queued") == 16
 
 
