@@ -30,6 +30,8 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from queue_core.config import comma_list
+
 from .lambda_context import LocalContext
 
 Handler = Callable[[dict[str, Any], Any], Mapping[str, Any]]
@@ -71,7 +73,7 @@ def operator_group(env: Mapping[str, str]) -> str:
     from functions.ui import DEFAULT_OPERATOR_GROUPS
 
     configured = env.get("TICKQ_OPERATOR_GROUPS") or DEFAULT_OPERATOR_GROUPS
-    return next((g.strip() for g in configured.split(",") if g.strip()), DEFAULT_OPERATOR_GROUPS)
+    return next(iter(comma_list(configured)), DEFAULT_OPERATOR_GROUPS)
 
 
 def parse_user(raw: str) -> str:
