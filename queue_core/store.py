@@ -20,6 +20,7 @@ import psycopg.errors
 from psycopg import pq
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
+from psycopg.rows import dict_row
 
 from . import transitions, validation
 from .batch import JobBatch
@@ -582,6 +583,16 @@ def translate_errors() -> Iterator[None]:
         raise DatabaseError(f"database unavailable: {exc}") from exc
     except psycopg.Error as exc:
         raise DatabaseError(f"database error: {exc}") from exc
+
+
+def named_rows(
+    conn: psycopg.Connection[Any], name: str, params: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Run one named statement on `conn`; its rows by column name. For the standing
+    policies' statements (schedules, limits, retention): few rows, off the hot path."""
+    with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(QUERIES[name], params)
+        return cur.fetchall() if cur.description else []
 
 
 def encode_cursor(job: Job) -> str:

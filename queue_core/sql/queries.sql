@@ -571,6 +571,7 @@ returning type, max_running, rate_limit, rate_period_seconds;
 -- Every type limit, with the jobs of the type running now.
 select l.type, l.max_running, l.rate_limit, l.rate_period_seconds,
        (select count(*) from tickq.jobs j where j.status = 'running' and j.type = l.type)
+           as running
 from tickq.type_limits l
 order by l.type;
 
@@ -589,7 +590,7 @@ returning queue, max_depth;
 -- Every queue limit, with the jobs waiting in the queue now.
 select l.queue, l.max_depth,
        (select count(*) from tickq.jobs j
-        where j.queue = l.queue and j.status in ('queued', 'retrying'))
+        where j.queue = l.queue and j.status in ('queued', 'retrying')) as waiting
 from tickq.queue_limits l
 order by l.queue;
 
