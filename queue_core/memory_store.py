@@ -17,7 +17,7 @@ from uuid import UUID, uuid4
 
 from . import transitions, validation
 from .batch import JobBatch
-from .errors import InvalidJob, InvalidTransition, JobNotFound, LeaseLost
+from .errors import InvalidTransition, JobNotFound, LeaseLost
 from .ids import new_id
 from .jobs import (
     DEFAULT_LEASE_SECONDS,
@@ -30,15 +30,15 @@ from .jobs import (
     Outcome,
     Status,
 )
-from .ports import ClaimedBatch, JobList, LeaseState, Page, StatsRow, Store
-from .store import MAX_PAGE, decode_cursor, encode_cursor
+from .ports import ClaimedBatch, DerivedOperations, JobList, LeaseState, Page, StatsRow, Store
+from .store import check_page_limit, decode_cursor, encode_cursor
 
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class MemoryStore:
+class MemoryStore(DerivedOperations):
     """A queue in this process. Safe to share between threads (one lock), and autocommit:
     every operation is whole on its own."""
 
@@ -106,37 +106,6 @@ class MemoryStore:
 
     # The worker's cycle
 
-    def claim(
-        self,
-        *,
-        queues: Sequence[str] = (DEFAULT_QUEUE,),
-        limit: int = 10,
-        lease_seconds: int = DEFAULT_LEASE_SECONDS,
-        now: datetime | None = None,
-    ) -> list[Job]:
-        return self.finish_and_claim(
-            (), queues=queues, limit=limit, lease_seconds=lease_seconds, now=now
-        )[1]
-
-    def finish(self, outcomes: Sequence[Outcome], *, now: datetime | None = None) -> set[UUID]:
-        if not outcomes:
-            return set()
-        return self.finish_and_claim(outcomes, limit=0, now=now)[0]
-
-    def finish_and_claim(
-        self,
-        outcomes: Sequence[Outcome],
-        *,
-        queues: Sequence[str] = (DEFAULT_QUEUE,),
-        limit: int = 10,
-        lease_seconds: int = DEFAULT_LEASE_SECONDS,
-        now: datetime | None = None,
-    ) -> tuple[set[UUID], list[Job]]:
-        held, claimed = self.finish_and_claim_unparsed(
-            outcomes, queues=queues, limit=limit, lease_seconds=lease_seconds, now=now
-        )
-        return held, claimed.jobs()
-
     def finish_and_claim_unparsed(
         self,
         outcomes: Sequence[Outcome],
@@ -177,18 +146,6 @@ class MemoryStore:
                 self._jobs[job.id] = leased
                 claimed.append(leased)
             return held, JobList(claimed)
-
-    def complete(self, job: Job, result: Any = None, *, now: datetime | None = None) -> None:
-        self._finish_one(transitions.succeeded(job, result), now)
-
-    def fail(
-        self, job: Job, error: str, *, permanent: bool = False, now: datetime | None = None
-    ) -> None:
-        self._finish_one(transitions.failed(job, error, permanent=permanent), now)
-
-    def _finish_one(self, outcome: Outcome, now: datetime | None) -> None:
-        if outcome.job_id not in self.finish([outcome], now=now):
-            raise LeaseLost(outcome.job_id)
 
     def reclaim(self, *, limit: int = 1000, now: datetime | None = None) -> list[Job]:
         with self._lock:
@@ -269,8 +226,7 @@ class MemoryStore:
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page:
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-            raise InvalidJob("limit", f"must be an integer between 1 and {MAX_PAGE}")
+        check_page_limit(limit)
         wanted = None if statuses is None else {Status(s) for s in statuses}
         types_, queues_ = _set(types), _set(queues)
         after = decode_cursor(cursor) if cursor else None

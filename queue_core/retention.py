@@ -144,14 +144,7 @@ class Retention:
         self.conn = conn
 
     def set(self, rule: RetentionPolicy) -> RetentionPolicy:
-        params = {
-            "queue": rule.queue,
-            "type": rule.type,
-            "statuses": list(rule.statuses),
-            "max_age_seconds": rule.max_age_seconds,
-            "keep_last": rule.keep_last,
-        }
-        return _policy(self._rows("retention_policies_set", params)[0])
+        return _policy(self._rows("retention_policies_set", _params(rule, None))[0])
 
     def policies(self) -> list[RetentionPolicy]:
         return [_policy(row) for row in self._rows("retention_policies_list", {})]
@@ -203,6 +196,7 @@ class Retention:
 
 
 def _params(rule: RetentionPolicy, now: datetime | None) -> dict[str, Any]:
+    """A policy as statement parameters (each statement reads the ones it names)."""
     return {
         "queue": rule.queue,
         "type": rule.type,

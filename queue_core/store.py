@@ -48,6 +48,7 @@ from .jobs import (
 from .ports import (
     NO_JOBS,
     ClaimedBatch,
+    DerivedOperations,
     JobList,
     LeaseState,
     LimitsConfigured,
@@ -87,7 +88,7 @@ _BASE_COLUMNS = tuple(
 )
 
 
-class PostgresStore:
+class PostgresStore(DerivedOperations):
     """The queue on one psycopg connection: the store port's adapter for PostgreSQL.
 
     With an autocommit connection each operation is one statement, one round trip, its own
@@ -256,43 +257,6 @@ class PostgresStore:
 
     # Worker operations
 
-    def claim(
-        self,
-        *,
-        queues: Sequence[str] = (DEFAULT_QUEUE,),
-        limit: int = 10,
-        lease_seconds: int = DEFAULT_LEASE_SECONDS,
-        now: datetime | None = None,
-    ) -> list[Job]:
-        return self.finish_and_claim(
-            (), queues=queues, limit=limit, lease_seconds=lease_seconds, now=now
-        )[1]
-
-    def finish(self, outcomes: Sequence[Outcome], *, now: datetime | None = None) -> set[UUID]:
-        """Persist a batch of outcomes in one statement; returns the ids whose lease held."""
-        if not outcomes:
-            return set()
-        return self.finish_and_claim(outcomes, limit=0, now=now)[0]
-
-    def finish_and_claim(
-        self,
-        outcomes: Sequence[Outcome],
-        *,
-        queues: Sequence[str] = (DEFAULT_QUEUE,),
-        limit: int = 10,
-        lease_seconds: int = DEFAULT_LEASE_SECONDS,
-        now: datetime | None = None,
-    ) -> tuple[set[UUID], list[Job]]:
-        """Persist outcomes and lease up to `limit` more jobs, best first, in one statement.
-
-        Returns the ids whose lease held (the others' outcomes were refused) and the jobs
-        claimed. Under type limits the claim is a statement of its own (jobs_claim_limited).
-        """
-        held, claimed = self.finish_and_claim_unparsed(
-            outcomes, queues=queues, limit=limit, lease_seconds=lease_seconds, now=now
-        )
-        return held, claimed.jobs()
-
     def finish_and_claim_unparsed(
         self,
         outcomes: Sequence[Outcome],
@@ -302,8 +266,9 @@ class PostgresStore:
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         now: datetime | None = None,
     ) -> tuple[set[UUID], ClaimedBatch]:
-        """finish_and_claim, leaving the claimed rows unparsed until `Claimed.jobs()`, so a
-        caller can parse them while the connection runs its next statement."""
+        """finish_and_claim, leaving the claimed rows unparsed until `jobs()`, so a caller
+        can parse them while the connection runs its next statement. Under type limits the
+        claim is a statement of its own (jobs_claim_limited)."""
         if limit and self.limits_configured().types:
             held = self.finish(outcomes, now=now)
             params = {
@@ -352,18 +317,6 @@ class PostgresStore:
             cur.close()
             return set(first[0] or ()), NO_JOBS
         return set(first[0] or ()), ClaimedRows(cur, first, _job_columns_at(statement, cur))
-
-    def complete(self, job: Job, result: Any = None, *, now: datetime | None = None) -> None:
-        self._finish_one(transitions.succeeded(job, result), now)
-
-    def fail(
-        self, job: Job, error: str, *, permanent: bool = False, now: datetime | None = None
-    ) -> None:
-        self._finish_one(transitions.failed(job, error, permanent=permanent), now)
-
-    def _finish_one(self, outcome: Outcome, now: datetime | None) -> None:
-        if outcome.job_id not in self.finish([outcome], now=now):
-            raise LeaseLost(outcome.job_id)
 
     def reclaim(self, *, limit: int = 1000, now: datetime | None = None) -> list[Job]:
         """Expired leases back to retrying or dead; returns the jobs as they now stand."""
@@ -436,8 +389,7 @@ class PostgresStore:
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page:
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-            raise InvalidJob("limit", f"must be an integer between 1 and {MAX_PAGE}")
+        check_page_limit(limit)
         after_created, after_id = decode_cursor(cursor) if cursor else (None, None)
         params = {
             "statuses": _statuses(statuses),
@@ -593,6 +545,12 @@ def named_rows(
     with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
         cur.execute(QUERIES[name], params)
         return cur.fetchall() if cur.description else []
+
+
+def check_page_limit(limit: object) -> None:
+    """A page of jobs holds 1 to MAX_PAGE of them."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidJob("limit", f"must be an integer between 1 and {MAX_PAGE}")
 
 
 def encode_cursor(job: Job) -> str:
