@@ -806,7 +806,10 @@ def _fail(args: argparse.Namespace, exc: Exception, code: int, hint: str = "") -
     if args.json:
         print(json.dumps({"error": type(exc).__name__, "message": str(exc) + hint}))
     else:
-        err.print(f"[red]error:[/] {exc}{hint}", markup=True, highlight=False)
+        # Invalid UTF-8 from argv arrives as lone surrogates, which a strict stream cannot
+        # encode (and a failed write leaves in rich's buffer for every later print).
+        message = f"{exc}{hint}".encode("utf-8", "backslashreplace").decode("utf-8")
+        err.print(f"[red]error:[/] {message}", markup=True, highlight=False)
     return code
 
 
