@@ -212,11 +212,15 @@ class HotPathVersusModel(RuleBasedStateMachine):
 
     @initialize(batch=RUNNABLE_BATCH, data=st.data())
     def start_with_leased_jobs(self, batch: list[tuple[Any, ...]], data: st.DataObject) -> None:
-        """Every run starts with jobs leased in both queues: stale leases and retries need
-        leases, and a run that spends its steps getting there reaches neither."""
+        """Every run starts with jobs leased in both queues and one worker that outlived its
+        lease: stale leases and retries need leases, and a run that spends its steps getting
+        there reaches neither."""
         self.enqueue_many(batch)
         for queue in QUEUES:
             self.finish_and_claim(data, queue, 3)
+        # One late worker right away (the fence's whole reason); the rules add more.
+        if self.held:
+            self.worker_outlives_its_lease(data, data.draw(st.sampled_from(OUTCOMES)), 1)
 
     @rule(batch=BATCH)
     def enqueue_many(self, batch: list[tuple[Any, ...]]) -> None:
@@ -300,10 +304,6 @@ class HotPathVersusModel(RuleBasedStateMachine):
         self.reclaim()
         self.beat(lease, 10, data.draw(st.booleans()))
         self.persist([i], [(lease, kind, 0.5)], lease.queue, limit)
-
-    # Drawn three times as often as other rules: a late worker is the fence's whole reason.
-    late_worker_again = worker_outlives_its_lease
-    late_worker_once_more = worker_outlives_its_lease
 
     def persist(
         self, picks: list[int], plans: list[tuple[Job, str, float]], queue: str, limit: int

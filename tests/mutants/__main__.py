@@ -81,8 +81,10 @@ def apply(mutant: Mutant, tree: Path) -> None:
         path = tree / edit.path
         text = path.read_text()
         count = text.count(edit.before)
-        if count != 1:
-            raise MutantDoesNotApply(f"{mutant.name}: {edit.path} has the text {count} times")
+        if count != edit.count:
+            raise MutantDoesNotApply(
+                f"{mutant.name}: {edit.path} has the text {count} times, not {edit.count}"
+            )
         path.write_text(text.replace(edit.before, edit.after))
 
 

@@ -3,9 +3,9 @@ Python that a proof must catch.
 
 To add a mutant, append a `Mutant` to MUTANTS: a name (a slug), one line saying what is
 broken, the text replaced in each file (the `before` text must occur in the file exactly
-once: include enough context), and the targeted tests, if any, that should catch it beside
-the soak and the model test. `python -m tests.mutants --only <name>` runs just that one.
-A mutant that no test can tell from the engine says why in `equivalent`.
+once, or `count` times: include enough context), and the targeted tests, if any, that
+should catch it beside the soak and the model test. `python -m tests.mutants --only <name>`
+runs just that one. A mutant that no test can tell from the engine says why in `equivalent`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ class Edit:
     path: str
     before: str
     after: str
+    # How many times `before` occurs (all are replaced): statements with variants (one
+    # queue, several queues) repeat a clause, and a mutant breaks every copy.
+    count: int = 1
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "        attempts = j.attempts + 1,\n        lease_token = gen_random_uuid(),",
                 "        attempts = j.attempts + case when j.status = 'retrying' then 0 else 1 end,"
                 "\n        lease_token = gen_random_uuid(),",
+                count=2,
             ),
         ),
     ),
@@ -74,7 +78,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "finish-without-token-check",
         "finish no longer checks the lease token",
-        (Edit(QUERIES, "      and j.lease_token = o.lease_token\n", ""),),
+        (Edit(QUERIES, "      and j.lease_token = o.lease_token\n", "", count=2),),
     ),
     Mutant(
         "reclaim-ignores-cancel",
@@ -119,6 +123,12 @@ MUTANTS: tuple[Mutant, ...] = (
                 "      and run_after <= coalesce(%(now)s::timestamptz, now())\n",
                 "      and queue = %(queue)s\n",
             ),
+            Edit(
+                QUERIES,
+                "      and queue = any(%(queues)s::text[])\n"
+                "      and run_after <= coalesce(%(now)s::timestamptz, now())\n",
+                "      and queue = any(%(queues)s::text[])\n",
+            ),
         ),
     ),
     Mutant(
@@ -134,29 +144,13 @@ MUTANTS: tuple[Mutant, ...] = (
             # The arbiters of both enqueue statements must name the index's predicate.
             Edit(
                 QUERIES,
-                "    on conflict (idempotency_key, user_id)\n"
                 "        where idempotency_key is not null"
                 " and status not in ('dead', 'cancelled')\n"
-                "        do nothing\n"
-                "    returning j.id",
-                "    on conflict (idempotency_key, user_id)\n"
+                "        do nothing\n",
                 "        where idempotency_key is not null"
                 " and status not in ('dead', 'cancelled', 'succeeded')\n"
-                "        do nothing\n"
-                "    returning j.id",
-            ),
-            Edit(
-                QUERIES,
-                "    on conflict (idempotency_key, user_id)\n"
-                "        where idempotency_key is not null"
-                " and status not in ('dead', 'cancelled')\n"
-                "        do nothing\n"
-                "    returning {columns}",
-                "    on conflict (idempotency_key, user_id)\n"
-                "        where idempotency_key is not null"
-                " and status not in ('dead', 'cancelled', 'succeeded')\n"
-                "        do nothing\n"
-                "    returning {columns}",
+                "        do nothing\n",
+                count=2,
             ),
         ),
     ),
@@ -168,6 +162,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 QUERIES,
                 "      and j.lease_token = o.lease_token\n      and j.status = 'running'\n",
                 "      and j.lease_token = o.lease_token\n",
+                count=2,
             ),
         ),
         equivalent=(
@@ -183,6 +178,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 QUERIES,
                 "      and j.lease_token = o.lease_token\n      and j.status = 'running'\n",
                 "",
+                count=2,
             ),
         ),
     ),
