@@ -33,6 +33,7 @@ from .errors import (
     QueueFull,
     TickqError,
 )
+from .fairness import FairState
 from .ids import new_id, new_ids
 from .jobs import (
     DEFAULT_LEASE_SECONDS,
@@ -70,6 +71,7 @@ _BASE_COLUMNS = tuple(
         ("backoff_factor", "backoff.factor"),
         ("backoff_max", "backoff.max"),
         ("backoff_jitter", "backoff.jitter"),
+        ("group_key", "group_key"),
     )
 )
 
@@ -84,6 +86,7 @@ class Page:
 class LimitsConfigured:
     types: bool
     queues: bool
+    per_group: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +116,7 @@ class PostgresStore:
         self.conn = conn
         self.user_id = user_id
         self._limits: tuple[float, LimitsConfigured] | None = None
+        self._fair = FairState()
         self._threads = threading.local()
 
     # Enqueue
@@ -312,6 +316,9 @@ class PostgresStore:
     ) -> tuple[set[UUID], Claimed]:
         """finish_and_claim, leaving the claimed rows unparsed until `Claimed.jobs()`, so a
         caller can parse them while the connection runs its next statement."""
+        if limit and self._claims_fairly(queues):
+            held = self.finish(outcomes, now=now)
+            return held, Claimed(self._claim_fair(queues, limit, lease_seconds, now))
         if limit and self.limits_configured().types:
             held = self.finish(outcomes, now=now)
             params = {
@@ -360,6 +367,42 @@ class PostgresStore:
             cur.close()
             return set(first[0] or ()), Claimed([])
         return set(first[0] or ()), Claimed(cur, first)
+
+    def _claims_fairly(self, queues: Sequence[str]) -> bool:
+        """Whether the claim must take turns across groups: a cap per group is set, or a
+        queue's best priority level holds more than one group (re-read every
+        GROUPS_TTL_SECONDS). Otherwise the plain statements run, unchanged."""
+        if self.limits_configured().per_group:
+            return True
+        for queue in queues:
+            mixed = self._fair.mixed_known(queue)
+            if mixed is None:
+                mixed = bool(self._rows("jobs_groups_mixed", {"queue": queue}, None)[0][0])
+                self._fair.remember_mixed(queue, mixed)
+            if mixed:
+                return True
+        return False
+
+    def _claim_fair(
+        self, queues: Sequence[str], limit: int, lease_seconds: int, now: datetime | None
+    ) -> list[Job]:
+        """jobs_claim_fair, queue by queue in the order given until `limit` are leased;
+        each queue's sweep resumes where this store's previous one ended."""
+        jobs: list[Job] = []
+        for queue in queues:
+            params = {
+                "queue": queue,
+                "limit": limit - len(jobs),
+                "lease_seconds": lease_seconds,
+                "now": now,
+                "after": self._fair.after.get(queue),
+            }
+            taken = self._rows("jobs_claim_fair", params, _job, binary=True)
+            self._fair.advance(queue, (job.group_key for job in taken))
+            jobs += taken
+            if len(jobs) >= limit:
+                break
+        return sorted(jobs, key=transitions.claim_order)
 
     def complete(self, job: Job, result: Any = None, *, now: datetime | None = None) -> None:
         self._finish_one(transitions.succeeded(job, result), now)
@@ -517,8 +560,9 @@ class PostgresStore:
         """Whether any type or queue limit exists, re-read every LIMITS_TTL_SECONDS."""
         checked = time.monotonic()
         if self._limits is None or checked - self._limits[0] >= LIMITS_TTL_SECONDS:
-            types, queues = self._rows("limits_configured", {}, None)[0]
-            self._limits = (checked, LimitsConfigured(bool(types), bool(queues)))
+            types, queues, per_group = self._rows("limits_configured", {}, None)[0]
+            configured = LimitsConfigured(bool(types), bool(queues), bool(per_group))
+            self._limits = (checked, configured)
         return self._limits[1]
 
     def now(self) -> datetime:
@@ -636,6 +680,7 @@ def _one_job_params(spec: JobSpec, now: datetime | None) -> dict[str, Any]:
         "backoff_factor": spec.backoff.factor,
         "backoff_max": spec.backoff.max,
         "backoff_jitter": spec.backoff.jitter,
+        "group_key": spec.group_key,
     }
 
 

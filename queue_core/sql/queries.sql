@@ -22,15 +22,16 @@ with clock as materialized (
                 %(each_priority)b::integer[], %(each_run_after)b::timestamptz[],
                 %(each_delay)b::float8[], %(each_lease_seconds)b::integer[],
                 %(each_backoff_base)b::float8[], %(each_backoff_factor)b::float8[],
-                %(each_backoff_max)b::float8[], %(each_backoff_jitter)b::float8[])
+                %(each_backoff_max)b::float8[], %(each_backoff_jitter)b::float8[],
+                %(each_group_key)b::text[])
         as i (id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
               run_after, delay, lease_seconds, backoff_base, backoff_factor, backoff_max,
-              backoff_jitter)
+              backoff_jitter, group_key)
 ), inserted as (
     insert into tickq.jobs as j (
         id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
         run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-        created_at, updated_at)
+        group_key, created_at, updated_at)
     select i.id,
            coalesce(i.queue, %(all_queue)s::text),
            coalesce(i.type, %(all_type)s::text),
@@ -46,6 +47,7 @@ with clock as materialized (
            coalesce(i.backoff_factor, %(all_backoff_factor)s::float8),
            coalesce(i.backoff_max, %(all_backoff_max)s::float8),
            coalesce(i.backoff_jitter, %(all_backoff_jitter)s::float8),
+           coalesce(i.group_key, %(all_group_key)s::text),
            clock.now, clock.now
     from input i, clock
     -- Keys are inserted in one global order: two batches that share uncommitted keys then
@@ -76,14 +78,14 @@ with inserted as (
     insert into tickq.jobs as j (
         id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
         run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-        created_at, updated_at)
+        group_key, created_at, updated_at)
     values (%(id)s, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
             %(key)s::text, %(max_attempts)s, %(priority)s,
             coalesce(%(run_after)s::timestamptz,
                      coalesce(%(now)s::timestamptz, now())
                      + %(delay)s::float8 * interval '1 second'),
             %(lease_seconds)s::integer, %(backoff_base)s, %(backoff_factor)s,
-            %(backoff_max)s, %(backoff_jitter)s,
+            %(backoff_max)s, %(backoff_jitter)s, %(group_key)s::text,
             coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
     -- Same arbiter as jobs_enqueue: the partial unique index decides duplicates.
     on conflict (idempotency_key, user_id)
@@ -109,14 +111,14 @@ where %(key)s::text is not null
 insert into tickq.jobs (
     id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
     run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    created_at, updated_at)
+    group_key, created_at, updated_at)
 values (%(id)s, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
         null, %(max_attempts)s, %(priority)s,
         coalesce(%(run_after)s::timestamptz,
                  coalesce(%(now)s::timestamptz, now())
                  + %(delay)s::float8 * interval '1 second'),
         %(lease_seconds)s::integer, %(backoff_base)s, %(backoff_factor)s,
-        %(backoff_max)s, %(backoff_jitter)s,
+        %(backoff_max)s, %(backoff_jitter)s, %(group_key)s::text,
         coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
 returning payload, run_after, created_at;
 
@@ -423,9 +425,11 @@ where name = %(name)s;
 -- Per-type and per-queue limits (queue_core/limits.py)
 
 -- name: limits_configured
--- Whether any type limit and any queue limit exist: without them the plain claim and enqueue
--- statements run.
-select exists (select from tickq.type_limits), exists (select from tickq.queue_limits);
+-- Whether any type limit, any queue limit and any cap per group exist: without them the
+-- plain claim and enqueue statements run.
+select exists (select from tickq.type_limits), exists (select from tickq.queue_limits),
+       exists (select from tickq.type_limits where max_running_per_group is not null)
+       or exists (select from tickq.queue_group_limits);
 
 -- name: jobs_claim_limited
 -- jobs_claim under the type limits: see tickq.claim_limited in migration 0004.
@@ -439,17 +443,21 @@ select queue, depth, max_depth from tickq.queue_admit(%(queues)s::text[], %(coun
 
 -- name: type_limits_set
 -- Create or change a type's limits; the rate log survives a change of the numbers.
-insert into tickq.type_limits as l (type, max_running, rate_limit, rate_period_seconds)
-values (%(type)s, %(max_running)s, %(rate_limit)s, %(rate_period_seconds)s)
+insert into tickq.type_limits as l (
+    type, max_running, rate_limit, rate_period_seconds, max_running_per_group)
+values (%(type)s, %(max_running)s, %(rate_limit)s, %(rate_period_seconds)s,
+        %(max_running_per_group)s)
 on conflict (type) do update
     set max_running = excluded.max_running, rate_limit = excluded.rate_limit,
-        rate_period_seconds = excluded.rate_period_seconds, updated_at = now()
-returning type, max_running, rate_limit, rate_period_seconds;
+        rate_period_seconds = excluded.rate_period_seconds,
+        max_running_per_group = excluded.max_running_per_group, updated_at = now()
+returning type, max_running, rate_limit, rate_period_seconds, 0, max_running_per_group;
 
 -- name: type_limits_list
 -- Every type limit, with the jobs of the type running now.
 select l.type, l.max_running, l.rate_limit, l.rate_period_seconds,
-       (select count(*) from tickq.jobs j where j.status = 'running' and j.type = l.type)
+       (select count(*) from tickq.jobs j where j.status = 'running' and j.type = l.type),
+       l.max_running_per_group
 from tickq.type_limits l
 order by l.type;
 
@@ -475,6 +483,71 @@ order by l.queue;
 -- name: queue_limits_clear
 -- Remove a queue's maximum depth.
 delete from tickq.queue_limits where queue = %(queue)s returning queue;
+
+-- Fairness across groups (queue_core/fairness.py, migration 0010)
+
+-- name: jobs_groups_mixed
+-- Whether the best priority level of a queue holds runnable jobs of more than one group:
+-- only then does the claim need to take turns (jobs_claim_fair). Two probes of
+-- jobs_fair_idx (its first and last group) after one of jobs_claim_idx (the level).
+with level as (
+    select priority
+    from tickq.jobs
+    where status in ('queued', 'retrying') and queue = %(queue)s
+    order by priority desc, run_after, created_at
+    limit 1
+)
+select (select min(j.group_key) from tickq.jobs j, level
+        where j.status in ('queued', 'retrying') and j.queue = %(queue)s
+          and j.priority = level.priority)
+       is distinct from
+       (select max(j.group_key) from tickq.jobs j, level
+        where j.status in ('queued', 'retrying') and j.queue = %(queue)s
+          and j.priority = level.priority);
+
+-- name: jobs_claim_fair
+-- The claim taking turns across groups, under every limit: see tickq.claim_fair in
+-- migration 0010. %(after)s is the group this worker's last fair claim ended with.
+select {columns} from tickq.claim_fair(
+    %(queue)s, %(limit)s, %(lease_seconds)s, %(now)s::timestamptz, %(after)s::text);
+
+-- name: jobs_stats_groups
+-- Per queue and group: jobs waiting (runnable now), running, and the age of the oldest
+-- runnable job; only groups with live jobs (jobs_fair_idx and the running rows).
+select queue, group_key,
+       count(*) filter (where status in ('queued', 'retrying')
+                          and run_after <= coalesce(%(now)s::timestamptz, now())) as waiting,
+       count(*) filter (where status = 'running') as running,
+       extract(epoch from coalesce(%(now)s::timestamptz, now())
+               - min(run_after) filter (
+                   where status in ('queued', 'retrying')
+                     and run_after <= coalesce(%(now)s::timestamptz, now())))
+           as oldest_runnable_seconds
+from tickq.jobs
+where status in ('queued', 'retrying', 'running')
+group by queue, group_key
+order by queue, group_key;
+
+-- name: queue_group_limits_set
+-- Create or change a queue's cap of running jobs per group.
+insert into tickq.queue_group_limits as l (queue, max_running_per_group)
+values (%(queue)s, %(max_running_per_group)s)
+on conflict (queue) do update
+    set max_running_per_group = excluded.max_running_per_group, updated_at = now()
+returning queue, max_running_per_group;
+
+-- name: queue_group_limits_list
+-- Every queue's cap per group, with the most jobs one group of it runs now.
+select l.queue, l.max_running_per_group,
+       coalesce((select max(n) from (select count(*) as n from tickq.jobs j
+                                     where j.status = 'running' and j.queue = l.queue
+                                     group by j.group_key) g), 0)
+from tickq.queue_group_limits l
+order by l.queue;
+
+-- name: queue_group_limits_clear
+-- Remove a queue's cap per group.
+delete from tickq.queue_group_limits where queue = %(queue)s returning queue;
 
 -- Retention (queue_core/retention.py)
 

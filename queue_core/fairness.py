@@ -1,0 +1,56 @@
+"""Taking turns across groups (SPEC §10): where a worker's fair claim resumes, and when a
+queue needs one at all.
+
+The claim itself is SQL (`tickq.claim_fair`, migration 0010): within the best priority
+level of a queue it sweeps the groups with runnable jobs in group order, one group per job
+still wanted, starting after the group where this worker's previous sweep ended. The only
+state is that position, kept by the worker: nothing shared can leak or go stale, and a
+worker that starts afresh begins at the group of the oldest runnable job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+# How long a store trusts its last look at whether a queue's jobs span several groups: a
+# second group is served fairly within this time, and a queue of one group runs the plain
+# claim, unchanged, at the cost of one probe per period.
+GROUPS_TTL_SECONDS = 5.0
+
+
+def sweep_position(after: str | None, groups: Iterable[str]) -> str | None:
+    """Where the next sweep starts: the last group of this one in sweep order.
+
+    A sweep goes through the groups after `after` in byte order (the column's "C"
+    collation, which is also Python's order of str), then wraps around to the first
+    groups. Groups at or before `after` were reached after the wrap, so the last of them
+    ended the sweep; otherwise the greatest group did. Nothing claimed: unchanged.
+    """
+    claimed = set(groups)
+    if not claimed:
+        return after
+    wrapped = [g for g in claimed if after is not None and g <= after]
+    return max(wrapped) if wrapped else max(claimed)
+
+
+@dataclass(slots=True)
+class FairState:
+    """One worker's view of fairness: its sweep position and its cached probe per queue."""
+
+    after: dict[str, str | None] = field(default_factory=dict)
+    mixed: dict[str, tuple[float, bool]] = field(default_factory=dict)
+
+    def mixed_known(self, queue: str) -> bool | None:
+        """The cached answer for `queue` if still fresh, else None."""
+        seen = self.mixed.get(queue)
+        if seen is None or time.monotonic() - seen[0] >= GROUPS_TTL_SECONDS:
+            return None
+        return seen[1]
+
+    def remember_mixed(self, queue: str, mixed: bool) -> None:
+        self.mixed[queue] = (time.monotonic(), mixed)
+
+    def advance(self, queue: str, groups: Iterable[str]) -> None:
+        self.after[queue] = sweep_position(self.after.get(queue), groups)
