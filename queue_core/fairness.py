@@ -11,8 +11,9 @@ worker that starts afresh begins at the group of the oldest runnable job.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 # How long a store trusts its last look at whether a queue's jobs span several groups: a
 # second group is served fairly within this time, and a queue of one group runs the plain
@@ -54,3 +55,30 @@ class FairState:
 
     def advance(self, queue: str, groups: Iterable[str]) -> None:
         self.after[queue] = sweep_position(self.after.get(queue), groups)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """One group of one queue: jobs runnable now, jobs running, and how long its oldest
+    runnable job has waited. The shared group (jobs without group or owner) is ''."""
+
+    queue: str
+    group: str
+    waiting: int
+    running: int
+    oldest_runnable_seconds: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "group": self.group,
+            "waiting": self.waiting,
+            "running": self.running,
+            "oldest_runnable_seconds": self.oldest_runnable_seconds,
+        }
+
+
+def most_starved(groups: Sequence[GroupStats]) -> GroupStats | None:
+    """The group whose oldest runnable job has waited longest (None: nothing waits)."""
+    waiting = [g for g in groups if g.oldest_runnable_seconds is not None]
+    return max(waiting, key=lambda g: g.oldest_runnable_seconds or 0.0, default=None)

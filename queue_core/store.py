@@ -33,7 +33,7 @@ from .errors import (
     QueueFull,
     TickqError,
 )
-from .fairness import FairState
+from .fairness import FairState, GroupStats
 from .ids import new_id, new_ids
 from .jobs import (
     DEFAULT_LEASE_SECONDS,
@@ -555,6 +555,19 @@ class PostgresStore:
         with translate_errors(), self.conn.transaction():
             self.conn.execute(QUERIES["role_worker"])
             return self.stats(now=now)
+
+    def group_stats(self, *, now: datetime | None = None) -> list[GroupStats]:
+        """Per queue and fairness group: waiting, running, oldest runnable age."""
+        rows = self._rows("jobs_stats_groups", {"now": now}, None)
+        return [
+            GroupStats(q, g, w, r, None if age is None else float(age)) for q, g, w, r, age in rows
+        ]
+
+    def group_stats_all_users(self, *, now: datetime | None = None) -> list[GroupStats]:
+        """`group_stats` over every user's jobs, as `stats_all_users` does."""
+        with translate_errors(), self.conn.transaction():
+            self.conn.execute(QUERIES["role_worker"])
+            return self.group_stats(now=now)
 
     def limits_configured(self) -> LimitsConfigured:
         """Whether any type or queue limit exists, re-read every LIMITS_TTL_SECONDS."""

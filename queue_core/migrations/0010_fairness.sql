@@ -18,6 +18,9 @@ where user_id is not null and status in ('queued', 'retrying', 'running');
 create index jobs_fair_idx on tickq.jobs (queue, priority desc, group_key, run_after, created_at)
     where status in ('queued', 'retrying');
 
+-- A schedule may name the group of the jobs it enqueues (null: the shared group).
+alter table tickq.schedules add column group_key text;
+
 -- Per-group caps: at most N running jobs of a type (type_limits) or of a queue
 -- (queue_group_limits) per group, across all workers. The running counts are read from the
 -- jobs themselves at claim time; no table keeps per-group counts or slots that a crashed

@@ -361,29 +361,32 @@ select set_config('tickq.user_id', %(user_id)s, true);
 -- Create a schedule, or replace one of the same name when %(replace)s; no row: it exists.
 insert into tickq.schedules as s (
     name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-    next_at, created_at, updated_at)
+    next_at, created_at, updated_at, group_key)
 values (%(name)s, %(cron)s, %(timezone)s, %(type)s, %(payload)s::jsonb, %(queue)s,
         %(priority)s, %(max_attempts)s, %(missed)s, %(enabled)s, %(next_at)s,
-        coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
+        coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()),
+        %(group_key)s::text)
 on conflict (name) do update
     set cron = excluded.cron, timezone = excluded.timezone, type = excluded.type,
         payload = excluded.payload, queue = excluded.queue, priority = excluded.priority,
         max_attempts = excluded.max_attempts, missed = excluded.missed,
         enabled = excluded.enabled, next_at = excluded.next_at,
-        updated_at = excluded.updated_at
+        updated_at = excluded.updated_at, group_key = excluded.group_key
     where %(replace)s
 returning name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-       last_fired, next_at, created_at, updated_at;
+       last_fired, next_at, created_at, updated_at, group_key;
 
 -- name: schedules_list
 -- Every schedule, by name.
 select name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-       last_fired, next_at, created_at, updated_at from tickq.schedules order by name;
+       last_fired, next_at, created_at, updated_at, group_key
+from tickq.schedules order by name;
 
 -- name: schedules_get
 -- One schedule by name.
 select name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-       last_fired, next_at, created_at, updated_at from tickq.schedules where name = %(name)s;
+       last_fired, next_at, created_at, updated_at, group_key
+from tickq.schedules where name = %(name)s;
 
 -- name: schedules_set_enabled
 -- Switch a schedule on or off; switching on restarts it at its next occurrence from now.
@@ -393,7 +396,7 @@ set enabled = %(enabled)s,
     updated_at = coalesce(%(now)s::timestamptz, now())
 where name = %(name)s
 returning name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-       last_fired, next_at, created_at, updated_at;
+       last_fired, next_at, created_at, updated_at, group_key;
 
 -- name: schedules_remove
 -- Delete a schedule; jobs it already enqueued stay.
@@ -410,7 +413,8 @@ order by next_at, name;
 -- firing right now is theirs; after they commit its next_at is in the future and it no
 -- longer matches, so overlapping runs never fire one occurrence twice.
 select name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-       last_fired, next_at, created_at, updated_at from tickq.schedules
+       last_fired, next_at, created_at, updated_at, group_key
+from tickq.schedules
 where name = %(name)s and enabled and next_at <= coalesce(%(now)s::timestamptz, now())
 for update skip locked;
 
