@@ -15,24 +15,31 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .jobs import Job
+from .transitions import claim_order
+
 # How long a store trusts its last look at whether a queue's jobs span several groups: a
 # second group is served fairly within this time, and a queue of one group runs the plain
 # claim, unchanged, at the cost of one probe per period.
 GROUPS_TTL_SECONDS = 5.0
 
 
-def sweep_position(after: str | None, groups: Iterable[str]) -> str | None:
+def sweep_position(after: str | None, groups: Iterable[str], began: str = "") -> str | None:
     """Where the next sweep starts: the last group of this one in sweep order.
 
     A sweep goes through the groups after `after` in byte order (the column's "C"
     collation, which is also Python's order of str), then wraps around to the first
     groups. Groups at or before `after` were reached after the wrap, so the last of them
-    ended the sweep; otherwise the greatest group did. Nothing claimed: unchanged.
+    ended the sweep; otherwise the greatest group did. A worker's first sweep (`after`
+    None) began at group `began`, inclusive. Nothing claimed: unchanged.
     """
     claimed = set(groups)
     if not claimed:
         return after
-    wrapped = [g for g in claimed if after is not None and g <= after]
+    if after is None:
+        wrapped = [g for g in claimed if g < began]
+    else:
+        wrapped = [g for g in claimed if g <= after]
     return max(wrapped) if wrapped else max(claimed)
 
 
@@ -40,21 +47,32 @@ def sweep_position(after: str | None, groups: Iterable[str]) -> str | None:
 class FairState:
     """One worker's view of fairness: its sweep position and its cached probe per queue."""
 
+    ttl_seconds: float = GROUPS_TTL_SECONDS
     after: dict[str, str | None] = field(default_factory=dict)
     mixed: dict[str, tuple[float, bool]] = field(default_factory=dict)
 
     def mixed_known(self, queue: str) -> bool | None:
         """The cached answer for `queue` if still fresh, else None."""
         seen = self.mixed.get(queue)
-        if seen is None or time.monotonic() - seen[0] >= GROUPS_TTL_SECONDS:
+        if seen is None or time.monotonic() - seen[0] >= self.ttl_seconds:
             return None
         return seen[1]
 
-    def remember_mixed(self, queue: str, mixed: bool) -> None:
-        self.mixed[queue] = (time.monotonic(), mixed)
+    def remember_mixed(self, queue: str, first: str | None, last: str | None) -> bool:
+        """Note the first and last group of a queue's best level; whether they differ. An
+        empty queue is not remembered: the next jobs may come from any number of groups."""
+        mixed = first != last
+        if first is not None:
+            self.mixed[queue] = (time.monotonic(), mixed)
+        return mixed
 
-    def advance(self, queue: str, groups: Iterable[str]) -> None:
-        self.after[queue] = sweep_position(self.after.get(queue), groups)
+    def advance(self, queue: str, jobs: Sequence[Job]) -> None:
+        """Move past the groups of the jobs one fair claim of `queue` leased. A first claim
+        began at the group of the best level's oldest job, the first of these in claim
+        order."""
+        began = min(jobs, key=claim_order).group_key if jobs else ""
+        groups = (job.group_key for job in jobs)
+        self.after[queue] = sweep_position(self.after.get(queue), groups, began)
 
 
 @dataclass(frozen=True, slots=True)

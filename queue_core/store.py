@@ -33,7 +33,7 @@ from .errors import (
     QueueFull,
     TickqError,
 )
-from .fairness import FairState, GroupStats
+from .fairness import GROUPS_TTL_SECONDS, FairState, GroupStats
 from .ids import new_id, new_ids
 from .jobs import (
     DEFAULT_LEASE_SECONDS,
@@ -112,11 +112,17 @@ class PostgresStore:
     `user_id` scopes every operation to that user's rows through row-level security.
     """
 
-    def __init__(self, conn: psycopg.Connection[Any], *, user_id: UUID | None = None) -> None:
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        *,
+        user_id: UUID | None = None,
+        groups_ttl_seconds: float = GROUPS_TTL_SECONDS,
+    ) -> None:
         self.conn = conn
         self.user_id = user_id
         self._limits: tuple[float, LimitsConfigured] | None = None
-        self._fair = FairState()
+        self._fair = FairState(groups_ttl_seconds)
         self._threads = threading.local()
 
     # Enqueue
@@ -377,8 +383,8 @@ class PostgresStore:
         for queue in queues:
             mixed = self._fair.mixed_known(queue)
             if mixed is None:
-                mixed = bool(self._rows("jobs_groups_mixed", {"queue": queue}, None)[0][0])
-                self._fair.remember_mixed(queue, mixed)
+                first, last = self._rows("jobs_groups_span", {"queue": queue}, None)[0]
+                mixed = self._fair.remember_mixed(queue, first, last)
             if mixed:
                 return True
         return False
@@ -398,7 +404,7 @@ class PostgresStore:
                 "after": self._fair.after.get(queue),
             }
             taken = self._rows("jobs_claim_fair", params, _job, binary=True)
-            self._fair.advance(queue, (job.group_key for job in taken))
+            self._fair.advance(queue, taken)
             jobs += taken
             if len(jobs) >= limit:
                 break

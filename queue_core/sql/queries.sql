@@ -490,24 +490,41 @@ delete from tickq.queue_limits where queue = %(queue)s returning queue;
 
 -- Fairness across groups (queue_core/fairness.py, migration 0010)
 
--- name: jobs_groups_mixed
--- Whether the best priority level of a queue holds runnable jobs of more than one group:
--- only then does the claim need to take turns (jobs_claim_fair). Two probes of
--- jobs_fair_idx (its first and last group) after one of jobs_claim_idx (the level).
-with level as (
-    select priority
-    from tickq.jobs
-    where status in ('queued', 'retrying') and queue = %(queue)s
-    order by priority desc, run_after, created_at
-    limit 1
+-- name: jobs_groups_span
+-- The least and greatest group with jobs waiting in a queue (nulls: none), looked at level
+-- by level from the best priority down, stopping at the first level of several groups:
+-- only when they differ does the claim need to take turns (jobs_claim_fair). Per level, one
+-- probe of jobs_claim_idx (the next level) and two of jobs_fair_idx (its first and last
+-- group), however many jobs wait.
+with recursive levels (priority, first, last) as (
+    select l.priority,
+           (select min(j.group_key) from tickq.jobs j
+            where j.status in ('queued', 'retrying') and j.queue = %(queue)s
+              and j.priority = l.priority),
+           (select max(j.group_key) from tickq.jobs j
+            where j.status in ('queued', 'retrying') and j.queue = %(queue)s
+              and j.priority = l.priority)
+    from (select priority from tickq.jobs
+          where status in ('queued', 'retrying') and queue = %(queue)s
+          order by priority desc
+          limit 1) l
+    union all
+    select n.priority,
+           (select min(j.group_key) from tickq.jobs j
+            where j.status in ('queued', 'retrying') and j.queue = %(queue)s
+              and j.priority = n.priority),
+           (select max(j.group_key) from tickq.jobs j
+            where j.status in ('queued', 'retrying') and j.queue = %(queue)s
+              and j.priority = n.priority)
+    from levels v
+    cross join lateral (
+        select priority from tickq.jobs
+        where status in ('queued', 'retrying') and queue = %(queue)s and priority < v.priority
+        order by priority desc
+        limit 1) n
+    where v.first = v.last
 )
-select (select min(j.group_key) from tickq.jobs j, level
-        where j.status in ('queued', 'retrying') and j.queue = %(queue)s
-          and j.priority = level.priority)
-       is distinct from
-       (select max(j.group_key) from tickq.jobs j, level
-        where j.status in ('queued', 'retrying') and j.queue = %(queue)s
-          and j.priority = level.priority);
+select min(first), max(last) from levels;
 
 -- name: jobs_claim_fair
 -- The claim taking turns across groups, under every limit: see tickq.claim_fair in
