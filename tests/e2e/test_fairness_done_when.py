@@ -85,8 +85,9 @@ def test_three_ticks_never_run_more_than_two_jobs_of_one_group(tickq, conn, data
             while not stop.is_set():
                 seen.append(busiest_group(monitor))
 
-    def work() -> None:
+    def work(batch: int) -> None:
         # A tick ends when its claim finds nothing it may take; ticks run until all is done.
+        # Batch sizes differ, so a claim reaches past the rows another one has locked.
         give_up = time.monotonic() + 120
         with psycopg.connect(database_url, autocommit=True) as mine:
             while time.monotonic() < give_up:
@@ -96,13 +97,13 @@ def test_three_ticks_never_run_more_than_two_jobs_of_one_group(tickq, conn, data
                 if not left:
                     return
                 try:
-                    tickq("tick", "--batch-size", "4", "--concurrency", "4")
+                    tickq("tick", "--batch-size", str(batch), "--concurrency", "4")
                 except AssertionError as exc:
                     failures.append(str(exc))
                     return
 
     watcher = threading.Thread(target=watch)
-    workers = [threading.Thread(target=work) for _ in range(3)]
+    workers = [threading.Thread(target=work, args=(batch,)) for batch in (1, 3, 4)]
     watcher.start()
     for worker in workers:
         worker.start()

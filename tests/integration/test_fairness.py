@@ -178,12 +178,14 @@ def busiest_group(connection) -> int:
     return int(row[0])
 
 
-def claim_until_done(store: PostgresStore, seen: list[int], errors: list[BaseException]) -> None:
+def claim_until_done(
+    store: PostgresStore, batch: int, seen: list[int], errors: list[BaseException]
+) -> None:
     """Claim, hold the jobs a moment (their handlers' work), complete; until all succeeded."""
     try:
         give_up = time.monotonic() + 60
         while time.monotonic() < give_up:
-            jobs = store.claim(limit=3)
+            jobs = store.claim(limit=batch)
             if not jobs:
                 left = store.conn.execute(
                     "select count(*) from tickq.jobs where status <> 'succeeded'"
@@ -200,12 +202,16 @@ def claim_until_done(store: PostgresStore, seen: list[int], errors: list[BaseExc
         errors.append(exc)
 
 
-def test_concurrent_claimers_never_run_more_than_the_cap_of_a_group(conn, connect):
-    """Sampled continuously from another connection, not only at the end."""
-    cap, claimers = 2, 6
+@pytest.mark.parametrize("groups", [3, 1])
+def test_concurrent_claimers_never_run_more_than_the_cap_of_a_group(conn, connect, groups):
+    """Sampled continuously from another connection, not only at the end. Claimers take
+    batches of 1 to 4, so they reach past the rows another one has locked; one hot group
+    makes them meet at the cap most often."""
+    claimers = 8
+    cap = 2
     Limits(conn).set_type(type_limit("acc", max_running_per_group=cap))
-    for g in range(3):
-        enqueue(conn, f"g{g}", 20, now=None)
+    for g in range(groups):
+        enqueue(conn, f"g{g}", 60 // groups, now=None)
     stop = threading.Event()
     seen: list[int] = []
     errors: list[BaseException] = []
@@ -217,8 +223,10 @@ def test_concurrent_claimers_never_run_more_than_the_cap_of_a_group(conn, connec
 
     watcher = threading.Thread(target=watch)
     workers = [
-        threading.Thread(target=claim_until_done, args=(PostgresStore(connect()), seen, errors))
-        for _ in range(claimers)
+        threading.Thread(
+            target=claim_until_done, args=(PostgresStore(connect()), 1 + i % 4, seen, errors)
+        )
+        for i in range(claimers)
     ]
     watcher.start()
     for worker in workers:
