@@ -323,8 +323,7 @@ class PostgresStore:
         """finish_and_claim, leaving the claimed rows unparsed until `Claimed.jobs()`, so a
         caller can parse them while the connection runs its next statement."""
         if limit and self._claims_fairly(queues):
-            held = self.finish(outcomes, now=now)
-            return held, Claimed(self._claim_fair(queues, limit, lease_seconds, now))
+            return self._finish_and_claim_fair(outcomes, queues, limit, lease_seconds, now)
         if limit and self.limits_configured().types:
             held = self.finish(outcomes, now=now)
             params = {
@@ -335,19 +334,8 @@ class PostgresStore:
             }
             jobs = self._rows("jobs_claim_limited", params, _job, binary=True)
             return held, Claimed(sorted(jobs, key=transitions.claim_order))
-        ids: list[UUID] = []
-        tokens: list[UUID] = []
-        others: list[str] = []
-        for o in outcomes:
-            if o.is_plain_success:
-                ids.append(o.job_id)
-                tokens.append(o.lease_token)
-            else:
-                others.append(_outcome_json(o))
         params = {
-            "outcomes": "[" + ",".join(others) + "]",
-            "succeeded_ids": ids,
-            "succeeded_tokens": tokens,
+            **_outcome_params(outcomes),
             "queue": queues[0] if len(queues) == 1 else None,
             "queues": list(queues),
             "limit": limit,
@@ -389,26 +377,45 @@ class PostgresStore:
                 return True
         return False
 
-    def _claim_fair(
-        self, queues: Sequence[str], limit: int, lease_seconds: int, now: datetime | None
-    ) -> list[Job]:
-        """jobs_claim_fair, queue by queue in the order given until `limit` are leased;
-        each queue's sweep resumes where this store's previous one ended."""
-        jobs: list[Job] = []
+    def _finish_and_claim_fair(
+        self,
+        outcomes: Sequence[Outcome],
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: int,
+        now: datetime | None,
+    ) -> tuple[set[UUID], Claimed]:
+        """Persist the outcomes and lease up to `limit` jobs taking turns across groups, in
+        one statement for the first queue (jobs_finish_and_claim_fair), then queue by queue
+        in the order given; each queue's sweep resumes where this store's last one ended."""
+        params = {
+            **_outcome_params(outcomes),
+            **self._fair_params(queues[0], limit, lease_seconds, now),
+        }
+        rows = self._rows("jobs_finish_and_claim_fair", params, None, binary=True)
+        held = set(rows[0][0] or ())
+        jobs = [job_from_row(row[1:]) for row in rows if row[1] is not None]
+        self._fair.advance(queues[0], jobs)
+        queues = queues[1:]
         for queue in queues:
-            params = {
-                "queue": queue,
-                "limit": limit - len(jobs),
-                "lease_seconds": lease_seconds,
-                "now": now,
-                "after": self._fair.after.get(queue),
-            }
+            if len(jobs) >= limit:
+                break
+            params = self._fair_params(queue, limit - len(jobs), lease_seconds, now)
             taken = self._rows("jobs_claim_fair", params, _job, binary=True)
             self._fair.advance(queue, taken)
             jobs += taken
-            if len(jobs) >= limit:
-                break
-        return sorted(jobs, key=transitions.claim_order)
+        return held, Claimed(sorted(jobs, key=transitions.claim_order))
+
+    def _fair_params(
+        self, queue: str, limit: int, lease_seconds: int, now: datetime | None
+    ) -> dict[str, Any]:
+        return {
+            "queue": queue,
+            "limit": limit,
+            "lease_seconds": lease_seconds,
+            "now": now,
+            "after": self._fair.after.get(queue),
+        }
 
     def complete(self, job: Job, result: Any = None, *, now: datetime | None = None) -> None:
         self._finish_one(transitions.succeeded(job, result), now)
@@ -729,6 +736,25 @@ def _uuid(value: UUID | str) -> UUID:
         return UUID(str(value))
     except ValueError:
         raise JobNotFound(value) from None
+
+
+def _outcome_params(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """The outcomes as jobs_finish_and_claim takes them: plain successes as two binary uuid
+    arrays, the rest as JSON text."""
+    ids: list[UUID] = []
+    tokens: list[UUID] = []
+    others: list[str] = []
+    for o in outcomes:
+        if o.is_plain_success:
+            ids.append(o.job_id)
+            tokens.append(o.lease_token)
+        else:
+            others.append(_outcome_json(o))
+    return {
+        "outcomes": "[" + ",".join(others) + "]",
+        "succeeded_ids": ids,
+        "succeeded_tokens": tokens,
+    }
 
 
 def _outcome_json(o: Outcome) -> str:

@@ -175,6 +175,45 @@ begin
                   order by j.run_after, j.created_at
                   limit v_per_group) x) c;
 
+        select coalesce(array_agg(l.type), '{}'),
+               (select q.max_running_per_group from tickq.queue_group_limits q
+                where q.queue = p_queue)
+        into v_limited, v_queue_cap
+        from tickq.type_limits l where l.type = any(v_types);
+
+        if cardinality(v_limited) = 0 and v_queue_cap is null then
+            -- No limit concerns these candidates: lock the first v_want of them that no one
+            -- else holds (SKIP LOCKED; LIMIT inside a MATERIALIZED CTE, see jobs_claim) and
+            -- lease them, as the plain claim does.
+            return query
+            with locked as materialized (
+                select j.id
+                from unnest(v_ids) with ordinality c (id, ord)
+                join tickq.jobs j on j.id = c.id
+                where j.status in ('queued', 'retrying')
+                order by c.ord
+                limit v_want
+                for update of j skip locked
+            )
+            update tickq.jobs j
+            set status = 'running',
+                attempts = j.attempts + 1,
+                lease_token = gen_random_uuid(),
+                lease_until = v_now
+                              + coalesce(j.lease_seconds, p_lease_seconds) * interval '1 second',
+                started_at = v_now,
+                updated_at = v_now
+            where j.id = any(array(select id from locked))
+            returning j.*;
+            get diagnostics v_rows = row_count;
+            v_claimed := v_claimed + v_rows;
+            if v_rows = 0 then
+                v_below := v_level;
+                v_after := p_after;
+            end if;
+            continue;
+        end if;
+
         -- Limit rows of the capped types among the candidates, locked in type order (no
         -- deadlocks; later passes SKIP LOCKED since they would break that order). Claimers of
         -- a capped type take turns here; claimers of other types never touch these rows.
@@ -189,8 +228,6 @@ begin
             from (select l.type from tickq.type_limits l where l.type = any(v_types)
                   order by l.type for update skip locked) s;
         end if;
-        select coalesce(array_agg(l.type), '{}') into v_limited
-        from tickq.type_limits l where l.type = any(v_types);
         -- Read after the locks are held: the clock of the rate log only moves forward.
         v_start := coalesce(p_now, clock_timestamp());
 

@@ -526,6 +526,59 @@ with recursive levels (priority, first, last) as (
 )
 select min(first), max(last) from levels;
 
+-- name: jobs_finish_and_claim_fair
+-- jobs_finish_and_claim with the fair claim (tickq.claim_fair, migration 0010) in place of
+-- the plain one: one round trip and one commit per batch, as on the plain path (a separate
+-- finishing statement halved a drain's rate). The finishing part is the plain statement's,
+-- word for word (tests/unit/test_fairness.py holds them equal). A job finished back to the
+-- queue by this statement may be leased again by it, as by the next statement.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), outcome as (
+    select *
+    from jsonb_to_recordset(%(outcomes)s::jsonb)
+        as o (id uuid, lease_token uuid, status text, result jsonb, error text,
+              delay float8, extra_attempt boolean)
+    -- Plain successes (no result, no error), the bulk of any batch, come as two binary
+    -- uuid arrays: spelling each as JSON text cost more client time than its update.
+    union all
+    select s.id, s.lease_token, 'succeeded', null, null, null, null
+    from unnest(%(succeeded_ids)b::uuid[], %(succeeded_tokens)b::uuid[])
+        as s (id, lease_token)
+), finished as (
+    -- Only rows still leased under the given token change, so a worker that lost its
+    -- lease cannot overwrite a newer attempt.
+    update tickq.jobs j
+    set status = o.status,
+        result = coalesce(o.result, j.result),
+        error = coalesce(o.error, j.error),
+        errors = case when o.error is null then j.errors
+                      else tickq.error_history(j.errors, jsonb_build_object(
+                          'attempt', j.attempts, 'at', clock.now, 'error', o.error)) end,
+        run_after = case when o.status in ('queued', 'retrying')
+                         then clock.now + o.delay * interval '1 second' else j.run_after end,
+        max_attempts = j.max_attempts + case when o.extra_attempt then 1 else 0 end,
+        lease_until = null,
+        lease_token = null,
+        cancel_requested = false,
+        updated_at = clock.now,
+        finished_at = case when o.status in ('succeeded', 'dead', 'cancelled')
+                           then clock.now end
+    from outcome o, clock
+    where j.id = o.id
+      and j.id = any(array(select id from outcome))
+      and j.lease_token = o.lease_token
+      and j.status = 'running'
+    returning j.id
+), claimed as (
+    select {columns} from tickq.claim_fair(
+        %(queue)s, %(limit)s, %(lease_seconds)s, %(now)s::timestamptz, %(after)s::text)
+)
+-- The ids come on the first row only, as in jobs_finish_and_claim.
+select case when row_number() over () = 1 then f.ids end as ids, c.*
+from (select array_agg(id) as ids from finished) f
+left join claimed c on true;
+
 -- name: jobs_claim_fair
 -- The claim taking turns across groups, under every limit: see tickq.claim_fair in
 -- migration 0010. %(after)s is the group this worker's last fair claim ended with.
