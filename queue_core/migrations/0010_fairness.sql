@@ -7,6 +7,10 @@
 alter table tickq.jobs add column group_key text collate "C" not null default '';
 alter table tickq.jobs add constraint jobs_group_key_check check (char_length(group_key) <= 128);
 
+-- Applications name the group of what they enqueue (the HTTP API keeps each caller's groups
+-- inside its own share, see functions/requests.py).
+grant insert (group_key) on tickq.jobs to tickq_app;
+
 -- Jobs still waiting to run take their owner as their group; finished ones keep the shared
 -- group (only live jobs take part in a claim, and rewriting history would cost a full scan).
 update tickq.jobs set group_key = user_id::text
