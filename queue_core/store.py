@@ -5,9 +5,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import random
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -110,6 +111,7 @@ class PostgresStore:
     With an autocommit connection each operation is one statement, one round trip, its own
     transaction. With a connection inside the caller's transaction, operations join it.
     `user_id` scopes every operation to that user's rows through row-level security.
+    `groups_ttl_seconds` and `rand` tune the fair claim (see queue_core.fairness).
     """
 
     def __init__(
@@ -118,11 +120,12 @@ class PostgresStore:
         *,
         user_id: UUID | None = None,
         groups_ttl_seconds: float = GROUPS_TTL_SECONDS,
+        rand: Callable[[], float] = random.random,
     ) -> None:
         self.conn = conn
         self.user_id = user_id
         self._limits: tuple[float, LimitsConfigured] | None = None
-        self._fair = FairState(groups_ttl_seconds)
+        self._fair = FairState(groups_ttl_seconds, rand)
         self._threads = threading.local()
 
     # Enqueue

@@ -164,20 +164,24 @@ begin
         v_after := v_groups[cardinality(v_groups)];
         v_per_group := (v_want + cardinality(v_groups) - 1) / cardinality(v_groups);
 
+        -- Each group's oldest jobs that no other claimer holds, locked here (SKIP LOCKED, a
+        -- LIMIT per group): workers sweeping the same groups at once take a group's next
+        -- jobs instead of colliding on its first ones.
         select coalesce(array_agg(c.id order by c.rank, c.ord), '{}'),
                coalesce(array_agg(c.type order by c.rank, c.ord), '{}')
         into v_ids, v_types
-        from (select g.ord, x.id, x.type, x.rank
+        from (select g.ord, x.id, x.type,
+                     row_number() over (partition by g.ord order by x.at) as rank
               from unnest(v_groups) with ordinality g (group_key, ord)
               cross join lateral (
-                  select j.id, j.type,
-                         row_number() over (order by j.run_after, j.created_at) as rank
+                  select j.id, j.type, (j.run_after, j.created_at) as at
                   from tickq.jobs j
                   where j.status in ('queued', 'retrying') and j.queue = p_queue
                     and j.priority = v_level and j.group_key = g.group_key
                     and j.run_after <= v_now
                   order by j.run_after, j.created_at
-                  limit v_per_group) x) c;
+                  limit v_per_group
+                  for update skip locked) x) c;
 
         select coalesce(array_agg(l.type), '{}'),
                (select q.max_running_per_group from tickq.queue_group_limits q
@@ -186,19 +190,9 @@ begin
         from tickq.type_limits l where l.type = any(v_types);
 
         if cardinality(v_limited) = 0 and v_queue_cap is null then
-            -- No limit concerns these candidates: lock the first v_want of them that no one
-            -- else holds (SKIP LOCKED; LIMIT inside a MATERIALIZED CTE, see jobs_claim) and
-            -- lease them, as the plain claim does.
+            -- No limit concerns these candidates: lease the first v_want, as the plain claim
+            -- does (the rest stay locked, unleased, until this transaction ends).
             return query
-            with locked as materialized (
-                select j.id
-                from unnest(v_ids) with ordinality c (id, ord)
-                join tickq.jobs j on j.id = c.id
-                where j.status in ('queued', 'retrying')
-                order by c.ord
-                limit v_want
-                for update of j skip locked
-            )
             update tickq.jobs j
             set status = 'running',
                 attempts = j.attempts + 1,
@@ -207,7 +201,7 @@ begin
                               + coalesce(j.lease_seconds, p_lease_seconds) * interval '1 second',
                 started_at = v_now,
                 updated_at = v_now
-            where j.id = any(array(select id from locked))
+            where j.id = any(v_ids[1:v_want])
             returning j.*;
             get diagnostics v_rows = row_count;
             v_claimed := v_claimed + v_rows;

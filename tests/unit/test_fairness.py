@@ -8,7 +8,7 @@ from uuid import UUID
 import pytest
 
 from queue_core.errors import InvalidJob
-from queue_core.fairness import GroupStats, most_starved, sweep_position
+from queue_core.fairness import GroupStats, most_starved, start_between, sweep_position
 from queue_core.queries import QUERIES
 from queue_core.validation import default_group, job_spec
 
@@ -70,3 +70,20 @@ def test_the_fair_statement_finishes_exactly_as_the_plain_one():
     fair = QUERIES["jobs_finish_and_claim_fair"]
     plain_part = finishing("jobs_finish_and_claim")
     assert fair[fair.index("with clock as materialized") :].startswith(plain_part)
+
+
+@pytest.mark.parametrize("roll", [0.0, 0.3, 0.5, 0.99])
+def test_a_first_sweep_starts_between_the_first_and_last_group(roll):
+    start = start_between("tenant-0", "tenant-999", roll)
+    assert "tenant-0" <= start <= "tenant-999"
+    assert start.startswith("tenant-")
+
+
+def test_random_starts_spread_over_the_groups():
+    starts = {start_between("a-1", "z-9", i / 10) for i in range(10)}
+    assert len(starts) == 10
+
+
+def test_a_start_between_a_group_and_its_extension_stays_between():
+    start = start_between("t", "t9", 0.5)
+    assert "t" <= start <= "t9"
