@@ -5,7 +5,10 @@ against the drain without, and enqueue with the fair claim's index against witho
 
 Everything runs in one process on one server, the variants taking turns sample by sample
 (claims) or round by round (drains, enqueues), so each ratio compares like with like on a
-shared, noisy machine. Uses TICKQ_DATABASE_URL (a superuser) or a throwaway durable server.
+shared, noisy machine. Besides wall time, each figure is also given in CPU time (this
+process plus the server backends serving it, from /proc/<pid>/schedstat), which a loaded
+machine disturbs far less than wall time. Uses TICKQ_DATABASE_URL (a superuser on this
+machine, for the CPU figures) or a throwaway durable server.
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ from queue_core.validation import job_spec
 from .server import benchmark_server, fresh_database
 
 GROUP_COUNTS = (1, 10, 1000)
+
+
+def backend_cpu(conn: psycopg.Connection[Any]) -> int:
+    """Nanoseconds of CPU the server process behind `conn` has used so far."""
+    pid = conn.info.backend_pid
+    with open(f"/proc/{pid}/schedstat") as stat:
+        return int(stat.read().split()[0])
 
 
 class PlainStore(PostgresStore):
@@ -71,31 +81,40 @@ def claim_costs(url: str, *, backlog: int, samples: int, batch: int) -> dict[str
         for groups in GROUP_COUNTS:
             fill(conn, backlog, groups)
             times: dict[str, list[float]] = {name: [] for name in stores}
+            cpu: dict[str, int] = dict.fromkeys(stores, 0)
             names = list(stores)
             for sample in range(samples + 10):
                 for name in names if sample % 2 else reversed(names):
                     with conn.transaction(force_rollback=True):
+                        server = backend_cpu(conn)
+                        client = time.thread_time_ns()
                         began = time.perf_counter()
                         claimed = stores[name].claim(limit=batch)
                         elapsed = time.perf_counter() - began
+                        spent = time.thread_time_ns() - client + backend_cpu(conn) - server
                     assert len(claimed) == batch, (name, len(claimed))
                     if sample >= 10:  # the first samples warm plans and caches
                         times[name].append(elapsed)
+                        cpu[name] += spent
             medians = {name: statistics.median(t) for name, t in times.items()}
             out[f"{groups}_groups"] = {
                 **{f"{name}_ms": round(m * 1e3, 3) for name, m in medians.items()},
+                **{f"{name}_cpu_ms": round(c / samples / 1e6, 3) for name, c in cpu.items()},
                 "fair_over_plain": round(medians["fair"] / medians["plain"], 3),
                 "auto_over_plain": round(medians["auto"] / medians["plain"], 3),
+                "fair_over_plain_cpu": round(cpu["fair"] / cpu["plain"], 3),
+                "auto_over_plain_cpu": round(cpu["auto"] / cpu["plain"], 3),
             }
     return out
 
 
 def drain(
     url: str, make: Callable[[psycopg.Connection[Any]], PostgresStore], claimers: int, batch: int
-) -> tuple[int, float]:
+) -> tuple[int, float, int]:
     """Claim and finish until nothing is left, as the runner does (outcomes ride on the next
-    claim); returns (jobs, seconds)."""
+    claim); returns (jobs, seconds, CPU nanoseconds of the claimers and their backends)."""
     counts = [0] * claimers
+    cpu = [0] * claimers
     start = threading.Barrier(claimers + 1)
 
     def loop(slot: int) -> None:
@@ -103,6 +122,7 @@ def drain(
             store = make(conn)
             store.limits_configured()
             start.wait()
+            server, client = backend_cpu(conn), time.thread_time_ns()
             outcomes: list[Any] = []
             while True:
                 _, jobs = store.finish_and_claim(outcomes, limit=batch)
@@ -110,6 +130,7 @@ def drain(
                     break
                 outcomes = [transitions.succeeded(job, None) for job in jobs]
                 counts[slot] += len(jobs)
+            cpu[slot] = time.thread_time_ns() - client + backend_cpu(conn) - server
 
     threads = [threading.Thread(target=loop, args=(i,)) for i in range(claimers)]
     for thread in threads:
@@ -118,7 +139,7 @@ def drain(
     began = time.perf_counter()
     for thread in threads:
         thread.join()
-    return sum(counts), time.perf_counter() - began
+    return sum(counts), time.perf_counter() - began, sum(cpu)
 
 
 def drains(url: str, *, jobs: int, claimers: int, batch: int, rounds: int) -> dict[str, Any]:
@@ -131,24 +152,32 @@ def drains(url: str, *, jobs: int, claimers: int, batch: int, rounds: int) -> di
         "1_group_plain": (1, PlainStore),
     }
     rates: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
     for round_ in range(rounds):
         names = list(variants) if round_ % 2 else list(reversed(variants))
         for name in names:
             groups, make = variants[name]
             with psycopg.connect(url, autocommit=True) as conn:
                 fill(conn, jobs, groups)
-            done, seconds = drain(url, make, claimers, batch)
+            done, seconds, spent = drain(url, make, claimers, batch)
             assert done == jobs, (name, done)
             rates[name].append(done / seconds)
+            cpu[name].append(spent / done / 1e3)
     med = {name: statistics.median(r) for name, r in rates.items()}
+    per_job = {name: statistics.median(c) for name, c in cpu.items()}
     return {
         "jobs": jobs,
         "claimers": claimers,
         "batch": batch,
         "rounds": rounds,
         **{f"{name}_jobs_per_s": [round(r) for r in rs] for name, rs in rates.items()},
+        **{f"{name}_cpu_us_per_job": [round(c, 1) for c in cs] for name, cs in cpu.items()},
         "fair_over_plain_1000_groups": round(med["1000_groups_fair"] / med["1000_groups_plain"], 3),
         "auto_over_plain_1_group": round(med["1_group_auto"] / med["1_group_plain"], 3),
+        "fair_over_plain_1000_groups_cpu": round(
+            per_job["1000_groups_fair"] / per_job["1000_groups_plain"], 3
+        ),
+        "auto_over_plain_1_group_cpu": round(per_job["1_group_auto"] / per_job["1_group_plain"], 3),
     }
 
 

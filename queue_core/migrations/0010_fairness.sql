@@ -83,16 +83,19 @@ $$;
 --   1. finds the best priority level with runnable jobs (jobs_claim_idx, one entry);
 --   2. sweeps that level's groups in group order from where this worker stopped last time
 --      (p_after; wrapping around to the first group), one group per job still wanted, and
---      takes each group's oldest jobs, ceil(wanted / groups) per group: a backlog of any size
---      is one group and gets one turn, so it delays another group's job by at most one slot
---      per batch of each worker;
---   3. holds back jobs of a (type, group) or (queue, group) at its cap and of a type at its
---      cap or rate, deciding after locking the limit rows (as tickq.claim_limited does, whose
---      rules it applies too: this function replaces it whenever fairness is in play);
---   4. locks the chosen rows (SKIP LOCKED, so concurrent claimers pass each other) and leases
---      them in (rank within group, sweep order), the round-robin order.
--- Running counts are read from tickq.jobs after the locks, with the fresh snapshot a volatile
--- function takes per statement, so running + claimed never exceeds a cap.
+--      locks each group's oldest jobs that no other claimer holds, ceil(wanted / groups) per
+--      group (SKIP LOCKED: workers sweeping the same groups at once take the next jobs): a
+--      backlog of any size is one group and gets one turn, so it delays another group's job
+--      by at most one slot per batch of each worker;
+--   3. when no limit concerns the candidates, leases the first ones in (rank within group,
+--      sweep order), the round-robin order;
+--   4. otherwise holds back jobs of a (type, group) or (queue, group) at its cap and of a type
+--      at its cap or rate, deciding after locking the limit rows (as tickq.claim_limited
+--      does, whose rules it applies too: this function replaces it whenever fairness is in
+--      play), and leases the rest in that order.
+-- A pass that leases nothing moves down to the next priority level. Running counts are read
+-- from tickq.jobs after the locks, with the fresh snapshot a volatile function takes per
+-- statement, so running + claimed never exceeds a cap.
 create function tickq.claim_fair(
     p_queue text, p_limit integer, p_lease_seconds integer, p_now timestamptz, p_after text)
     returns setof tickq.jobs
