@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from queue_core.cli import main
+from infra.cli import main
 from queue_core.registry import registry as process_registry
 
 
