@@ -185,6 +185,7 @@ def enqueues(with_index: str, without_index: str, *, jobs: int, rounds: int) -> 
     """Jobs per second of enqueue_many (batches of 500) with and without jobs_fair_idx."""
     urls = {"with_fair_index": with_index, "without_fair_index": without_index}
     rates: dict[str, list[float]] = {name: [] for name in urls}
+    cpu: dict[str, list[float]] = {name: [] for name in urls}
     specs = [job_spec("work", {"i": i}) for i in range(500)]
     for round_ in range(rounds):
         for name in list(urls) if round_ % 2 else list(reversed(urls)):
@@ -192,16 +193,24 @@ def enqueues(with_index: str, without_index: str, *, jobs: int, rounds: int) -> 
                 conn.execute("truncate tickq.jobs")
                 store = PostgresStore(conn)
                 store.limits_configured()
+                server, client = backend_cpu(conn), time.thread_time_ns()
                 began = time.perf_counter()
                 for _ in range(jobs // len(specs)):
                     store.enqueue_many(specs)
                 rates[name].append(jobs / (time.perf_counter() - began))
+                spent = time.thread_time_ns() - client + backend_cpu(conn) - server
+                cpu[name].append(spent / jobs / 1e3)
     med = {name: statistics.median(r) for name, r in rates.items()}
+    per_job = {name: statistics.median(c) for name, c in cpu.items()}
     return {
         "jobs": jobs,
         "rounds": rounds,
         **{f"{name}_jobs_per_s": [round(r) for r in rs] for name, rs in rates.items()},
+        **{f"{name}_cpu_us_per_job": [round(c, 1) for c in cs] for name, cs in cpu.items()},
         "with_over_without": round(med["with_fair_index"] / med["without_fair_index"], 3),
+        "with_over_without_cpu": round(
+            per_job["with_fair_index"] / per_job["without_fair_index"], 3
+        ),
     }
 
 
