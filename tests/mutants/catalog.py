@@ -78,7 +78,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "finish-without-token-check",
         "finish no longer checks the lease token",
-        (Edit(QUERIES, "      and j.lease_token = o.lease_token\n", "", count=2),),
+        (Edit(QUERIES, "      and j.lease_token = o.lease_token\n", "", count=3),),
     ),
     Mutant(
         "reclaim-ignores-cancel",
@@ -162,7 +162,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 QUERIES,
                 "      and j.lease_token = o.lease_token\n      and j.status = 'running'\n",
                 "      and j.lease_token = o.lease_token\n",
-                count=2,
+                count=3,
             ),
         ),
         equivalent=(
@@ -178,7 +178,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 QUERIES,
                 "      and j.lease_token = o.lease_token\n      and j.status = 'running'\n",
                 "",
-                count=2,
+                count=3,
             ),
         ),
     ),
