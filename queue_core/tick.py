@@ -18,7 +18,7 @@ from uuid import UUID
 from . import transitions
 from .context import JobContext
 from .errors import DatabaseError, InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
-from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, Status
+from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, TERMINAL, Job, Outcome, Status
 from .registry import Registry, Task
 from .store import Claimed, PostgresStore
 
@@ -132,6 +132,8 @@ class Runner:
         self._unsaved: tuple[list[Job], list[Outcome]] | None = None
         # Whether the last batch ran quickly enough to lease the next one before running it.
         self._quick = False
+        # Whether a persisted batch ended a job that has children: they may be queued now.
+        self._settled_children = False
 
     def close(self) -> None:
         for pool in (self._pool, self._database):
@@ -169,7 +171,11 @@ class Runner:
                 if after_batch is not None:
                     after_batch(claimed)
                 if not self._next:
-                    break
+                    # Ending a parent may have queued its children (dependencies): they
+                    # are part of the backlog this tick drains, so claim once more.
+                    if not (self._settled_children and claimed and claim_next()):
+                        break
+                    self._settled_children = False
         report.duration_seconds = time.perf_counter() - started
         return report
 
@@ -280,6 +286,8 @@ class Runner:
                 continue
             name = _COUNTER[outcome.status]
             setattr(report, name, getattr(report, name) + 1)
+            if job.has_children and outcome.status in TERMINAL:
+                self._settled_children = True
             if outcome.status == Status.DEAD:
                 report.dead_letters.append(_dead_letter(job, outcome.error))
 
@@ -431,9 +439,7 @@ class Runner:
                 if time.monotonic() - last_reclaim >= reclaim_interval:
                     self.reclaim(report)
                     last_reclaim = time.monotonic()
-                claimed = self.run_batch(
-                    report, claim_next=lambda: not stop.is_set(), overlap=True
-                )
+                claimed = self.run_batch(report, claim_next=lambda: not stop.is_set(), overlap=True)
             except DatabaseError as exc:
                 if reconnect is None:
                     raise

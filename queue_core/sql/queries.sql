@@ -162,7 +162,16 @@ with clock as materialized (
       and j.id = any(array(select id from outcome))
       and j.lease_token = o.lease_token
       and j.status = 'running'
-    returning j.id
+    returning j.id, j.status, j.has_children
+), settled as (
+    -- Children of the jobs finished above are released or cancelled in this statement's
+    -- transaction (SPEC §9). Only jobs marked has_children reach tickq.jobs_settle: a batch
+    -- of plain jobs pays a boolean test per job and no lookup.
+    select case when count(*) > 0
+                then tickq.jobs_settle(array_agg(f.id), array_agg(f.status), min(clock.now))
+           end as children
+    from finished f, clock
+    where f.has_children and f.status in ('succeeded', 'dead', 'cancelled')
 ), picked as materialized (
     -- MATERIALIZED and LIMIT inside the CTE: the lock is taken on exactly these rows
     -- (a bare "id in (select ... limit n for update skip locked)" can lock more than n,
@@ -197,6 +206,7 @@ with clock as materialized (
 -- the jobs themselves.
 select case when row_number() over () = 1 then f.ids end as ids, c.*
 from (select array_agg(id) as ids from finished) f
+cross join settled
 left join claimed c on true;
 
 -- name: jobs_reclaim
@@ -220,25 +230,34 @@ with clock as materialized (
            case when j.cancel_requested then 'cancelled while running'
                 else 'lease expired' end as error
     from tickq.jobs j join expired using (id)
+), reclaimed as (
+    update tickq.jobs j
+    set status = d.status,
+        error = d.error,
+        errors = tickq.error_history(j.errors, jsonb_build_object(
+            'attempt', j.attempts, 'at', clock.now, 'error', d.error)),
+        run_after = case when d.status = 'retrying'
+                         then clock.now + tickq.backoff_seconds(
+                             j.attempts, j.backoff_base, j.backoff_factor, j.backoff_max,
+                             j.backoff_jitter) * interval '1 second'
+                         else j.run_after end,
+        lease_until = null,
+        lease_token = null,
+        cancel_requested = false,
+        updated_at = clock.now,
+        finished_at = case when d.status <> 'retrying' then clock.now end
+    from decided d, clock
+    where j.id = d.id
+    returning {columns_j}
+), settled as (
+    -- A job that went dead or cancelled here takes its waiting descendants with it.
+    select case when count(*) > 0
+                then tickq.jobs_settle(array_agg(r.id), array_agg(r.status), min(clock.now))
+           end as children
+    from reclaimed r, clock
+    where r.has_children and r.status <> 'retrying'
 )
-update tickq.jobs j
-set status = d.status,
-    error = d.error,
-    errors = tickq.error_history(j.errors, jsonb_build_object(
-        'attempt', j.attempts, 'at', clock.now, 'error', d.error)),
-    run_after = case when d.status = 'retrying'
-                     then clock.now + tickq.backoff_seconds(
-                         j.attempts, j.backoff_base, j.backoff_factor, j.backoff_max,
-                         j.backoff_jitter) * interval '1 second'
-                     else j.run_after end,
-    lease_until = null,
-    lease_token = null,
-    cancel_requested = false,
-    updated_at = clock.now,
-    finished_at = case when d.status <> 'retrying' then clock.now end
-from decided d, clock
-where j.id = d.id
-returning {columns_j};
+select {columns} from reclaimed cross join settled;
 
 -- name: jobs_extend_lease
 -- Push a running job's lease out; fenced by its lease token.
@@ -274,15 +293,27 @@ order by created_at desc, id desc
 limit %(limit)s;
 
 -- name: jobs_cancel
--- Cancel waiting jobs at once and ask running ones to stop at their next heartbeat.
-update tickq.jobs
-set status = case when status = 'running' then status else 'cancelled' end,
-    cancel_requested = (status = 'running'),
-    finished_at = case when status = 'running' then null
-                       else coalesce(%(now)s::timestamptz, now()) end,
-    updated_at = coalesce(%(now)s::timestamptz, now())
-where id = any(%(ids)s::uuid[]) and status in ('queued', 'retrying', 'running')
-returning {columns};
+-- Cancel jobs not yet running at once (with their waiting descendants) and ask running ones
+-- to stop at their next heartbeat.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), cancelled as (
+    update tickq.jobs j
+    set status = case when j.status = 'running' then j.status else 'cancelled' end,
+        cancel_requested = (j.status = 'running'),
+        finished_at = case when j.status = 'running' then null else clock.now end,
+        updated_at = clock.now
+    from clock
+    where j.id = any(%(ids)s::uuid[]) and j.status in ('waiting', 'queued', 'retrying', 'running')
+    returning {columns_j}
+), settled as (
+    select case when count(*) > 0
+                then tickq.jobs_settle(array_agg(c.id), array_agg(c.status), min(clock.now))
+           end as children
+    from cancelled c, clock
+    where c.has_children and c.status = 'cancelled'
+)
+select {columns} from cancelled cross join settled;
 
 -- name: jobs_retry
 -- Send dead (or, by id, cancelled) jobs back to the queue with fresh attempts. A job whose
@@ -476,6 +507,97 @@ order by l.queue;
 -- Remove a queue's maximum depth.
 delete from tickq.queue_limits where queue = %(queue)s returning queue;
 
+-- Dependencies (queue_core/dependencies.py)
+
+-- name: jobs_parents_lock
+-- The parents a dependent enqueue names, locked until it commits, so none finishes unseen
+-- in between: a parent finishing right now is waited for and its outcome read here, and a
+-- parent finishing later finds the new child (see tickq.jobs_settle in migration 0009).
+-- Locked in id order so two enqueues naming the same parents cannot deadlock.
+select id, status, user_id
+from tickq.jobs
+where id = any(%(ids)s::uuid[])
+order by id
+for no key update;
+
+-- name: jobs_enqueue_after
+-- Insert jobs that wait for parents, and their edges, in one statement. Each job comes with
+-- its status (waiting, or queued when every parent already succeeded), its count of
+-- unfinished parents and whether a later job of the same call waits for it, all decided
+-- under jobs_parents_lock. Returns the requests that did not insert, as jobs_enqueue does;
+-- a request that did not insert adds no edge.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), input as materialized (
+    select *
+    from unnest(%(id)s::uuid[], %(queue)s::text[], %(type)s::text[], %(user_id)s::uuid[],
+                %(payload)s::text[], %(idempotency_key)s::text[], %(max_attempts)s::integer[],
+                %(priority)s::integer[], %(run_after)s::timestamptz[], %(delay)s::float8[],
+                %(lease_seconds)s::integer[], %(backoff_base)s::float8[],
+                %(backoff_factor)s::float8[], %(backoff_max)s::float8[],
+                %(backoff_jitter)s::float8[], %(status)s::text[],
+                %(pending_parents)s::integer[], %(has_children)s::boolean[])
+        as i (id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
+              run_after, delay, lease_seconds, backoff_base, backoff_factor, backoff_max,
+              backoff_jitter, status, pending_parents, has_children)
+), inserted as (
+    insert into tickq.jobs as j (
+        id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
+        run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
+        status, pending_parents, has_children, created_at, updated_at)
+    select i.id, i.queue, i.type, i.user_id, i.payload::jsonb, i.idempotency_key,
+           i.max_attempts, i.priority,
+           coalesce(i.run_after, clock.now + i.delay * interval '1 second'),
+           i.lease_seconds, i.backoff_base, i.backoff_factor, i.backoff_max, i.backoff_jitter,
+           i.status, i.pending_parents, i.has_children, clock.now, clock.now
+    from input i, clock
+    order by i.idempotency_key, i.user_id  -- one global key order, as in jobs_enqueue
+    on conflict (idempotency_key, user_id)
+        where idempotency_key is not null and status not in ('dead', 'cancelled')
+        do nothing
+    returning j.id, j.user_id
+), linked as (
+    insert into tickq.job_dependencies (child_id, parent_id, user_id)
+    select e.child_id, e.parent_id, n.user_id
+    from unnest(%(child_ids)s::uuid[], %(parent_ids)s::uuid[]) as e (child_id, parent_id)
+    join inserted n on n.id = e.child_id
+    returning parent_id
+), flagged as (
+    -- Parents enqueued earlier learn that they have children (has_children, migration 0009).
+    update tickq.jobs p
+    set has_children = true
+    where p.id = any(%(earlier_parents)s::uuid[])
+      and not p.has_children
+      and p.id in (select parent_id from linked)
+)
+select i.id, j.id, j.status
+from input i
+left join tickq.jobs j
+    on j.idempotency_key = i.idempotency_key
+   and j.user_id is not distinct from i.user_id
+   and j.status not in ('dead', 'cancelled')
+where not exists (select from inserted where inserted.id = i.id);
+
+-- name: job_parent_results
+-- The results of a job's parents, for job.parent_results (read when a handler asks for it).
+select d.parent_id, p.result
+from tickq.job_dependencies d
+join tickq.jobs p on p.id = d.parent_id
+where d.child_id = %(id)s;
+
+-- name: job_relatives
+-- A job's parents and children with their type and status, for `tickq show` and the API.
+select 'parent' as relation, p.id, p.type, p.status
+from tickq.job_dependencies d
+join tickq.jobs p on p.id = d.parent_id
+where d.child_id = %(id)s
+union all
+select 'child', c.id, c.type, c.status
+from tickq.job_dependencies d
+join tickq.jobs c on c.id = d.child_id
+where d.parent_id = %(id)s
+order by relation desc, id;
+
 -- Retention (queue_core/retention.py)
 
 -- name: retention_policies_set
@@ -540,6 +662,12 @@ with clock as materialized (
           or %(keep_last)s::integer = 0
           or (%(keep_last)s::integer is not null
               and (j.finished_at, j.id) < (select finished_at, id from cutoff)))
+      -- A parent stays while any child is unfinished: the child reads its result when it
+      -- runs (job.parent_results). has_children spares other jobs the lookup.
+      and not (j.has_children and exists (
+          select from tickq.job_dependencies d join tickq.jobs c on c.id = d.child_id
+          where d.parent_id = j.id
+            and c.status not in ('succeeded', 'dead', 'cancelled')))
     limit %(batch)s
     for update of j skip locked
 )
