@@ -29,7 +29,7 @@ def store(conn: psycopg.Connection) -> PostgresStore:
 
 
 def count(conn: psycopg.Connection, table: str = "jobs") -> int:
-    row = conn.execute(f"select count(*) from tickq.{table}").fetchone()  # noqa: S608
+    row = conn.execute(f"select count(*) from tickq.{table}").fetchone()
     assert row is not None
     return int(row[0])
 
