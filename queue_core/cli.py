@@ -26,7 +26,9 @@ import psycopg
 from rich.console import Console
 from rich.table import Table
 
+from . import dependencies
 from . import migrate as migrations
+from .batch import JobBatch
 from .config import Settings
 from .errors import (
     ConfigurationError,
@@ -36,7 +38,7 @@ from .errors import (
 )
 from .jobs import TERMINAL, Job, Status
 from .registry import Registry, registry
-from .store import PostgresStore, StatsRow
+from .store import PostgresStore, Relative, StatsRow
 from .tick import Runner, TickReport
 
 EXIT_REFUSED, EXIT_INPUT, EXIT_DATABASE = 1, 2, 3
@@ -120,6 +122,7 @@ def emit(args: argparse.Namespace, data: Any, human: Callable[[], None]) -> None
 
 
 STATUS_STYLE = {
+    "waiting": "blue",
     "queued": "cyan",
     "running": "yellow",
     "retrying": "magenta",
@@ -192,8 +195,13 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         "user_id": args.user,
     }
     specs = [reg.spec(args.type, payload, **options) for _ in range(args.count)]
+    parents = dependencies.parents(args.after)
     with database() as conn:
-        results = PostgresStore(conn).enqueue_many(specs)
+        store = PostgresStore(conn)
+        if parents:
+            results = store.enqueue_after(JobBatch.of(specs), [parents] * len(specs))
+        else:
+            results = store.enqueue_many(specs)
     rows = [{"id": str(r.id), "status": r.status.value, "duplicate": r.duplicate} for r in results]
 
     def human() -> None:
@@ -308,7 +316,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     with database() as conn:
-        job = PostgresStore(conn).get(args.id)
+        store = PostgresStore(conn)
+        job = store.get(args.id)
+        relatives = store.relatives(job.id)
 
     def human() -> None:
         table = Table(show_header=False, title=f"job {job.id}")
@@ -317,10 +327,27 @@ def cmd_show(args: argparse.Namespace) -> int:
         for key, value in job.to_dict().items():
             shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
             table.add_row(key, _status(shown) if key == "status" else shown)
+        for relation, title in (("parent", "after"), ("child", "children")):
+            lines = [_relative(r) for r in relatives if r.relation == relation]
+            if lines:
+                table.add_row(title, "\n".join(lines))
         out.print(table)
 
-    emit(args, job.to_dict(), human)
+    emit(args, {**job.to_dict(), **relatives_dict(relatives)}, human)
     return 0
+
+
+def relatives_dict(relatives: Sequence[Relative]) -> dict[str, list[dict[str, str]]]:
+    """A job's parents ("after") and children, as `show --json` and the API give them."""
+    out: dict[str, list[dict[str, str]]] = {"after": [], "children": []}
+    for r in relatives:
+        entry = {"id": str(r.id), "type": r.type, "status": r.status.value}
+        out["after" if r.relation == "parent" else "children"].append(entry)
+    return out
+
+
+def _relative(r: Relative) -> str:
+    return f"{r.id} {r.type} {_status(r.status.value)}"
 
 
 def cmd_dead(args: argparse.Namespace) -> int:
@@ -741,7 +768,8 @@ def build_parser() -> argparse.ArgumentParser:
         "enqueue a job",
         "  tickq enqueue embed --payload '{\"doc\": 1}' --key doc-1\n"
         "  tickq enqueue reindex --payload @job.json --delay 60 --priority 5\n"
-        "  tickq enqueue embed --count 1000 --queue bulk",
+        "  tickq enqueue embed --count 1000 --queue bulk\n"
+        "  tickq enqueue reindex --after 0192f4c3-... --after 0192f4c4-...",
     )
     p.add_argument("type", help="job type (handler name)")
     p.add_argument("--payload", help="JSON object, or @file.json")
@@ -753,6 +781,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-after", help="ISO 8601 time before which it does not run")
     p.add_argument("--user", help="owner's user id (UUID)")
     p.add_argument("--count", type=_positive, default=1, help="enqueue this many copies")
+    p.add_argument(
+        "--after",
+        action="append",
+        metavar="ID",
+        help="run only after this job succeeds (repeatable); waits as status waiting",
+    )
     p.add_argument("--tasks", nargs="*", help="handler modules, for defaults and type checks")
 
     p = command(
