@@ -47,6 +47,7 @@ __all__ = [
     "InvalidParent",
     "InvalidTransition",
     "Job",
+    "JobBatch",
     "JobCancelled",
     "JobContext",
     "JobNotFound",

@@ -30,6 +30,7 @@ from . import dependencies
 from . import migrate as migrations
 from .batch import JobBatch
 from .config import Settings
+from .dependencies import Relative
 from .errors import (
     ConfigurationError,
     DatabaseError,
@@ -38,7 +39,7 @@ from .errors import (
 )
 from .jobs import TERMINAL, Job, Status
 from .registry import Registry, registry
-from .store import PostgresStore, Relative, StatsRow
+from .store import PostgresStore, StatsRow
 from .tick import Runner, TickReport
 
 EXIT_REFUSED, EXIT_INPUT, EXIT_DATABASE = 1, 2, 3
@@ -333,17 +334,8 @@ def cmd_show(args: argparse.Namespace) -> int:
                 table.add_row(title, "\n".join(lines))
         out.print(table)
 
-    emit(args, {**job.to_dict(), **relatives_dict(relatives)}, human)
+    emit(args, {**job.to_dict(), **dependencies.family(relatives)}, human)
     return 0
-
-
-def relatives_dict(relatives: Sequence[Relative]) -> dict[str, list[dict[str, str]]]:
-    """A job's parents ("after") and children, as `show --json` and the API give them."""
-    out: dict[str, list[dict[str, str]]] = {"after": [], "children": []}
-    for r in relatives:
-        entry = {"id": str(r.id), "type": r.type, "status": r.status.value}
-        out["after" if r.relation == "parent" else "children"].append(entry)
-    return out
 
 
 def _relative(r: Relative) -> str:

@@ -85,6 +85,25 @@ def resolve(refs: Sequence[ParentRef], results: Sequence[EnqueueResult | None]) 
 
 
 @dataclass(frozen=True, slots=True)
+class Relative:
+    """A parent or child of a job, as `tickq show`, the API and the job page list them."""
+
+    relation: str  # "parent" or "child"
+    id: UUID
+    type: str
+    status: Status
+
+
+def family(relatives: Iterable[Relative]) -> dict[str, list[dict[str, str]]]:
+    """A job's parents ("after", as enqueue names them) and its children, JSON-ready."""
+    out: dict[str, list[dict[str, str]]] = {"after": [], "children": []}
+    for r in relatives:
+        entry = {"id": str(r.id), "type": r.type, "status": r.status.value}
+        out["after" if r.relation == "parent" else "children"].append(entry)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """What a dependent enqueue inserts: per job its status, its count of unfinished parents
     and whether a later job of the call waits for it; and the edges (child, parent)."""

@@ -24,6 +24,7 @@ from psycopg.rows import RowMaker
 
 from . import dependencies, transitions, validation
 from .batch import JobBatch
+from .dependencies import Relative
 from .errors import (
     DatabaseError,
     InvalidJob,
@@ -90,16 +91,6 @@ class LimitsConfigured:
 class LeaseState:
     lease_until: datetime
     cancel_requested: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Relative:
-    """A parent or child of a job (dependencies), as `tickq show` and the API list them."""
-
-    relation: str  # "parent" or "child"
-    id: UUID
-    type: str
-    status: Status
 
 
 @dataclass(frozen=True, slots=True)
