@@ -25,6 +25,7 @@ from uuid import UUID
 import psycopg
 from rich.console import Console
 from rich.table import Table
+from rich.tree import Tree
 
 from . import dependencies
 from . import migrate as migrations
@@ -502,7 +503,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         store = PostgresStore(conn)
         specs = [demo.demo.spec(**r, user_id=owner) for r in demo.requests()]
         results = store.enqueue_many(specs)
-        ids = list(dict.fromkeys(r.id for r in results))
+        graph = [demo.demo.spec(**_without(r, "after"), user_id=owner) for r in demo.pipeline()]
+        after = [tuple(r.get("after", ())) for r in demo.pipeline()]
+        steps = [r.id for r in store.enqueue_after(JobBatch.of(graph), after)]
+        ids = list(dict.fromkeys([*(r.id for r in results), *steps]))
         duplicates = sum(r.duplicate for r in results)
         if not args.json:
             out.print(
@@ -523,6 +527,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     break
                 time.sleep(0.1)
         jobs = [store.get(i) for i in ids]
+        tree = _pipeline_tree(store, steps[0])
 
     def human() -> None:
         table = Table(title="demo outcomes")
@@ -541,6 +546,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for job in jobs:
             if job.status == Status.DEAD:
                 out.print(f"[bold red]dead letter[/] {job.id} ({job.type}): {job.error}")
+        out.print(tree)
         out.print(
             f"ticks ran {total.batches} batches: {total.succeeded} succeeded, "
             f"{total.retried} retried, {total.snoozed} snoozed, {total.dead} dead"
@@ -549,6 +555,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
     emit(args, {"jobs": [j.to_dict() for j in jobs], "report": total.as_dict()}, human)
     unfinished = [j for j in jobs if j.status not in TERMINAL]
     return EXIT_REFUSED if unfinished else 0
+
+
+def _without(request: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in request.items() if k != key}
+
+
+def _pipeline_tree(store: PostgresStore, root: UUID) -> Tree:
+    """The demo pipeline as a tree from its first job: each job with its children under it
+    (a job after several parents shows under each of them)."""
+
+    def label(id_: UUID, type_: str, status: Status) -> str:
+        return f"{type_} …{str(id_)[-8:]} {_status(status.value)}"
+
+    first = store.get(root)
+    tree = Tree(f"pipeline: {label(first.id, first.type, first.status)}")
+    frontier = [(tree, first.id)]
+    while frontier:
+        node, job_id = frontier.pop(0)
+        for r in store.relatives(job_id):
+            if r.relation == "child":
+                frontier.append((node.add(label(r.id, r.type, r.status)), r.id))
+    return tree
 
 
 def _demo_owner(user: str | None) -> UUID | None:
