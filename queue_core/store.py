@@ -568,6 +568,11 @@ class PostgresStore:
             return rows[0]
         job = self.get(job_id)
         if job.status in (Status.DEAD, Status.CANCELLED):
+            for r in self.relatives(job.id):
+                if r.relation == "parent" and r.status != Status.SUCCEEDED:
+                    raise InvalidTransition(
+                        job.id, job.status, f"retry (its parent {r.id} is {r.status.value})"
+                    )
             raise InvalidTransition(
                 job.id, job.status, "retry (its idempotency key is held by a live job)"
             )

@@ -318,7 +318,8 @@ select {columns} from cancelled cross join settled;
 -- name: jobs_retry
 -- Send dead (or, by id, cancelled) jobs back to the queue with fresh attempts. A job whose
 -- idempotency key a live job has taken meanwhile is skipped, and so is all but the newest
--- of several finished jobs sharing one key, since the key can be live only once.
+-- of several finished jobs sharing one key, since the key can be live only once; and so is
+-- a job with a parent that has not succeeded (dependencies), which must not run yet.
 with candidates as (
     select id, idempotency_key, user_id, finished_at
     from tickq.jobs
@@ -331,7 +332,10 @@ with candidates as (
     for update skip locked
 ), chosen as (
     select id from candidates c
-    where c.idempotency_key is null
+    where not exists (select from tickq.job_dependencies d
+                      join tickq.jobs p on p.id = d.parent_id
+                      where d.child_id = c.id and p.status <> 'succeeded')
+      and (c.idempotency_key is null
        or (not exists (select from tickq.jobs o
                        where o.idempotency_key = c.idempotency_key
                          and o.user_id is not distinct from c.user_id
@@ -339,7 +343,7 @@ with candidates as (
            and not exists (select from candidates n
                            where n.idempotency_key = c.idempotency_key
                              and n.user_id is not distinct from c.user_id
-                             and (n.finished_at, n.id) > (c.finished_at, c.id)))
+                             and (n.finished_at, n.id) > (c.finished_at, c.id))))
 )
 update tickq.jobs j
 set status = 'queued',

@@ -13,6 +13,7 @@ import queue_core
 from queue_core import (
     InvalidJob,
     InvalidParent,
+    InvalidTransition,
     JobContext,
     PostgresStore,
     Registry,
@@ -304,3 +305,17 @@ def test_retention_keeps_a_parent_while_its_child_is_unfinished(
     run_one(store, fail=True)  # the child ends: nothing needs the parent any more
     assert retention.prune().deleted == 2
     assert count(conn) == 0 and count(conn, "job_dependencies") == 0
+
+
+def test_a_cancelled_child_is_not_retried_while_its_parent_is_unfinished(
+    conn: psycopg.Connection, store: PostgresStore
+) -> None:
+    a = queue_core.enqueue(conn, "extract")
+    b = queue_core.enqueue(conn, "embed", after=[a.id])
+    store.cancel(b.id)
+
+    with pytest.raises(InvalidTransition, match=f"its parent {a.id} is queued"):
+        store.retry(b.id)
+
+    run_one(store, "text")
+    assert store.retry(b.id).status == Status.QUEUED

@@ -2,10 +2,10 @@
 
 A hypothesis state machine builds graphs (chains, fan-out, fan-in, diamonds) one enqueue or
 one enqueue_many call at a time, then drives them with random outcomes (success, failure,
-permanent failure, lease expiry, cancellation) on a real database, and applies the same steps
-to a dict of `Job` values through `queue_core.transitions` and `queue_core.dependencies`.
-After every step the two must agree, and no waiting job may be stuck: a waiting job always
-has a parent that is not finished yet.
+permanent failure, lease expiry, cancellation, operator retry) on a real database, and
+applies the same steps to a dict of `Job` values through `queue_core.transitions` and
+`queue_core.dependencies`. After every step the two must agree, and no waiting job may be
+stuck: a waiting job always has a parent that is not finished yet.
 """
 
 from __future__ import annotations
@@ -159,6 +159,23 @@ class GraphVersusModel(RuleBasedStateMachine):
             return
         self.store.cancel(job.id, now=self.now)
         self.ended([expected])
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def retry(self, data: st.DataObject) -> None:
+        """A dead or cancelled job goes back to the queue only once its parents succeeded."""
+        job = self.model[data.draw(st.sampled_from(self.ids()))]
+        try:
+            expected: Job | None = transitions.retry(job, now=self.now)
+        except InvalidTransition:
+            expected = None
+        parents = self.parents_of.get(job.id, ())
+        if expected is None or any(self.model[p].status != Status.SUCCEEDED for p in parents):
+            with pytest.raises(InvalidTransition):
+                self.store.retry(job.id, now=self.now)
+            return
+        self.store.retry(job.id, now=self.now)
+        self.model[job.id] = expected
 
     @rule()
     def reclaim(self) -> None:
