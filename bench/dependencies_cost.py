@@ -2,14 +2,15 @@
 
 1. Plain jobs, before and after: the engine as it was just before dependencies were added
    (the parent of the commit that added migration 0009, extracted with `git archive`) and
-   the engine of this tree each drain the same backlog of plain jobs on a fresh database,
-   in subprocesses, the two sides taking turns run by run; medians and their ratio.
+   the engine of this tree, each in a subprocess on a fresh database, take turns sample by
+   sample: a claim of a batch beside a standing backlog, and a tick that drains a batch of
+   fresh plain jobs. Medians and their ratio.
 2. Release: 10,000 waiting children on 100 parents (100 each). Each parent's finish
    statement, which releases its children in its own transaction, is timed; so is a finish
    of a parent with no children, and the same with 1,000 children on 10 parents, so the time
    per parent is seen not to grow with the number of waiting jobs elsewhere (no scan).
 
-    python -m bench.dependencies_cost [--runs 5] [--jobs 20000] [--before REF]
+    python -m bench.dependencies_cost [--drains 10] [--claims 200] [--jobs 5000] [--before REF]
 """
 
 from __future__ import annotations
@@ -41,35 +42,48 @@ ROOT = Path(__file__).resolve().parents[1]
 MIGRATION = "queue_core/migrations/0009_dependencies.sql"
 
 # Runs in a subprocess whose PYTHONPATH is one side's tree, through the public API only.
-DRAIN = """
-import json, statistics, sys, time
+# It answers commands on stdin, one line each, with the seconds the operation took:
+# "claim" (one claim of a batch, rolled back, on a standing backlog) and "drain N" (enqueue
+# N plain jobs, then one tick that runs them all).
+SIDE = """
+import sys, time
 import psycopg
 import queue_core
 from queue_core import PostgresStore, Registry, Runner
 from queue_core.migrate import migrate
 
-url, jobs, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+url, backlog, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 registry = Registry()
 registry.task("noop")(lambda job: None)
-with psycopg.connect(url, autocommit=True) as conn:
-    migrate(conn)
-    def fill(n):
-        for first in range(0, n, 1000):
-            queue_core.enqueue_many(conn, [{"type": "noop"}] * min(1000, n - first), using=registry)
-    fill(jobs)
-    store = PostgresStore(conn)
-    claims = []
-    for _ in range(50):  # claim alone, rolled back: the same backlog every time
+conn = psycopg.connect(url, autocommit=True)
+migrate(conn)
+store = PostgresStore(conn)
+
+def enqueue(n, queue):
+    for first in range(0, n, 1000):
+        size = min(1000, n - first)
+        queue_core.enqueue_many(conn, [{"type": "noop", "queue": queue}] * size, using=registry)
+
+enqueue(backlog, "standing")
+claimer = Runner(store, registry, queues=["standing"], batch_size=batch)
+drainer = Runner(store, registry, queues=["drain"], batch_size=batch, concurrency=1)
+print("ready", flush=True)
+for line in sys.stdin:
+    command, *args = line.split()
+    if command == "claim":
         with conn.transaction(force_rollback=True):
             started = time.perf_counter()
-            assert len(store.claim(limit=batch)) == batch
-            claims.append(time.perf_counter() - started)
-    with Runner(store, registry, batch_size=batch, concurrency=1) as runner:
+            claimed = store.claim(queues=["standing"], limit=batch)
+            seconds = time.perf_counter() - started
+        assert len(claimed) == batch
+    else:
+        n = int(args[0])
+        enqueue(n, "drain")
         started = time.perf_counter()
-        report = runner.tick()
-        drain = time.perf_counter() - started
-    assert report.succeeded == jobs, report
-print(json.dumps({"drain_seconds": drain, "claim_seconds": statistics.median(claims)}))
+        report = drainer.tick()
+        seconds = time.perf_counter() - started
+        assert report.succeeded == n, report
+    print(seconds, flush=True)
 """
 
 
@@ -102,36 +116,79 @@ def tree_at(ref: str) -> Iterator[Path]:
         yield Path(tmp)
 
 
-def drain_once(admin_url: str, tree: Path, side: str, jobs: int, batch: int) -> dict[str, float]:
-    with fresh_database(admin_url, f"deps_{side}") as url:
+class Side:
+    """One engine in a subprocess of its own, on a fresh database, answering commands."""
+
+    def __init__(self, admin_url: str, tree: Path, name: str, backlog: int, batch: int) -> None:
+        self.database = fresh_database(admin_url, f"deps_{name}")
+        url = self.database.__enter__()
         env = {**os.environ, "PYTHONPATH": str(tree)}
-        done = subprocess.run(
-            [sys.executable, "-c", DRAIN, url, str(jobs), str(batch)],
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", SIDE, url, str(backlog), str(batch)],
             cwd=tree,
             env=env,
-            capture_output=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             text=True,
-            check=False,
         )
-        if done.returncode:
-            raise RuntimeError(f"{side} drain failed:\n{done.stderr}")
-        result: dict[str, float] = json.loads(done.stdout)
-        return result
+        if self._line() != "ready":
+            raise RuntimeError(f"the {name} side did not start")
+
+    def _line(self) -> str:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().strip()
+        if not line:
+            raise RuntimeError(f"the side exited with {self.process.wait()}")
+        return line
+
+    def seconds(self, command: str) -> float:
+        assert self.process.stdin is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        return float(self._line())
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=60)
+        self.database.__exit__(None, None, None)
 
 
-def plain_jobs(admin_url: str, ref: str, runs: int, jobs: int, batch: int) -> dict[str, Any]:
-    samples: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
-    with tree_at(ref) as before:
-        trees = {"before": before, "after": ROOT}
-        for run in range(runs):
-            for side in ("before", "after") if run % 2 == 0 else ("after", "before"):
-                samples[side].append(drain_once(admin_url, trees[side], side, jobs, batch))
-    out: dict[str, Any] = {"before": ref, "jobs": jobs, "batch": batch, "runs": runs}
-    for metric in ("drain_seconds", "claim_seconds"):
-        medians = {side: statistics.median(s[metric] for s in samples[side]) for side in samples}
-        out[metric] = medians
+def plain_jobs(
+    admin_url: str, ref: str, rounds: int, jobs: int, batch: int, claims: int
+) -> dict[str, Any]:
+    """Both engines alive at once, taking turns command by command (who goes first swaps),
+    so both see the same machine load and the ratio is about the engines."""
+    samples: dict[str, dict[str, list[float]]] = {
+        side: {"claim": [], "drain": []} for side in ("before", "after")
+    }
+    with tree_at(ref) as before, contextlib.ExitStack() as stack:
+        sides = {}
+        for name, tree in (("before", before), ("after", ROOT)):
+            sides[name] = Side(admin_url, tree, name, jobs, batch)
+            stack.callback(sides[name].close)
+        order = ["before", "after"]
+        for turn in range(claims):
+            for name in order if turn % 2 else order[::-1]:
+                samples[name]["claim"].append(sides[name].seconds("claim"))
+        for turn in range(rounds):
+            for name in order if turn % 2 else order[::-1]:
+                samples[name]["drain"].append(sides[name].seconds(f"drain {jobs}"))
+    out: dict[str, Any] = {
+        "before": ref,
+        "jobs_per_drain": jobs,
+        "batch": batch,
+        "drains": rounds,
+        "claims": claims,
+        "standing_backlog": jobs,
+    }
+    for metric in ("claim", "drain"):
+        medians = {name: statistics.median(s[metric]) for name, s in samples.items()}
+        out[f"{metric}_seconds"] = medians
         out[f"{metric}_ratio_after_over_before"] = medians["after"] / medians["before"]
-    out["drain_jobs_per_second"] = {side: jobs / out["drain_seconds"][side] for side in samples}
+    out["drain_jobs_per_second"] = {
+        name: jobs / out["drain_seconds"][name] for name in ("before", "after")
+    }
     return out
 
 
@@ -190,8 +247,9 @@ def explain_children(conn: psycopg.Connection[Any], parent: Any) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.dependencies_cost")
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--drains", type=int, default=10, help="drains per side, alternating")
+    parser.add_argument("--claims", type=int, default=200, help="claims per side, alternating")
+    parser.add_argument("--jobs", type=int, default=5_000, help="jobs per drain and backlog")
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--before", help="git ref of the engine before (default: see above)")
     parser.add_argument("--database-url", help="superuser URL (default: a throwaway server)")
@@ -200,7 +258,9 @@ def main() -> None:
     with benchmark_server(args.database_url) as admin_url:
         result = {
             "server": server_description(admin_url),
-            "plain_jobs": plain_jobs(admin_url, ref, args.runs, args.jobs, args.batch),
+            "plain_jobs": plain_jobs(
+                admin_url, ref, args.drains, args.jobs, args.batch, args.claims
+            ),
             "release_10k_on_100": release(admin_url, parents=100, children_each=100),
             "release_1k_on_10": release(admin_url, parents=10, children_each=100),
         }
