@@ -104,7 +104,7 @@ def enqueue_many(
     same call, so a whole graph is enqueued at once (two statements, one transaction).
     """
     requests = list(requests)
-    if not any("after" in request for request in requests):
+    if not any(isinstance(r, Mapping) and "after" in r for r in requests):
         return _store(conn).enqueue_batch((using or registry).batch(requests), now=now)
     after = [
         dependencies.graph_parents(r.get("after"), position=i, field=f"jobs[{i}].after")

@@ -137,7 +137,7 @@ class EnqueueResult:
     id: UUID
     status: Status
     duplicate: bool
-    job: Job | None = None  # the whole row, for callers that show it (single enqueue)
+    job: Job | None = None  # the whole row, for callers that show it (single, without after)
 
 
 class Verdict(enum.StrEnum):

@@ -453,7 +453,9 @@ class Runner:
             total.add(report)
             if on_tick is not None and (claimed or report.reclaimed):
                 on_tick(report)
-            if claimed < self.batch_size:
+            # Ending a parent may have queued its children: claim again at once.
+            settled, self._settled_children = self._settled_children, False
+            if claimed < self.batch_size and not settled:
                 # Jitter keeps many idle workers from polling in lockstep.
                 pause = poll_interval * (0.5 + self.rand() / 2)
                 if listening is self.store:

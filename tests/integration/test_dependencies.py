@@ -3,6 +3,8 @@ cascading cancellation, refusals that write nothing, and retention keeping neede
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -319,3 +321,28 @@ def test_a_cancelled_child_is_not_retried_while_its_parent_is_unfinished(
 
     run_one(store, "text")
     assert store.retry(b.id).status == Status.QUEUED
+
+
+def test_a_long_running_worker_runs_released_children_without_waiting_to_poll(
+    conn: psycopg.Connection, store: PostgresStore
+) -> None:
+    registry = Registry()
+    stop = threading.Event()
+    ran: list[str] = []
+
+    @registry.task("step")
+    def step(job: JobContext) -> None:
+        ran.append(job.payload["name"])
+        if job.payload["name"] == "last":
+            stop.set()
+
+    first = queue_core.enqueue(conn, "step", {"name": "first"})
+    second = queue_core.enqueue(conn, "step", {"name": "second"}, after=[first.id])
+    queue_core.enqueue(conn, "step", {"name": "last"}, after=[second.id])
+
+    started = time.monotonic()
+    with Runner(store, registry) as runner:
+        runner.work(stop=stop, poll_interval=60, listen=False)
+
+    assert ran == ["first", "second", "last"]
+    assert time.monotonic() - started < 30  # one idle poll would have taken 30 s or more
