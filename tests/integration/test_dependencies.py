@@ -346,3 +346,17 @@ def test_a_long_running_worker_runs_released_children_without_waiting_to_poll(
 
     assert ran == ["first", "second", "last"]
     assert time.monotonic() - started < 30  # one idle poll would have taken 30 s or more
+
+
+def test_a_released_child_keeps_its_queue_and_priority(
+    conn: psycopg.Connection, store: PostgresStore
+) -> None:
+    a = queue_core.enqueue(conn, "extract")
+    low = queue_core.enqueue(conn, "embed", queue="vectors", priority=1)
+    high = queue_core.enqueue(conn, "embed", queue="vectors", priority=9, after=[a.id])
+    run_one(store)
+
+    claimed = store.claim(queues=["vectors"], limit=1)
+
+    assert [job.id for job in claimed] == [high.id]
+    assert store.get(low.id).status == Status.QUEUED
