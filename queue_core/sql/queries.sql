@@ -170,15 +170,6 @@ with clock as materialized (
       and j.lease_token = o.lease_token
       and j.status = 'running'
     returning j.id, j.status, j.has_children
-), settled as (
-    -- Children of the jobs finished above are released or cancelled in this statement's
-    -- transaction (SPEC §9). Only jobs marked has_children reach tickq.jobs_settle: a batch
-    -- of plain jobs pays a boolean test per job and no lookup.
-    select case when count(*) > 0
-                then tickq.jobs_settle(array_agg(f.id), array_agg(f.status), min(clock.now))
-           end as children
-    from finished f, clock
-    where f.has_children and f.status in ('succeeded', 'dead', 'cancelled')
 ), picked as materialized (
     -- MATERIALIZED and LIMIT inside the CTE: the lock is taken on exactly these rows
     -- (a bare "id in (select ... limit n for update skip locked)" can lock more than n,
@@ -216,8 +207,17 @@ with clock as materialized (
 -- The ids come on the first row only: repeated on every row they cost more to parse than
 -- the jobs themselves.
 select case when row_number() over () = 1 then f.ids end as ids, c.*
-from (select array_agg(id) as ids from finished) f
-cross join settled
+from (select array_agg(id) as ids,
+             -- Children of the jobs finished above are released or cancelled in this
+             -- statement's transaction (SPEC §9), by a function called only when a finished
+             -- job has some (has_children): a batch of plain jobs pays a boolean per job,
+             -- no lookup. Computed in the pass that collects the ids: a CTE of its own cost
+             -- a measurable part of a plain drain.
+             case when bool_or(has_children) then tickq.jobs_settle(
+                 array_agg(id) filter (where has_children),
+                 array_agg(status) filter (where has_children),
+                 (select now from clock)) end as children
+      from finished) f
 left join claimed c on true;
 
 
@@ -262,15 +262,6 @@ with clock as materialized (
       and j.lease_token = o.lease_token
       and j.status = 'running'
     returning j.id, j.status, j.has_children
-), settled as (
-    -- Children of the jobs finished above are released or cancelled in this statement's
-    -- transaction (SPEC §9). Only jobs marked has_children reach tickq.jobs_settle: a batch
-    -- of plain jobs pays a boolean test per job and no lookup.
-    select case when count(*) > 0
-                then tickq.jobs_settle(array_agg(f.id), array_agg(f.status), min(clock.now))
-           end as children
-    from finished f, clock
-    where f.has_children and f.status in ('succeeded', 'dead', 'cancelled')
 ), picked as materialized (
     -- MATERIALIZED and LIMIT inside the CTE: the lock is taken on exactly these rows
     -- (a bare "id in (select ... limit n for update skip locked)" can lock more than n,
@@ -308,8 +299,17 @@ with clock as materialized (
 -- The ids come on the first row only: repeated on every row they cost more to parse than
 -- the jobs themselves.
 select case when row_number() over () = 1 then f.ids end as ids, c.*
-from (select array_agg(id) as ids from finished) f
-cross join settled
+from (select array_agg(id) as ids,
+             -- Children of the jobs finished above are released or cancelled in this
+             -- statement's transaction (SPEC §9), by a function called only when a finished
+             -- job has some (has_children): a batch of plain jobs pays a boolean per job,
+             -- no lookup. Computed in the pass that collects the ids: a CTE of its own cost
+             -- a measurable part of a plain drain.
+             case when bool_or(has_children) then tickq.jobs_settle(
+                 array_agg(id) filter (where has_children),
+                 array_agg(status) filter (where has_children),
+                 (select now from clock)) end as children
+      from finished) f
 left join claimed c on true;
 -- name: jobs_reclaim
 -- Return jobs whose lease expired to retrying (a failed attempt, with backoff), or to dead
