@@ -3,8 +3,9 @@
 For fast tests of what sits on the port (the runner's drain, its pipelining, the handler
 context) without a database. It keeps the Postgres store's promises that the model-based
 test checks (claim order, lease fencing, one live holder per idempotency key); it knows
-nothing of row-level security, limits, schedules, retention or dependencies (no job of it
-is ever enqueued after another, so none has parent results).
+nothing of row-level security, limits, fairness across groups (it claims in plain order),
+schedules, retention or dependencies (no job of it is ever enqueued after another, so none
+has parent results).
 """
 
 from __future__ import annotations
