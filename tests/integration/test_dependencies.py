@@ -360,3 +360,15 @@ def test_a_released_child_keeps_its_queue_and_priority(
 
     assert [job.id for job in claimed] == [high.id]
     assert store.get(low.id).status == Status.QUEUED
+
+
+def test_a_waiting_job_keeps_its_fairness_group(
+    conn: psycopg.Connection, store: PostgresStore
+) -> None:
+    owner = uuid4()
+    a = queue_core.enqueue(conn, "extract", user_id=owner)
+    by_owner = queue_core.enqueue(conn, "embed", user_id=owner, after=[a.id])
+    given = queue_core.enqueue(conn, "embed", user_id=owner, group="tenant-7", after=[a.id])
+
+    assert store.get(by_owner.id).group_key == str(owner)
+    assert store.get(given.id).group_key == "tenant-7"
