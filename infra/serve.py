@@ -33,6 +33,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 Handler = Callable[[dict[str, Any], Any], Mapping[str, Any]]
 
 DEV_ISSUER = "https://tickq.local/serve"
+APP_ROLE = "tickq_app"
 # API Gateway's own limit on a request body; bigger ones get 413 before the handler runs.
 MAX_BODY_BYTES = 10 * 1024 * 1024
 _TEXT_TYPES = ("text/", "application/json", "application/javascript", "image/svg+xml")
@@ -293,8 +294,10 @@ class ServeError(RuntimeError):
 def handler_database_url(conn: psycopg.Connection[Any], url: str | None, role: str | None) -> str:
     """Where the handler connects: the same database as `conn`, acting as `role`.
 
-    Running as tickq_app, as ApiFunction's login does in production, keeps row-level
-    security in force locally even when the given login is a superuser.
+    ApiFunction itself acts as tickq_app in every user's transaction (and refuses to serve
+    on a login that would read past row-level security), so for tickq_app this only checks
+    that the login may; the session keeps the login's own role for the operator counts.
+    Another role is set for the whole session.
     """
     if url is None:
         # The embedded server: its URL without a password, which it does not need.
@@ -309,6 +312,8 @@ def handler_database_url(conn: psycopg.Connection[Any], url: str | None, role: s
             f"this database login cannot act as {role} ({exc.diag.message_primary or exc}); "
             "log in as its owner or a superuser, or pass --role '' to keep the login's own"
         ) from None
+    if role == APP_ROLE:
+        return url
     options = conninfo_to_dict(url).get("options") or ""
     return make_conninfo(url, options=f"{options} -c role={role}".strip())
 

@@ -148,7 +148,8 @@ class PostgresStore:
     def _admission(self, specs: Sequence[JobSpec]) -> Iterator[None]:
         """A target queue with a maximum depth is checked in the insert's transaction, under
         a lock on its limit row: QueueFull refuses the whole batch and nothing is written."""
-        if not self.limits_configured().queues:
+        if self.user_id is not None or not self.limits_configured().queues:
+            # Application users' inserts are admitted by the jobs_app_admit trigger.
             yield
             return
         with self.conn.transaction():
@@ -504,14 +505,16 @@ class PostgresStore:
         ]
 
     def stats_all_users(self, *, now: datetime | None = None) -> list[StatsRow]:
-        """`stats` over every user's jobs, as tickq_worker for one transaction.
+        """`stats` over every user's jobs, for operator views on an application login.
 
-        For operator views on an application login: it must be allowed to SET ROLE
-        tickq_worker without inheriting it, so its other queries stay under row-level security.
+        Counts only, through tickq.operator_stats: the login needs tickq_operator, never
+        the worker role, so it can read no row of another user.
         """
-        with translate_errors(), self.conn.transaction():
-            self.conn.execute(QUERIES["role_worker"])
-            return self.stats(now=now)
+        rows = self._rows("operator_stats", {"now": now}, None)
+        return [
+            StatsRow(q, t, Status(s), c, None if age is None else float(age))
+            for q, t, s, c, age in rows
+        ]
 
     def limits_configured(self) -> LimitsConfigured:
         """Whether any type or queue limit exists, re-read every LIMITS_TTL_SECONDS."""
@@ -566,6 +569,9 @@ class PostgresStore:
             yield
 
 
+QUEUE_FULL_SQLSTATE = "TQ429"
+
+
 @contextmanager
 def translate_errors() -> Iterator[None]:
     """Driver errors become tickq errors here, and only here."""
@@ -590,6 +596,9 @@ def translate_errors() -> Iterator[None]:
     except psycopg.OperationalError as exc:
         raise DatabaseError(f"database unavailable: {exc}") from exc
     except psycopg.Error as exc:
+        if exc.sqlstate == QUEUE_FULL_SQLSTATE:  # raised by the jobs_app_admit trigger
+            limit = int(exc.diag.message_hint or 0)
+            raise QueueFull(exc.diag.message_detail or "", limit, limit) from exc
         raise DatabaseError(f"database error: {exc}") from exc
 
 
