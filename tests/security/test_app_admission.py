@@ -79,6 +79,7 @@ def test_the_apis_429_does_not_state_every_users_depth(
     tasks: object,
 ) -> None:
     monkeypatch.setenv("TICKQ_DATABASE_URL", app_url)
+    monkeypatch.setenv("TICKQ_QUEUES", "default,bulk")
     Limits(conn).set_queue(queue_limit("bulk", max_depth=2))
     PostgresStore(conn).enqueue_many([job_spec("t", queue="bulk") for _ in range(2)])
 
