@@ -79,6 +79,10 @@ def page() -> Response:
 
 @router.get("/ui/<asset>")
 def asset(asset: str) -> Response:
+    if asset == "config.json":
+        # Where the page starts its own sign-in (TICKQ_SIGN_IN_URL); it takes a token only
+        # from the answer to that flow, checked by a one-use state.
+        return _json(HTTPStatus.OK, {"sign_in_url": os.environ.get("TICKQ_SIGN_IN_URL") or None})
     if asset not in ASSETS:
         return _json(HTTPStatus.NOT_FOUND, {"error": "NotFound", "message": "no such asset"})
     return _static(asset, ASSETS[asset])
