@@ -55,6 +55,7 @@ async function api(method, path, query) {
     if (value !== null && value !== undefined && value !== "") url.searchParams.set(key, value);
   }
   const headers = { Accept: "application/json" };
+  if (method !== "GET") headers["Content-Type"] = "application/json";
   if (bearer) headers.Authorization = "Bearer " + bearer;
   const response = await fetch(url, { method, headers, credentials: "same-origin" });
   const text = await response.text();
