@@ -405,12 +405,18 @@ class PostgresStore:
     # Waking idle workers (long-running workers only; never in a Lambda tick)
 
     def listen_for_jobs(self) -> bool:
-        """Subscribe to enqueue notifications; False (nothing done) inside a transaction,
-        where LISTEN would wait for the caller's commit."""
+        """Subscribe to enqueue notifications; False (nothing kept) inside a transaction,
+        where LISTEN would wait for the caller's commit, or where the subscription does
+        not stay with this session."""
         if not self.conn.autocommit:
             return False
         self._rows("jobs_listen", {}, None)
-        return True
+        # Behind a transaction-mode pooler the next statement may run in another server
+        # session, one that never listened: then LISTEN cannot wake us.
+        if self._rows("jobs_listening", {}, None) == [(True,)]:
+            return True
+        self._rows("jobs_unlisten", {}, None)
+        return False
 
     def unlisten_jobs(self) -> None:
         self._rows("jobs_unlisten", {}, None)

@@ -426,8 +426,16 @@ class Runner:
         while not stop.is_set() or self._next:
             report = TickReport()
             try:
-                if listen and listening is not self.store and self.store.listen_for_jobs():
-                    listening = self.store
+                if listen and listening is not self.store:
+                    if self.store.listen_for_jobs():
+                        listening = self.store
+                    else:
+                        listen = False
+                        log.warning(
+                            "LISTEN does not reach this connection (a transaction or a "
+                            "transaction-mode pooler); waking by polling every %g s",
+                            poll_interval,
+                        )
                 if time.monotonic() - last_reclaim >= reclaim_interval:
                     self.reclaim(report)
                     last_reclaim = time.monotonic()

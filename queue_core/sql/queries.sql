@@ -342,6 +342,10 @@ from tickq.operator_stats(%(now)s::timestamptz);
 -- Subscribe this session to the notification the enqueue trigger sends (migration 0006).
 listen tickq_jobs;
 
+-- name: jobs_listening
+-- Whether the session answering this statement listens for enqueues.
+select 'tickq_jobs' = any(array(select pg_listening_channels()));
+
 -- name: jobs_unlisten
 -- Stop receiving enqueue notifications on this session.
 unlisten tickq_jobs;
