@@ -91,41 +91,38 @@ grant execute on function tickq.operator_stats(timestamptz) to tickq_operator;
 
 -- Admission for application users: checked by the insert itself, so the application role
 -- no longer calls tickq.queue_admit (which told it every user's queue depth and let it
--- hold the limit lock at will). After the rows are in, under the limit row's lock, the
--- waiting jobs are counted with a fresh snapshot, the new ones included.
+-- hold the limit lock at will). After the statement's rows are in, under the limit row's
+-- lock, the waiting jobs are counted with a fresh snapshot, the new ones included.
 create function tickq.jobs_app_admit() returns trigger
     language plpgsql volatile security definer
     set search_path = pg_catalog, pg_temp
     as $$
 declare
-    v_limits record;
-    v_depth  bigint;
+    v_max   integer;
+    v_depth bigint;
 begin
-    for v_limits in
-        select l.queue, l.max_depth
-        from tickq.queue_limits l
-        where l.queue in (select distinct n.queue from inserted n)
-        order by l.queue
-        for update
-    loop
+    select l.max_depth into v_max
+    from tickq.queue_limits l where l.queue = new.queue
+    for update;
+    if v_max is not null then
         select count(*) into v_depth
         from (select 1 from tickq.jobs j
-              where j.queue = v_limits.queue and j.status in ('queued', 'retrying')
-              limit v_limits.max_depth + 1) w;
-        if v_depth > v_limits.max_depth then
-            raise exception 'tickq: queue % is full', v_limits.queue
-                using errcode = 'TQ429', detail = v_limits.queue,
-                      hint = v_limits.max_depth::text;
+              where j.queue = new.queue and j.status in ('queued', 'retrying')
+              limit v_max + 1) w;
+        if v_depth > v_max then
+            raise exception 'tickq: queue % is full', new.queue
+                using errcode = 'TQ429', detail = new.queue, hint = v_max::text;
         end if;
-    end loop;
+    end if;
     return null;
 end $$;
 
--- Only application users' inserts (tickq.user_id set for the transaction); workers keep
--- the explicit admission before their insert and pay nothing here.
+-- Only application users' rows (tickq.user_id set for the transaction): a worker's insert
+-- evaluates the condition and queues nothing, and keeps its explicit admission. A row
+-- trigger, not a statement one with a transition table, which would copy every inserted
+-- row of every enqueue.
 create trigger jobs_app_admit after insert on tickq.jobs
-    referencing new table as inserted
-    for each statement
+    for each row
     when (coalesce(current_setting('tickq.user_id', true), '') <> '')
     execute function tickq.jobs_app_admit();
 
