@@ -17,6 +17,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.metrics import MetricUnit
 
 from queue_core import InvalidJob, Job, JobSpec
+from queue_core.config import comma_list
 from queue_core.validation import MAX_PAYLOAD_BYTES
 
 from .errors import BadRequest
@@ -124,9 +125,8 @@ def _json_body() -> Any:
 
 
 def _csv(value: str | None) -> list[str] | None:
-    if not value:
-        return None
-    return [part.strip() for part in value.split(",") if part.strip()] or None
+    """A filter's values; None (no filter) when absent or empty."""
+    return list(comma_list(value)) or None
 
 
 def _limit(value: str | None) -> int:

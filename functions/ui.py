@@ -23,7 +23,8 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from queue_core import Status, TickqError
-from queue_core.store import StatsRow
+from queue_core.config import comma_list
+from queue_core.ports import StatsRow
 
 from .identity import caller_id
 from .runtime import store
@@ -116,8 +117,8 @@ def is_operator(claims: Mapping[str, Any], env: Mapping[str, str]) -> bool:
     Never by owner id: owner ids derive from several claims (a non-UUID `sub` and a UUID
     `sub` can meet), so one must not grant the operator view.
     """
-    names = _split(env.get("TICKQ_OPERATORS", ""))
-    groups = _split(env.get("TICKQ_OPERATOR_GROUPS", DEFAULT_OPERATOR_GROUPS))
+    names = set(comma_list(env.get("TICKQ_OPERATORS")))
+    groups = set(comma_list(env.get("TICKQ_OPERATOR_GROUPS", DEFAULT_OPERATOR_GROUPS)))
     who = claims.get(env.get("TICKQ_OPERATOR_CLAIM") or DEFAULT_OPERATOR_CLAIM)
     if isinstance(who, str) and who in names:
         return True
@@ -156,10 +157,6 @@ def _claims() -> Mapping[str, Any]:
 
 def _owner() -> str:
     return str(caller_id(router.current_event.raw_event.get("requestContext")))
-
-
-def _split(value: str) -> set[str]:
-    return {part.strip() for part in value.split(",") if part.strip()}
 
 
 def _claim_list(value: Any) -> set[str]:

@@ -116,10 +116,10 @@ class LocalPgBouncer:
         self.stop()
 
     def _config(self, users: Path) -> str:
-        host = self.server.get("host") or "127.0.0.1"
+        host = str(self.server.get("host") or "127.0.0.1")
         if host.startswith("/"):  # the server's Unix socket: reach it over loopback TCP
             host = "127.0.0.1"
-        port = self.server.get("port") or "5432"
+        port = str(self.server.get("port") or "5432")
         return "\n".join(
             [
                 "[databases]",
