@@ -85,9 +85,35 @@ group by j.queue, j.type, j.status
 order by j.queue, j.type, j.status
 $$;
 
+-- Per queue and fairness group (group_key, added by migration 0010): jobs runnable now,
+-- running, and the oldest runnable age. PL/pgSQL, whose body is checked when called, so
+-- this can be created before the column exists.
+create function tickq.operator_group_stats(p_now timestamptz)
+    returns table (queue text, group_key text, waiting bigint, running bigint,
+                   oldest_runnable_seconds double precision)
+    language plpgsql stable security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+declare
+    v_now timestamptz := coalesce(p_now, now());
+begin
+    return query
+    select j.queue, j.group_key::text,
+           count(*) filter (where j.status in ('queued', 'retrying') and j.run_after <= v_now),
+           count(*) filter (where j.status = 'running'),
+           extract(epoch from v_now - min(j.run_after) filter (
+               where j.status in ('queued', 'retrying') and j.run_after <= v_now))::double precision
+    from tickq.jobs j
+    where j.status in ('queued', 'retrying', 'running')
+    group by j.queue, j.group_key
+    order by j.queue, j.group_key;
+end $$;
+
 revoke all on function tickq.operator_stats(timestamptz) from public;
+revoke all on function tickq.operator_group_stats(timestamptz) from public;
 grant usage on schema tickq to tickq_operator;
-grant execute on function tickq.operator_stats(timestamptz) to tickq_operator;
+grant execute on function tickq.operator_stats(timestamptz),
+    tickq.operator_group_stats(timestamptz) to tickq_operator;
 
 -- Admission for application users: checked by the insert itself, so the application role
 -- no longer calls tickq.queue_admit (which told it every user's queue depth and let it
