@@ -34,6 +34,8 @@ class Batches(Protocol):
 
     def jitter(self) -> float: ...
 
+    def take_ended_parents(self) -> bool: ...
+
 
 def work(
     runner: Batches,
@@ -55,8 +57,16 @@ def work(
     while not stop.is_set() or runner.leased_ahead:
         report = TickReport()
         try:
-            if listen and listening is not runner.store and runner.store.listen_for_jobs():
-                listening = runner.store
+            if listen and listening is not runner.store:
+                if runner.store.listen_for_jobs():
+                    listening = runner.store
+                else:
+                    listen = False
+                    log.warning(
+                        "LISTEN does not reach this connection (a transaction or a "
+                        "transaction-mode pooler); waking by polling every %g s",
+                        poll_interval,
+                    )
             if time.monotonic() - last_reclaim >= reclaim_interval:
                 runner.reclaim(report)
                 last_reclaim = time.monotonic()
@@ -74,7 +84,8 @@ def work(
         total.add(report)
         if on_tick is not None and (claimed or report.reclaimed):
             on_tick(report)
-        if claimed < runner.batch_size:
+        # Ending a parent may have queued its children: claim again at once.
+        if claimed < runner.batch_size and not runner.take_ended_parents():
             # Jitter keeps many idle workers from polling in lockstep.
             pause = poll_interval * runner.jitter()
             if listening is runner.store:

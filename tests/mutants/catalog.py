@@ -150,7 +150,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "        where idempotency_key is not null"
                 " and status not in ('dead', 'cancelled', 'succeeded')\n"
                 "        do nothing\n",
-                count=2,
+                count=3,
             ),
         ),
     ),
