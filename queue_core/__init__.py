@@ -28,6 +28,8 @@ from .errors import (
 )
 from .jobs import EnqueueResult, Job, JobSpec, Status
 from .registry import Registry, Task, registry, task
+from .step_store import StepStore
+from .steps import InvalidStep, WaitTimeout
 from .store import PostgresStore
 from .tick import Runner, TickReport
 
@@ -40,6 +42,7 @@ __all__ = [
     "DatabaseError",
     "EnqueueResult",
     "InvalidJob",
+    "InvalidStep",
     "InvalidTransition",
     "Job",
     "JobCancelled",
@@ -54,13 +57,16 @@ __all__ = [
     "RetryAfter",
     "Runner",
     "Status",
+    "StepStore",
     "Task",
     "TickReport",
     "TickqError",
     "UnknownJobType",
+    "WaitTimeout",
     "enqueue",
     "enqueue_many",
     "registry",
+    "signal",
     "task",
 ]
 
@@ -90,6 +96,21 @@ def enqueue_many(
     """Enqueue many jobs in one round trip; each request is a dict of enqueue's arguments."""
     batch = (using or registry).batch(requests)
     return _store(conn).enqueue_batch(batch, now=now)
+
+
+def signal(
+    conn: psycopg.Connection[Any],
+    job_id: Any,
+    name: str,
+    payload: Any = None,
+    *,
+    now: datetime | None = None,
+) -> bool:
+    """Send the signal `name` to a job, on the caller's connection (inside the caller's
+    transaction it is delivered when that commits). A job waiting for it in
+    `job.wait_for(name)` becomes runnable at once; one sent before the job waits is kept.
+    Returns whether it woke the job. An unknown or finished job is refused."""
+    return StepStore(_store(conn)).signal(job_id, name, payload, now=now)
 
 
 # One store per connection, so the store's short-lived cache of "are any limits set?" spares

@@ -329,7 +329,7 @@ class PostgresStore:
             if o.is_plain_success:
                 ids.append(o.job_id)
                 tokens.append(o.lease_token)
-            else:
+            elif not o.suspended:  # a suspension was stored by its own statement
                 others.append(_outcome_json(o))
         params = {
             "outcomes": "[" + ",".join(others) + "]",

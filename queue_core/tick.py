@@ -16,10 +16,12 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from . import transitions
-from .context import JobContext
+from .context import AsyncJobContext, JobContext
 from .errors import DatabaseError, InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
 from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, Status
 from .registry import Registry, Task
+from .step_context import StepCounts, StepHost, Suspended
+from .steps import suspended
 from .store import Claimed, PostgresStore
 
 log = logging.getLogger("tickq")
@@ -52,6 +54,9 @@ TICK_COUNTERS = (
     "lost_leases",
     "reclaimed",
     "batches",
+    "steps",
+    "suspended",
+    "resumed",
 )
 
 
@@ -66,6 +71,9 @@ class TickReport:
     lost_leases: int = 0
     reclaimed: int = 0
     batches: int = 0
+    steps: int = 0  # durable steps stored
+    suspended: int = 0  # jobs that left their worker (suspend, sleep, wait_for)
+    resumed: int = 0  # suspended jobs whose steps loaded again
     duration_seconds: float = 0.0
     dead_letters: list[DeadLetter] = field(default_factory=list)
 
@@ -113,7 +121,10 @@ class Runner:
         concurrency: int = 10,
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         rand: Callable[[], float] = random.random,
+        time_left: Callable[[], float] | None = None,
     ) -> None:
+        """`time_left()`: seconds until the invocation ends (a Lambda's remaining time less
+        its margin); handlers' steps suspend before a step that would not fit."""
         if batch_size < 1 or concurrency < 1 or lease_seconds < 1:
             raise ValueError("batch_size, concurrency and lease_seconds must be positive")
         self.store = store
@@ -132,6 +143,8 @@ class Runner:
         self._unsaved: tuple[list[Job], list[Outcome]] | None = None
         # Whether the last batch ran quickly enough to lease the next one before running it.
         self._quick = False
+        self.step_counts = StepCounts()
+        self._steps = StepHost(lambda: self.store, time_left, self.step_counts)
 
     def close(self) -> None:
         for pool in (self._pool, self._database):
@@ -236,6 +249,7 @@ class Runner:
         try:
             jobs = claimed.jobs()
             outcomes = self.run_jobs(jobs)
+            self._count_steps(report)
         finally:
             if in_flight is not None:  # never leave a statement running on the connection
                 concurrent.futures.wait([in_flight])
@@ -257,6 +271,12 @@ class Runner:
         self._account(report, jobs, outcomes, held)
         return len(jobs)
 
+    def _count_steps(self, report: TickReport) -> None:
+        steps, suspends, resumes = self.step_counts.take()
+        report.steps += steps
+        report.suspended += suspends
+        report.resumed += resumes
+
     def _claims_ahead(self, size: int) -> bool:
         """Lease the next batch before this one runs only when this one is full, the last
         one was quick, and the connection is autocommit: a job leased ahead waits for one
@@ -274,6 +294,8 @@ class Runner:
     ) -> None:
         all_held = len(held) == len(outcomes)  # held ids are a subset of the outcomes' ids
         for job, outcome in zip(jobs, outcomes, strict=True):
+            if outcome.suspended:  # stored when it happened, counted in `suspended`
+                continue
             if not all_held and outcome.job_id not in held:
                 report.lost_leases += 1
                 log.warning("lease lost; outcome discarded", extra=_log_extra(job, outcome))
@@ -333,7 +355,7 @@ class Runner:
                 f"no handler registered for type {job.type!r} (known: {known})",
                 rand=self.rand(),
             )
-        context = JobContext(job, self.store, self.lease_seconds)
+        context = JobContext(job, self.store, self.lease_seconds, self._steps, task.step_seconds)
         try:
             result = task.fn(context)
         except BaseException as exc:  # judged below; interrupts are re-raised there
@@ -348,7 +370,9 @@ class Runner:
                 task = self.registry.get(job.type)
                 assert task is not None
                 async with limit:
-                    context = JobContext(job, self.store, self.lease_seconds)
+                    context = AsyncJobContext(
+                        job, self.store, self.lease_seconds, self._steps, task.step_seconds
+                    )
                     try:
                         result = await task.fn(context)
                     except BaseException as exc:
@@ -369,6 +393,8 @@ class Runner:
         return outcome
 
     def _judge(self, job: Job, exc: BaseException) -> Outcome:
+        if isinstance(exc, Suspended):
+            return suspended(job)
         if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
             raise exc
         if isinstance(exc, RetryAfter):
@@ -431,9 +457,7 @@ class Runner:
                 if time.monotonic() - last_reclaim >= reclaim_interval:
                     self.reclaim(report)
                     last_reclaim = time.monotonic()
-                claimed = self.run_batch(
-                    report, claim_next=lambda: not stop.is_set(), overlap=True
-                )
+                claimed = self.run_batch(report, claim_next=lambda: not stop.is_set(), overlap=True)
             except DatabaseError as exc:
                 if reconnect is None:
                     raise
