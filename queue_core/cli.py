@@ -205,7 +205,12 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     return 0
 
 
-def _runner(args: argparse.Namespace, store: PostgresStore, reg: Registry) -> Runner:
+def _runner(
+    args: argparse.Namespace,
+    store: PostgresStore,
+    reg: Registry,
+    time_left: Callable[[], float] | None = None,
+) -> Runner:
     settings = Settings.from_env()
     return Runner(
         store,
@@ -214,13 +219,21 @@ def _runner(args: argparse.Namespace, store: PostgresStore, reg: Registry) -> Ru
         batch_size=args.batch_size or settings.batch_size,
         concurrency=args.concurrency or settings.concurrency,
         lease_seconds=args.lease_seconds or settings.lease_seconds,
+        time_left=time_left,
     )
 
 
 def cmd_tick(args: argparse.Namespace) -> int:
     reg = load_registry(args.tasks)
-    with database() as conn, _runner(args, PostgresStore(conn), reg) as runner:
-        report = runner.tick(max_batches=args.max_batches)
+    # --max-seconds plays a Lambda's timeout: no claims after it, and steps that would not
+    # fit before it suspend their job (docs/steps.md).
+    ends = None if args.max_seconds is None else time.monotonic() + args.max_seconds
+    time_left = None if ends is None else (lambda: ends - time.monotonic())
+    with database() as conn, _runner(args, PostgresStore(conn), reg, time_left) as runner:
+        report = runner.tick(
+            max_batches=args.max_batches,
+            should_continue=(lambda: True) if time_left is None else (lambda: time_left() > 0),
+        )
     emit(args, report.as_dict(), lambda: out.print(report_table(report)))
     return 0
 
@@ -307,8 +320,12 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from .cli_steps import durable_table, show_data
+    from .step_store import StepStore
+
     with database() as conn:
         job = PostgresStore(conn).get(args.id)
+        durable = StepStore(PostgresStore(conn)).show(job.id)
 
     def human() -> None:
         table = Table(show_header=False, title=f"job {job.id}")
@@ -318,8 +335,11 @@ def cmd_show(args: argparse.Namespace) -> int:
             shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
             table.add_row(key, _status(shown) if key == "status" else shown)
         out.print(table)
+        steps = durable_table(durable)
+        if steps is not None:
+            out.print(steps)
 
-    emit(args, job.to_dict(), human)
+    emit(args, show_data(job.to_dict(), durable), human)
     return 0
 
 
@@ -333,13 +353,17 @@ def cmd_dead(args: argparse.Namespace) -> int:
 def cmd_retry(args: argparse.Namespace) -> int:
     if bool(args.ids) == bool(args.dead):
         raise UsageError("give job ids, or --dead (with optional --type/--queue filters)")
+    if args.fresh and args.dead:
+        raise UsageError("--fresh takes job ids (it forgets each job's completed steps)")
+    from .step_store import StepStore
+
     with database() as conn:
         store = PostgresStore(conn)
         if args.ids:
             with _progress(args, "retrying", len(args.ids)) as advance:
                 jobs = []
                 for job_id in args.ids:
-                    jobs.append(store.retry(job_id))
+                    jobs.append(StepStore(store).retry(job_id, fresh=args.fresh))
                     advance(1)
         else:
             jobs = _retry_dead_in_chunks(args, store)
@@ -764,6 +788,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker_options(p)
     p.add_argument("--max-batches", type=_positive)
+    p.add_argument(
+        "--max-seconds",
+        type=_seconds,
+        help="end the tick after this long, as a function timeout would (steps suspend)",
+    )
 
     p = command(
         "work",
@@ -806,10 +835,14 @@ def build_parser() -> argparse.ArgumentParser:
         "send dead or cancelled jobs back to the queue",
         "  tickq retry 0192f4c3-... 0192f4c4-...       these jobs\n"
         "  tickq retry --dead --type embed             every dead embed job (progress bar)\n"
-        "  tickq retry --dead --queue bulk --limit 500",
+        "  tickq retry --dead --queue bulk --limit 500\n"
+        "  tickq retry --fresh 0192f4c3-...            start over: forget completed steps",
     )
     p.add_argument("ids", nargs="*", metavar="ID")
     p.add_argument("--dead", action="store_true", help="retry dead jobs matching the filters")
+    p.add_argument(
+        "--fresh", action="store_true", help="forget completed steps: start over (with IDs)"
+    )
     p.add_argument("--type", action="append")
     p.add_argument("--queue", action="append")
     p.add_argument("--limit", type=_positive, default=1000)
@@ -873,8 +906,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     from .cli_policies import register  # imports this module: registered last
+    from .cli_steps import register as register_steps
 
     register(command)
+    register_steps(command)
     return parser
 
 
