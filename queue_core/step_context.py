@@ -147,7 +147,7 @@ class JobSteps:
                 self._store(name, wait.until.isoformat(), counted=False)
                 return
             self._suspend(WaitKind.SLEEP, name, until=wait.until)
-        self._suspend(WaitKind.SLEEP, name, until=steps.wake_time(self.now(), seconds))
+        self._suspend(WaitKind.SLEEP, name, delay=seconds)
 
     def wait_for(self, name: Any, timeout: Any = None) -> Any:
         if timeout is not None:
@@ -162,8 +162,9 @@ class JobSteps:
             if wait.until <= self.now():
                 raise WaitTimeout(name, wait.until)
             self._suspend(WaitKind.SIGNAL, name, until=wait.until)
-        until = steps.FOREVER if timeout is None else steps.wake_time(self.now(), timeout)
-        self._suspend(WaitKind.SIGNAL, name, until=until)
+        if timeout is None:
+            self._suspend(WaitKind.SIGNAL, name, until=steps.FOREVER)
+        self._suspend(WaitKind.SIGNAL, name, delay=timeout)
 
     def suspend(self, delay: Any = 0) -> None:
         delay = _seconds(delay, "suspend delay")
@@ -197,8 +198,9 @@ class JobSteps:
 
     def _load(self) -> Durable:
         if self.state is None:
+            before = time.monotonic()  # the database's clock reads after this instant
             state, at = StepStore(self.host.store()).load(self.job.id, self.token)
-            self.state, self.clock = state, (at, time.monotonic())
+            self.state, self.clock = state, (at, before)
             self.step_bytes = state.step_bytes
             if state.resumes:
                 self.host.counts.add("resumed")

@@ -49,9 +49,7 @@ def find_chromium() -> str | None:
     return next((p for n in CHROMIUM_NAMES if (p := shutil.which(n))), None)
 
 
-def wait_for(
-    check: Callable[[], Any], *, timeout: float = 30.0, what: str = "a condition"
-) -> Any:
+def wait_for(check: Callable[[], Any], *, timeout: float = 30.0, what: str = "a condition") -> Any:
     """Poll `check` until it returns something truthy; fail naming `what` after `timeout`.
 
     The deadline only bounds a hang on a slow, shared machine; no test asserts on timing.
@@ -195,9 +193,7 @@ class Page:
         x, y = box
         self.send("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y)
         for kind in ("mousePressed", "mouseReleased"):
-            self.send(
-                "Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1
-            )
+            self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
 
     def screenshot(self, path: Path) -> Path:
         data = self.send("Page.captureScreenshot", format="png", captureBeyondViewport=False)

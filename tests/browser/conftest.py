@@ -26,9 +26,7 @@ Serve = Callable[[serve.DevIdentity], serve.ApiServer]
 def chromium() -> Iterator[Chromium]:
     executable = find_chromium()
     if executable is None:
-        pytest.skip(
-            "chromium is not installed (apt-get install chromium; .ci/run installs it)"
-        )
+        pytest.skip("chromium is not installed (apt-get install chromium; .ci/run installs it)")
     with Chromium(executable) as browser:
         yield browser
 

@@ -19,8 +19,7 @@ BOB = DevIdentity("bob")
 OPERATOR = DevIdentity("olivia", operator_group="tickq-operators")
 
 ROWS = (
-    "[...document.querySelectorAll('#jobs tbody tr')]"
-    ".map(r => [r.dataset.jobId, r.dataset.status])"
+    "[...document.querySelectorAll('#jobs tbody tr')].map(r => [r.dataset.jobId, r.dataset.status])"
 )
 
 

@@ -46,7 +46,7 @@ def test_a_signal_to_ones_own_waiting_job_is_kept_and_shown(
 def test_another_users_job_cannot_be_signalled(call_api: Invoke, conn: psycopg.Connection) -> None:
     _, job = call_api("POST", "/jobs", body={"type": "approval"}, sub=ALICE)
 
-    status, body = call_api("POST", f"/jobs/{job['id']}/signals/approve", sub=BOB)
+    status, _ = call_api("POST", f"/jobs/{job['id']}/signals/approve", sub=BOB)
 
     assert status == 404
     assert conn.execute("select count(*) from tickq.job_signals").fetchone() == (0,)

@@ -95,8 +95,13 @@ def test_binary_bodies_travel_base64_both_ways() -> None:
     )
     assert event["isBase64Encoded"] and base64.b64decode(event["body"]) == b"\xff\x00"
     status, headers, body = response_parts(
-        {"statusCode": 201, "headers": {"X-A": "1"}, "cookies": ["s=1"],
-         "body": base64.b64encode(b"\x01").decode(), "isBase64Encoded": True}
+        {
+            "statusCode": 201,
+            "headers": {"X-A": "1"},
+            "cookies": ["s=1"],
+            "body": base64.b64encode(b"\x01").decode(),
+            "isBase64Encoded": True,
+        }
     )
     assert (status, body) == (201, b"\x01")
     assert ("X-A", "1") in headers and ("Set-Cookie", "s=1") in headers
