@@ -138,6 +138,10 @@ def _json_body(max_bytes: int = MAX_BODY_BYTES) -> Any:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadRequest("the body is nested too deeply") from None
+    except ValueError as exc:  # an integer over Python's digit limit
+        raise BadRequest(f"the body holds a number too large: {str(exc)[:80]}") from None
 
 
 def _csv(value: str | None) -> list[str] | None:

@@ -27,12 +27,21 @@ def caller_id(request_context: Mapping[str, Any] | None) -> UUID:
             return UUID(sub)
         except ValueError:
             issuer = claims.get("iss") if isinstance(claims.get("iss"), str) else ""
-            return uuid5(OWNER_NAMESPACE, f"jwt:{issuer}:{sub}")
+            return _derived_owner(f"jwt:{issuer}:{sub}")
     iam = _mapping(authorizer, "iam")
     principal = iam.get("userArn") or iam.get("userId")
     if isinstance(principal, str) and principal:
-        return uuid5(OWNER_NAMESPACE, f"iam:{principal}")
+        return _derived_owner(f"iam:{principal}")
     raise Unauthorized("no caller identity: the request did not pass an authorizer")
+
+
+def _derived_owner(name: str) -> UUID:
+    """uuid5 of the caller's name; a name that is not valid Unicode (a lone surrogate from
+    an escaped claim) names nobody, rather than crashing the request."""
+    try:
+        return uuid5(OWNER_NAMESPACE, name)
+    except UnicodeEncodeError:
+        raise Unauthorized("the caller identity is not valid Unicode text") from None
 
 
 def _mapping(parent: Any, key: str) -> Mapping[str, Any]:

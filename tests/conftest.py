@@ -19,6 +19,7 @@ from psycopg.conninfo import make_conninfo
 
 from infra import localdb
 from infra.localdb import LocalPostgres, LocalPostgresError, create_database, drop_database
+from tests.model import profiles  # noqa: F401  (loads the hypothesis profile for every test)
 
 Connect = Callable[[], psycopg.Connection]
 

@@ -122,6 +122,9 @@ def test_iam_principal_maps_to_a_stable_owner() -> None:
         ('{"type": "x", "max_attempts": 0}', 422, "max_attempts"),
         ('{"type": "x", "payload": {"s": "\\u0000"}}', 422, "NUL"),
         ("", 400, "needs a JSON body"),
+        ('{"type": "x", "payload": ' + "[" * 5000 + "]" * 5000 + "}", 400, "nested too deeply"),
+        ('{"type": "x", "payload": {"n": ' + "9" * 5000 + "}}", 400, "number too large"),
+        ('{"type": "x", "priority": ' + "9" * 4400 + "}", 400, "number too large"),
     ],
 )
 def test_malformed_bodies_get_a_clear_4xx_and_write_nothing(

@@ -61,13 +61,18 @@ json_value = st.recursive(
 )
 deep_json = st.integers(500, 3000).map(deep)
 oversized_payload = st.integers(256 * 1024, 300 * 1024).map(lambda n: {"blob": "x" * n})
-wrong_type = st.one_of(
+# Every wrong type JSON can carry: what a request body or an event can hold.
+json_wrong_type = st.one_of(
     st.none(),
     st.booleans(),
     odd_number,
     st.lists(st.integers(), max_size=3),
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
-    st.binary(max_size=10),
 )
+# Python callers can also pass what JSON cannot (bytes).
+wrong_type = st.one_of(json_wrong_type, st.binary(max_size=10))
 any_field = st.one_of(nasty_text, wrong_type, json_value)
 payload = st.one_of(json_value, deep_json, oversized_payload, wrong_type)
+# The same, restricted to what a JSON document can hold (HTTP bodies, Lambda events).
+any_json_field = st.one_of(nasty_text, json_wrong_type, json_value)
+json_payload = st.one_of(json_value, deep_json, oversized_payload, json_wrong_type)

@@ -34,10 +34,10 @@ FIELDS = [
     "lease_token",
 ]
 request_body = st.one_of(
-    st.dictionaries(st.sampled_from(FIELDS), bad.any_field, max_size=4).map(
+    st.dictionaries(st.sampled_from(FIELDS), bad.any_json_field, max_size=4).map(
         lambda d: {"type": "report", **d}
     ),
-    bad.payload.map(lambda p: {"type": "report", "payload": p}),
+    bad.json_payload.map(lambda p: {"type": "report", "payload": p}),
     bad.json_value,
 )
 job_id = st.one_of(bad.sql_injection, st.text(max_size=40), st.uuids().map(str))

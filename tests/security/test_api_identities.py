@@ -81,3 +81,18 @@ def test_owner_in_the_body_is_refused_so_no_one_enqueues_for_someone_else(
 def test_the_owner_still_reaches_its_job(call_api: Invoke, alices_job: str) -> None:
     status, job = call_api("POST", f"/jobs/{alices_job}/cancel", sub=ALICE)
     assert (status, job["status"]) == (200, "cancelled")
+
+
+@pytest.mark.parametrize(
+    "claims", [{"sub": "user-\ud800"}, {"sub": "user", "iss": "https://idp/\udcff"}]
+)
+def test_a_claim_that_is_not_valid_unicode_is_unauthorized_not_a_crash(
+    call_api: Invoke, conn: psycopg.Connection, claims: dict[str, str]
+) -> None:
+    event = http_event("GET", "/jobs", sub=claims["sub"])
+    event["requestContext"]["authorizer"]["jwt"]["claims"].update(claims)
+    from functions import api
+
+    response = api.handler(event, FakeContext())
+    assert response["statusCode"] == 401, response
+    assert "Unicode" in json.loads(response["body"])["message"]
