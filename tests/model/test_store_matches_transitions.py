@@ -1,13 +1,15 @@
 """The Postgres store and the pure state machine agree after every step.
 
 A hypothesis state machine applies random sequences of enqueue, claim, complete, fail,
-snooze, reclaim, cancel, retry, lease extension and clock advances to both: the store on a
-real database, and a dict of `Job` values driven by `queue_core.transitions`, with the same
+snooze, reclaim, cancel, retry, lease extension, durable steps (step completion, suspension,
+signals, fresh retries) and clock advances to both: the store on a real database, and a dict
+of `Job` values driven by `queue_core.transitions` and `queue_core.steps`, with the same
 explicit `now`. After every step the fields that decide a job's fate must be equal.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
@@ -23,9 +25,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from queue_core import transitions, validation
-from queue_core.errors import InvalidTransition, LeaseLost
+from queue_core import steps, transitions, validation
+from queue_core.errors import InvalidJob, InvalidTransition, JobCancelled, LeaseLost
 from queue_core.jobs import KEY_HOLDING, Job, Status
+from queue_core.step_store import StepStore
+from queue_core.steps import Durable, Wait, WaitKind
 from queue_core.store import PostgresStore
 from tests.model.profiles import budget
 
@@ -65,6 +69,8 @@ class StoreVersusModel(RuleBasedStateMachine):
         self.store = PostgresStore(self.conn)
         self.now = T0
         self.model: dict[UUID, Job] = {}
+        self.durable: dict[UUID, Durable] = {}
+        self.steps = StepStore(self.store)
         self.stale: list[Job] = []  # claims whose lease another attempt has replaced
 
     def teardown(self) -> None:
@@ -116,6 +122,7 @@ class StoreVersusModel(RuleBasedStateMachine):
             return
         assert not result.duplicate and result.id not in self.model
         self.model[result.id] = transitions.new_job(spec, id=result.id, now=self.now)
+        self.durable[result.id] = Durable()
 
     @rule(limit=st.integers(1, 4))
     def claim(self, limit: int) -> None:
@@ -219,18 +226,100 @@ class StoreVersusModel(RuleBasedStateMachine):
     @precondition(lambda self: self.model)
     @rule(data=st.data())
     def retry(self, data: st.DataObject) -> None:
+        """Operator retry, keeping the job's completed steps or (fresh) forgetting them."""
         job = self.model[data.draw(st.sampled_from(sorted(self.model)))]
         holder = self.key_holder(job.idempotency_key)
         try:
             expected = transitions.retry(job, now=self.now)
         except InvalidTransition:
             expected = None
+        fresh = data.draw(st.booleans())
         if expected is None or (holder is not None and holder.id != job.id):
             with pytest.raises(InvalidTransition):
-                self.store.retry(job.id, now=self.now)
+                self.steps.retry(job.id, fresh=fresh, now=self.now)
             return
-        self.store.retry(job.id, now=self.now)
+        self.steps.retry(job.id, fresh=fresh, now=self.now)
         self.model[job.id] = expected
+        if fresh:
+            self.durable[job.id] = steps.cleared()
+
+    # Durable steps
+
+    @precondition(lambda self: self.running())
+    @rule(data=st.data(), name=st.sampled_from(["a", "b", "c"]), result=st.integers(0, 9))
+    def complete_step(self, data: st.DataObject, name: str, result: int) -> None:
+        job = data.draw(st.sampled_from(self.running()))
+        assert job.lease_token is not None
+        if name in self.durable[job.id].steps:
+            return  # the runner never writes a name twice (JobSteps refuses it first)
+        self.durable[job.id] = steps.complete_step(
+            job, self.durable[job.id], token=job.lease_token, name=name, result=result
+        )
+        self.steps.complete(job.id, job.lease_token, name, str(result), now=self.now)
+
+    @precondition(lambda self: self.stale)
+    @rule(data=st.data())
+    def complete_step_with_stale_lease(self, data: st.DataObject) -> None:
+        """A worker whose lease was reclaimed cannot store a step, whatever happened since."""
+        job = data.draw(st.sampled_from(self.stale))
+        assert job.lease_token is not None
+        with pytest.raises(LeaseLost):
+            self.steps.complete(job.id, job.lease_token, "late", "1", now=self.now)
+        with pytest.raises(LeaseLost):
+            steps.complete_step(
+                self.model[job.id],
+                self.durable[job.id],
+                token=job.lease_token,
+                name="late",
+                result=1,
+            )
+
+    @precondition(lambda self: self.running())
+    @rule(
+        data=st.data(),
+        kind=st.sampled_from(list(WaitKind)),
+        delay=st.sampled_from([0, 1, 5, None]),
+    )
+    def suspend(self, data: st.DataObject, kind: WaitKind, delay: int | None) -> None:
+        job = data.draw(st.sampled_from(self.running()))
+        assert job.lease_token is not None
+        # One name per kind, so signals often meet a job waiting for them.
+        name = {WaitKind.SUSPEND: None, WaitKind.SLEEP: "nap", WaitKind.SIGNAL: "go"}[kind]
+        until = steps.FOREVER if delay is None else steps.wake_time(self.now, delay)
+        wait = Wait(kind, name, until)
+        try:
+            expected = steps.suspend(
+                job, self.durable[job.id], token=job.lease_token, wait=wait, now=self.now
+            )
+        except InvalidTransition:  # asked to cancel: the runner cancels it instead
+            with pytest.raises(JobCancelled):
+                self.steps.suspend(
+                    job.id, job.lease_token, kind=kind, name=name, until=until, now=self.now
+                )
+            return
+        run_after = self.steps.suspend(
+            job.id, job.lease_token, kind=kind, name=name, until=until, now=self.now
+        )
+        self.model[job.id], self.durable[job.id] = expected
+        assert run_after == expected[0].run_after
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), name=st.sampled_from(["go", "go", "nap"]), payload=st.integers(0, 9))
+    def signal(self, data: st.DataObject, name: str, payload: int) -> None:
+        job = self.model[data.draw(st.sampled_from(sorted(self.model)))]
+        try:
+            expected = steps.deliver_signal(
+                job, self.durable[job.id], name=name, payload=payload, now=self.now
+            )
+        except (InvalidTransition, InvalidJob) as refused:
+            with pytest.raises(type(refused)):
+                self.steps.signal(job.id, name, payload, now=self.now)
+            return
+        wait = self.durable[job.id].wait
+        waits_for_it = wait is not None and wait.kind is WaitKind.SIGNAL and wait.name == name
+        woke = self.steps.signal(job.id, name, payload, now=self.now)
+        self.model[job.id], self.durable[job.id] = expected
+        assert woke == (waits_for_it and job.status in ("queued", "retrying"))
 
     @rule(seconds=st.sampled_from([0.5, 1, 3, 10, 31, 120]))
     def advance_clock(self, seconds: float) -> None:
@@ -255,6 +344,18 @@ class StoreVersusModel(RuleBasedStateMachine):
         assert set(stored) == set(self.model)
         for job_id, job in self.model.items():
             assert observable(stored[job_id]) == observable(job), job_id
+
+    @invariant()
+    def durable_store_equals_model(self) -> None:
+        for job_id, state in self.durable.items():
+            view = self.steps.show(job_id)
+            assert {s["name"]: s["size"] for s in view.steps} == {
+                name: len(json.dumps(result)) for name, result in state.steps.items()
+            }, job_id
+            assert {s["name"] for s in view.signals} == set(state.signals), job_id
+            assert view.resumes == state.resumes, job_id
+            waiting = self.model[job_id].status in ("queued", "retrying")
+            assert view.wait == (state.wait if waiting else None), job_id
 
     @invariant()
     def at_most_one_live_holder_per_key(self) -> None:
