@@ -514,13 +514,25 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 f"enqueued {len(results)} requests as {len(ids)} jobs "
                 f"({duplicates} deduplicated by idempotency key)"
             )
-        runner = Runner(store, demo.demo, batch_size=4, concurrency=4, lease_seconds=30)
+        tick_ends = [0.0]  # each tick plays an invocation of demo.TICK_SECONDS
+        runner = Runner(
+            store,
+            demo.demo,
+            batch_size=4,
+            concurrency=4,
+            lease_seconds=30,
+            time_left=lambda: tick_ends[0] - time.monotonic(),
+        )
         total = TickReport()
+        ticks = 0
         deadline = time.monotonic() + 60
         with runner, Progress(transient=True, disable=args.json) as progress:
             bar = progress.add_task("running ticks", total=len(ids))
             while time.monotonic() < deadline:
-                total.add(runner.tick())
+                tick_ends[0] = time.monotonic() + demo.TICK_SECONDS
+                total.add(runner.tick(should_continue=lambda: tick_ends[0] > time.monotonic()))
+                ticks += 1
+                demo.approve_waiting(store, ids)
                 jobs = [store.get(i) for i in ids]
                 finished = sum(j.status in TERMINAL for j in jobs)
                 progress.update(bar, completed=finished)
@@ -547,8 +559,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
             if job.status == Status.DEAD:
                 out.print(f"[bold red]dead letter[/] {job.id} ({job.type}): {job.error}")
         out.print(
-            f"ticks ran {total.batches} batches: {total.succeeded} succeeded, "
+            f"{ticks} ticks ran {total.batches} batches: {total.succeeded} succeeded, "
             f"{total.retried} retried, {total.snoozed} snoozed, {total.dead} dead"
+        )
+        out.print(
+            f"durable steps: {total.steps} stored, {total.suspended} suspensions "
+            f"(ticks of {demo.TICK_SECONDS:g} s, an approval signal), {total.resumed} resumes"
         )
 
     emit(args, {"jobs": [j.to_dict() for j in jobs], "report": total.as_dict()}, human)
