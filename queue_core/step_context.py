@@ -16,7 +16,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import steps, validation
 from .errors import InvalidJob
@@ -240,7 +240,7 @@ class JobSteps:
         *,
         until: datetime | None = None,
         delay: float = 0.0,
-    ) -> None:
+    ) -> NoReturn:
         run_after = StepStore(self.host.store()).suspend(
             self.job.id, self.token, kind=kind, name=name, until=until, delay=delay
         )
