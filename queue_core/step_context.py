@@ -154,12 +154,15 @@ class JobSteps:
             timeout = _seconds(timeout, "wait_for timeout")
         name, state = self._enter(name, "signal name")
         if name in state.steps:
-            return state.steps[name]
+            return steps.waited(name, state.steps[name])
         if name in state.signals:
             return self._store(name, state.signals[name], counted=False)
         wait = state.wait
         if wait is not None and wait.kind is WaitKind.SIGNAL and wait.name == name:
             if wait.until <= self.now():
+                # Stored like a step, so a handler that goes on after the timeout gets the
+                # same WaitTimeout on every later run instead of waiting again.
+                self._store(name, steps.timed_out(wait.until), counted=False)
                 raise WaitTimeout(name, wait.until)
             self._suspend(WaitKind.SIGNAL, name, until=wait.until)
         if timeout is None:

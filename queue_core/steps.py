@@ -180,6 +180,21 @@ def suspended(job: Job) -> Outcome:
     return Outcome(job.id, job.lease_token, Status.QUEUED, suspended=True)
 
 
+# How a wait that timed out is stored in its step: a key no payload is expected to use.
+TIMED_OUT = "tickq:wait_timed_out_at"
+
+
+def timed_out(until: datetime) -> dict[str, str]:
+    return {TIMED_OUT: until.isoformat()}
+
+
+def waited(name: str, stored: Any) -> Any:
+    """What `wait_for` returns on a later run: the stored payload, or WaitTimeout again."""
+    if isinstance(stored, dict) and len(stored) == 1 and TIMED_OUT in stored:
+        raise WaitTimeout(name, datetime.fromisoformat(stored[TIMED_OUT]))
+    return stored
+
+
 def signal_payload(payload: Any) -> str:
     return validation.json_value(payload, "signal payload", MAX_SIGNAL_BYTES)
 

@@ -215,6 +215,36 @@ def test_wait_for_raises_wait_timeout_in_the_handler_when_the_timeout_passes(
     assert store.get(job_id).result == "timed out" and caught == ["never"]
 
 
+def test_a_timed_out_wait_stays_timed_out_on_later_runs(
+    store: PostgresStore, registry: Registry
+) -> None:
+    timeouts: list[str] = []
+
+    @registry.task("fallback")
+    def fallback(job: JobContext) -> str:
+        try:
+            job.wait_for("approve", timeout=0.2)
+        except WaitTimeout:
+            timeouts.append("approve")
+        job.sleep("then", 0.2)
+        return "fell back"
+
+    job_id = enqueue(store, registry, "fallback")
+    with Runner(store, registry) as runner:
+        for _ in range(20):
+            runner.tick()
+            job = store.get(job_id)
+            if job.is_terminal:
+                break
+            if job.run_after > store.now():
+                assert job.run_after < store.now() + timedelta(seconds=1)
+                time.sleep((job.run_after - store.now()).total_seconds())
+
+    assert store.get(job_id).result == "fell back"
+    assert timeouts == ["approve", "approve"]  # the timeout ran, then was replayed after sleep
+    assert StepStore(store).show(job_id).resumes == 2
+
+
 def test_a_signal_racing_the_suspension_still_wakes_the_job(
     store: PostgresStore, registry: Registry, connect: Connect
 ) -> None:

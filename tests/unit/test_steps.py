@@ -151,3 +151,10 @@ def test_wake_time_is_capped_at_forever() -> None:
 def test_a_wait_describes_itself_for_people() -> None:
     assert Wait(WaitKind.SLEEP, "nap", NOW).describe() == f"sleep 'nap' until {NOW.isoformat()}"
     assert Wait(WaitKind.SIGNAL, "approve", FOREVER).describe() == "signal 'approve' no timeout"
+
+
+def test_a_stored_timeout_replays_as_wait_timeout_and_a_payload_as_itself() -> None:
+    with pytest.raises(steps.WaitTimeout) as raised:
+        steps.waited("approve", steps.timed_out(NOW))
+    assert raised.value.until == NOW and raised.value.name == "approve"
+    assert steps.waited("approve", {"ok": True}) == {"ok": True}
