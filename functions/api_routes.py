@@ -15,6 +15,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.metrics import MetricUnit
 
 from queue_core import Job, StepStore
+from queue_core.config import comma_list
 from queue_core.steps import MAX_SIGNAL_BYTES
 from queue_core.validation import MAX_PAYLOAD_BYTES
 
@@ -145,9 +146,8 @@ def _json_body(max_bytes: int = MAX_BODY_BYTES) -> Any:
 
 
 def _csv(value: str | None) -> list[str] | None:
-    if not value:
-        return None
-    return [part.strip() for part in value.split(",") if part.strip()] or None
+    """A filter's values; None (no filter) when absent or empty."""
+    return list(comma_list(value)) or None
 
 
 def _limit(value: str | None) -> int:

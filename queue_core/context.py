@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID
 
 from .errors import ConfigurationError, JobCancelled
 from .jobs import DEFAULT_LEASE_SECONDS, Job
+from .ports import LeaseKeeper
 from .step_context import JobSteps, StepHost
-from .store import LeaseState
-
-
-class LeaseKeeper(Protocol):
-    def extend_lease(self, job_id: UUID, lease_token: UUID, seconds: float) -> LeaseState: ...
-
-    def report_progress(self, job_id: UUID, lease_token: UUID, progress: Any) -> bool: ...
 
 
 class JobContext:

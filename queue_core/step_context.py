@@ -16,16 +16,14 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from . import steps, validation
-from .errors import InvalidJob
+from .errors import ConfigurationError, InvalidJob
 from .jobs import Job
 from .step_store import StepStore
 from .steps import Durable, InvalidStep, WaitKind, WaitTimeout
-
-if TYPE_CHECKING:
-    from .store import PostgresStore
+from .store import PostgresStore
 
 # A job leased ahead by the runner waits up to a quick batch before its handler starts: the
 # lease it sees at the start is taken to be this much shorter than claimed.
@@ -73,7 +71,7 @@ class StepHost:
     """What a runner lends every job's steps: its store, the invocation's deadline (seconds
     left, or None without one) and its counters."""
 
-    store: Callable[[], PostgresStore]
+    store: Callable[[], object]  # the runner's store, which a reconnect may replace
     deadline: Callable[[], float] | None
     counts: StepCounts
 
@@ -190,6 +188,12 @@ class JobSteps:
 
     # Internals
 
+    def _db(self) -> StepStore:
+        store = self.host.store()
+        if not isinstance(store, PostgresStore):
+            raise ConfigurationError("durable steps need the Postgres store")
+        return StepStore(store)
+
     def _enter(self, name: Any, what: str = "step name") -> tuple[str, Durable]:
         if _IN_STEP.get() is self:
             raise InvalidStep(f"steps do not nest: {name!r} was called inside another step")
@@ -202,7 +206,7 @@ class JobSteps:
     def _load(self) -> Durable:
         if self.state is None:
             before = time.monotonic()  # the database's clock reads after this instant
-            state, at = StepStore(self.host.store()).load(self.job.id, self.token)
+            state, at = self._db().load(self.job.id, self.token)
             self.state, self.clock = state, (at, before)
             self.step_bytes = state.step_bytes
             if state.resumes:
@@ -226,7 +230,7 @@ class JobSteps:
     def _store(self, name: str, result: Any, *, counted: bool = True) -> Any:
         state = self._load()
         encoded = steps.step_result(state.steps, self.step_bytes, name, result)
-        StepStore(self.host.store()).complete(self.job.id, self.token, name, encoded)
+        self._db().complete(self.job.id, self.token, name, encoded)
         value = json.loads(encoded)
         # Added in place: copying the mapping per step would make a long job quadratic.
         state.steps[name] = value
@@ -244,7 +248,7 @@ class JobSteps:
         until: datetime | None = None,
         delay: float = 0.0,
     ) -> NoReturn:
-        run_after = StepStore(self.host.store()).suspend(
+        run_after = self._db().suspend(
             self.job.id, self.token, kind=kind, name=name, until=until, delay=delay
         )
         self.host.counts.add("suspended")

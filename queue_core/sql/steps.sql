@@ -2,7 +2,7 @@
 -- Tables and the columns on tickq.jobs are in migration 0008.
 
 -- name: job_durable_load
--- A running job's durable state, read once when its handler first uses a step: stored
+-- The durable state of a running job, read once when its handler first uses a step: stored
 -- steps and signals, resumes, what its last suspension waited for, and the database clock.
 -- Fenced by the lease token: no row means the lease is lost.
 select j.resumes, j.wait_kind, j.wait_name, j.wait_until,
@@ -18,9 +18,9 @@ where j.id = %(id)s and j.lease_token = %(lease_token)s and j.status = 'running'
 
 -- name: job_steps_insert
 -- Store one completed step, only while the job runs under the given lease token.
--- FOR SHARE holds off a reclaim or a new claim until this insert commits: a stale worker's
--- insert either sees the new token and stores nothing, or commits before the row moves on,
--- so the next attempt's load sees it. The primary key keeps one result per name.
+-- FOR SHARE holds off a reclaim or a new claim until this insert commits: the insert of a
+-- stale worker either sees the new token and stores nothing, or commits before the row
+-- moves on, so the load of the next attempt sees it. The primary key keeps one result per name.
 with holder as (
     select id
     from tickq.jobs
@@ -66,8 +66,8 @@ returning j.run_after, j.wait_until;
 -- Keep a signal for a live job and wake it when it waits for that name. The job row is
 -- locked first and written (its `signals`), so a suspension racing this signal either
 -- commits first and is woken here, or waits for this commit and sees the name.
--- Returns the job's status, whether the name was taken, the signal bytes it holds, whether
--- this signal was kept and whether it woke the job; no row: no such job (or another user's).
+-- Returns the status of the job, whether the name was taken, the signal bytes it holds, whether
+-- this signal was kept and whether it woke the job; no row: no such job (or one of another user).
 with clock as materialized (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), job as materialized (
@@ -102,7 +102,7 @@ from job, held;
 
 -- name: job_durable_show
 -- What the views of one job show of its durable side: resumes, wait, steps and signals
--- (names, times and sizes, not results). No row: no such job (or another user's).
+-- (names, times and sizes, not results). No row: no such job (or one of another user).
 select j.status, coalesce(j.resumes, 0), j.wait_kind, j.wait_name, j.wait_until,
        (select coalesce(jsonb_agg(jsonb_build_object(
                    'name', s.name, 'finished_at', s.finished_at, 'size', s.size)
@@ -116,7 +116,7 @@ from tickq.jobs j
 where j.id = %(id)s;
 
 -- name: job_durable_clear
--- Forget a finished job's steps, signals and wait, before a fresh retry sends it back.
+-- Forget the steps, signals and wait of a finished job, before a fresh retry sends it back.
 with target as materialized (
     select id from tickq.jobs
     where id = %(id)s and status in ('dead', 'cancelled')

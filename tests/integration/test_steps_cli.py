@@ -9,8 +9,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from infra.cli import main
+from infra.cli_common import EXIT_INPUT, EXIT_REFUSED
 from queue_core import PostgresStore, Registry, StepStore
-from queue_core.cli import EXIT_INPUT, EXIT_REFUSED, main
 from queue_core.registry import registry as process_registry
 
 UNKNOWN = "0190c0de-0000-7000-8000-0000000000ff"

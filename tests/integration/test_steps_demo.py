@@ -8,7 +8,7 @@ import json
 import psycopg
 import pytest
 
-from queue_core.cli import main
+from infra.cli import main
 
 
 def test_the_demo_runs_a_job_across_ticks_and_one_through_an_approval(

@@ -1,15 +1,16 @@
-"""The Postgres store and the pure state machine agree after every step.
+"""The Postgres store, the in-memory store and the pure state machine agree after every step.
 
 A hypothesis state machine applies random sequences of enqueue, claim, complete, fail,
-snooze, reclaim, cancel, retry, lease extension, durable steps (step completion, suspension,
-signals, fresh retries) and clock advances to both: the store on a real database, and a dict
-of `Job` values driven by `queue_core.transitions` and `queue_core.steps`, with the same
-explicit `now`. After every step the fields that decide a job's fate must be equal.
+snooze, reclaim, cancel, retry, lease extension and clock advances to all three: the store
+on a real database, the `MemoryStore` (the same port, in this process), and a dict of `Job`
+values driven by `queue_core.transitions`, with the same explicit `now`. After every step
+the fields that decide a job's fate must be equal. The two stores make their own ids and
+lease tokens, so the test keeps each Postgres job's twin in memory; every enqueue happens
+at its own microsecond, so the claim order is total and both stores must pick the same jobs.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
@@ -25,11 +26,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from queue_core import steps, transitions, validation
-from queue_core.errors import InvalidJob, InvalidTransition, JobCancelled, LeaseLost
+from queue_core import transitions, validation
+from queue_core.errors import InvalidTransition, LeaseLost
 from queue_core.jobs import KEY_HOLDING, Job, Status
-from queue_core.step_store import StepStore
-from queue_core.steps import Durable, Wait, WaitKind
+from queue_core.memory_store import MemoryStore
 from queue_core.store import PostgresStore
 from tests.model.profiles import budget
 
@@ -57,8 +57,16 @@ def observable(job: Job) -> tuple[Any, ...]:
     )
 
 
+def twin_observable(job: Job) -> tuple[Any, ...]:
+    """`observable` for the in-memory twin, whose lease token is its own: only whether it
+    has one is compared."""
+    fields = observable(job)
+    return (*fields[:5], fields[5] is not None, *fields[6:])
+
+
 class StoreVersusModel(RuleBasedStateMachine):
-    """One store on a real database and one dict of pure `Job` values, fed the same steps."""
+    """A store on a real database, an in-memory store and a dict of pure `Job` values, fed
+    the same steps."""
 
     database_url = ""  # bound by the test, which owns the database fixture
 
@@ -69,9 +77,10 @@ class StoreVersusModel(RuleBasedStateMachine):
         self.store = PostgresStore(self.conn)
         self.now = T0
         self.model: dict[UUID, Job] = {}
-        self.durable: dict[UUID, Durable] = {}
-        self.steps = StepStore(self.store)
         self.stale: list[Job] = []  # claims whose lease another attempt has replaced
+        self.memory = MemoryStore(clock=lambda: self.now)
+        self.twin: dict[UUID, UUID] = {}  # Postgres job id -> the in-memory store's job id
+        self.stale_in_memory: list[Job] = []  # the twins of `stale`, index for index
 
     def teardown(self) -> None:
         self.conn.close()
@@ -88,6 +97,10 @@ class StoreVersusModel(RuleBasedStateMachine):
             if job.idempotency_key == key and job.status in KEY_HOLDING:
                 return job
         return None
+
+    def in_memory(self, job: Job) -> Job:
+        """The in-memory store's twin of a Postgres job, as it stands now."""
+        return self.memory.get(self.twin[job.id])
 
     # Rules
 
@@ -117,16 +130,22 @@ class StoreVersusModel(RuleBasedStateMachine):
         )
         holder = self.key_holder(key)
         result = self.store.enqueue(spec, now=self.now)
+        twin = self.memory.enqueue(spec, now=self.now)
         if holder is not None:
             assert result.duplicate and result.id == holder.id
-            return
-        assert not result.duplicate and result.id not in self.model
-        self.model[result.id] = transitions.new_job(spec, id=result.id, now=self.now)
-        self.durable[result.id] = Durable()
+            assert twin.duplicate and twin.id == self.twin[holder.id]
+        else:
+            assert not result.duplicate and result.id not in self.model
+            assert not twin.duplicate
+            self.twin[result.id] = twin.id
+            self.model[result.id] = transitions.new_job(spec, id=result.id, now=self.now)
+        self.now += timedelta(microseconds=1)
 
     @rule(limit=st.integers(1, 4))
     def claim(self, limit: int) -> None:
         claimed = self.store.claim(limit=limit, lease_seconds=LEASE, now=self.now)
+        claimed_in_memory = self.memory.claim(limit=limit, lease_seconds=LEASE, now=self.now)
+        assert [self.twin[j.id] for j in claimed] == [j.id for j in claimed_in_memory]
         runnable = sorted(
             (j for j in self.model.values() if transitions.is_runnable(j, self.now)),
             key=transitions.claim_order,
@@ -149,6 +168,7 @@ class StoreVersusModel(RuleBasedStateMachine):
     def complete(self, data: st.DataObject, result: Any) -> None:
         job = data.draw(st.sampled_from(self.running()))
         self.store.complete(job, result, now=self.now)
+        self.memory.complete(self.in_memory(job), result, now=self.now)
         self.model[job.id] = transitions.finish(
             job, transitions.succeeded(job, result), now=self.now
         )
@@ -158,6 +178,7 @@ class StoreVersusModel(RuleBasedStateMachine):
     def fail(self, data: st.DataObject, permanent: bool) -> None:
         job = data.draw(st.sampled_from(self.running()))
         self.store.fail(job, "boom", permanent=permanent, now=self.now)
+        self.memory.fail(self.in_memory(job), "boom", permanent=permanent, now=self.now)
         outcome = transitions.failed(job, "boom", permanent=permanent)
         self.model[job.id] = transitions.finish(job, outcome, now=self.now)
 
@@ -167,6 +188,8 @@ class StoreVersusModel(RuleBasedStateMachine):
         job = data.draw(st.sampled_from(self.running()))
         outcome = transitions.snoozed(job, seconds)
         assert self.store.finish([outcome], now=self.now) == {job.id}
+        twin = self.in_memory(job)
+        assert self.memory.finish([transitions.snoozed(twin, seconds)], now=self.now) == {twin.id}
         self.model[job.id] = transitions.finish(job, outcome, now=self.now)
 
     @precondition(lambda self: self.running())
@@ -175,6 +198,9 @@ class StoreVersusModel(RuleBasedStateMachine):
         job = data.draw(st.sampled_from(self.running()))
         assert job.lease_token is not None
         state = self.store.extend_lease(job.id, job.lease_token, seconds, now=self.now)
+        twin = self.in_memory(job)
+        assert twin.lease_token is not None
+        assert self.memory.extend_lease(twin.id, twin.lease_token, seconds, now=self.now) == state
         self.model[job.id] = transitions.extend_lease(
             job, token=job.lease_token, seconds=seconds, now=self.now
         )
@@ -186,6 +212,9 @@ class StoreVersusModel(RuleBasedStateMachine):
         job = data.draw(st.sampled_from(self.running()))
         assert job.lease_token is not None
         asked = self.store.report_progress(job.id, job.lease_token, value, now=self.now)
+        twin = self.in_memory(job)
+        assert twin.lease_token is not None
+        assert self.memory.report_progress(twin.id, twin.lease_token, value, now=self.now) == asked
         self.model[job.id] = transitions.report_progress(
             job, token=job.lease_token, progress=value, now=self.now
         )
@@ -196,17 +225,25 @@ class StoreVersusModel(RuleBasedStateMachine):
         reclaimed = {j.id: j for j in self.store.reclaim(now=self.now)}
         expected = [j for j in self.model.values() if transitions.is_reclaimable(j, self.now)]
         assert set(reclaimed) == {j.id for j in expected}
+        twins_before = {j.id: self.in_memory(j) for j in expected}
+        assert {j.id for j in self.memory.reclaim(now=self.now)} == {
+            self.twin[j.id] for j in expected
+        }
         for job in expected:
             self.stale.append(job)
+            self.stale_in_memory.append(twins_before[job.id])
             self.model[job.id] = transitions.reclaim(job, now=self.now)
 
     @precondition(lambda self: self.stale)
     @rule(data=st.data())
     def finish_with_stale_lease(self, data: st.DataObject) -> None:
         """A worker whose lease was reclaimed is refused, whatever happened since."""
-        job = data.draw(st.sampled_from(self.stale))
+        index = data.draw(st.integers(0, len(self.stale) - 1))
+        job = self.stale[index]
         with pytest.raises(LeaseLost):
             self.store.complete(job, "late", now=self.now)
+        with pytest.raises(LeaseLost):
+            self.memory.complete(self.stale_in_memory[index], "late", now=self.now)
         with pytest.raises(LeaseLost):
             transitions.finish(self.model[job.id], transitions.succeeded(job), now=self.now)
 
@@ -219,107 +256,31 @@ class StoreVersusModel(RuleBasedStateMachine):
         except InvalidTransition:
             with pytest.raises(InvalidTransition):
                 self.store.cancel(job.id, now=self.now)
+            with pytest.raises(InvalidTransition):
+                self.memory.cancel(self.twin[job.id], now=self.now)
             return
         self.store.cancel(job.id, now=self.now)
+        self.memory.cancel(self.twin[job.id], now=self.now)
         self.model[job.id] = expected
 
     @precondition(lambda self: self.model)
     @rule(data=st.data())
     def retry(self, data: st.DataObject) -> None:
-        """Operator retry, keeping the job's completed steps or (fresh) forgetting them."""
         job = self.model[data.draw(st.sampled_from(sorted(self.model)))]
         holder = self.key_holder(job.idempotency_key)
         try:
             expected = transitions.retry(job, now=self.now)
         except InvalidTransition:
             expected = None
-        fresh = data.draw(st.booleans())
         if expected is None or (holder is not None and holder.id != job.id):
             with pytest.raises(InvalidTransition):
-                self.steps.retry(job.id, fresh=fresh, now=self.now)
+                self.store.retry(job.id, now=self.now)
+            with pytest.raises(InvalidTransition):
+                self.memory.retry(self.twin[job.id], now=self.now)
             return
-        self.steps.retry(job.id, fresh=fresh, now=self.now)
+        self.store.retry(job.id, now=self.now)
+        self.memory.retry(self.twin[job.id], now=self.now)
         self.model[job.id] = expected
-        if fresh:
-            self.durable[job.id] = steps.cleared()
-
-    # Durable steps
-
-    @precondition(lambda self: self.running())
-    @rule(data=st.data(), name=st.sampled_from(["a", "b", "c"]), result=st.integers(0, 9))
-    def complete_step(self, data: st.DataObject, name: str, result: int) -> None:
-        job = data.draw(st.sampled_from(self.running()))
-        assert job.lease_token is not None
-        if name in self.durable[job.id].steps:
-            return  # the runner never writes a name twice (JobSteps refuses it first)
-        self.durable[job.id] = steps.complete_step(
-            job, self.durable[job.id], token=job.lease_token, name=name, result=result
-        )
-        self.steps.complete(job.id, job.lease_token, name, str(result), now=self.now)
-
-    @precondition(lambda self: self.stale)
-    @rule(data=st.data())
-    def complete_step_with_stale_lease(self, data: st.DataObject) -> None:
-        """A worker whose lease was reclaimed cannot store a step, whatever happened since."""
-        job = data.draw(st.sampled_from(self.stale))
-        assert job.lease_token is not None
-        with pytest.raises(LeaseLost):
-            self.steps.complete(job.id, job.lease_token, "late", "1", now=self.now)
-        with pytest.raises(LeaseLost):
-            steps.complete_step(
-                self.model[job.id],
-                self.durable[job.id],
-                token=job.lease_token,
-                name="late",
-                result=1,
-            )
-
-    @precondition(lambda self: self.running())
-    @rule(
-        data=st.data(),
-        kind=st.sampled_from(list(WaitKind)),
-        delay=st.sampled_from([0, 1, 5, None]),
-    )
-    def suspend(self, data: st.DataObject, kind: WaitKind, delay: int | None) -> None:
-        job = data.draw(st.sampled_from(self.running()))
-        assert job.lease_token is not None
-        # One name per kind, so signals often meet a job waiting for them.
-        name = {WaitKind.SUSPEND: None, WaitKind.SLEEP: "nap", WaitKind.SIGNAL: "go"}[kind]
-        until = steps.FOREVER if delay is None else steps.wake_time(self.now, delay)
-        wait = Wait(kind, name, until)
-        try:
-            expected = steps.suspend(
-                job, self.durable[job.id], token=job.lease_token, wait=wait, now=self.now
-            )
-        except InvalidTransition:  # asked to cancel: the runner cancels it instead
-            with pytest.raises(JobCancelled):
-                self.steps.suspend(
-                    job.id, job.lease_token, kind=kind, name=name, until=until, now=self.now
-                )
-            return
-        run_after = self.steps.suspend(
-            job.id, job.lease_token, kind=kind, name=name, until=until, now=self.now
-        )
-        self.model[job.id], self.durable[job.id] = expected
-        assert run_after == expected[0].run_after
-
-    @precondition(lambda self: self.model)
-    @rule(data=st.data(), name=st.sampled_from(["go", "go", "nap"]), payload=st.integers(0, 9))
-    def signal(self, data: st.DataObject, name: str, payload: int) -> None:
-        job = self.model[data.draw(st.sampled_from(sorted(self.model)))]
-        try:
-            expected = steps.deliver_signal(
-                job, self.durable[job.id], name=name, payload=payload, now=self.now
-            )
-        except (InvalidTransition, InvalidJob) as refused:
-            with pytest.raises(type(refused)):
-                self.steps.signal(job.id, name, payload, now=self.now)
-            return
-        wait = self.durable[job.id].wait
-        waits_for_it = wait is not None and wait.kind is WaitKind.SIGNAL and wait.name == name
-        woke = self.steps.signal(job.id, name, payload, now=self.now)
-        self.model[job.id], self.durable[job.id] = expected
-        assert woke == (waits_for_it and job.status in ("queued", "retrying"))
 
     @rule(seconds=st.sampled_from([0.5, 1, 3, 10, 31, 120]))
     def advance_clock(self, seconds: float) -> None:
@@ -334,6 +295,10 @@ class StoreVersusModel(RuleBasedStateMachine):
             self.store.extend_lease(ghost, uuid4(), 10, now=self.now)
         with pytest.raises(LeaseLost):
             self.store.report_progress(ghost, uuid4(), 1, now=self.now)
+        with pytest.raises(LeaseLost):
+            self.memory.extend_lease(ghost, uuid4(), 10, now=self.now)
+        with pytest.raises(LeaseLost):
+            self.memory.report_progress(ghost, uuid4(), 1, now=self.now)
 
     # Invariants
 
@@ -346,16 +311,11 @@ class StoreVersusModel(RuleBasedStateMachine):
             assert observable(stored[job_id]) == observable(job), job_id
 
     @invariant()
-    def durable_store_equals_model(self) -> None:
-        for job_id, state in self.durable.items():
-            view = self.steps.show(job_id)
-            assert {s["name"]: s["size"] for s in view.steps} == {
-                name: len(json.dumps(result)) for name, result in state.steps.items()
-            }, job_id
-            assert {s["name"] for s in view.signals} == set(state.signals), job_id
-            assert view.resumes == state.resumes, job_id
-            waiting = self.model[job_id].status in ("queued", "retrying")
-            assert view.wait == (state.wait if waiting else None), job_id
+    def memory_store_equals_model(self) -> None:
+        in_memory = {j.id: j for j in self.memory.list_jobs(limit=500).jobs}
+        assert set(in_memory) == {self.twin[job_id] for job_id in self.model}
+        for job_id, job in self.model.items():
+            assert twin_observable(in_memory[self.twin[job_id]]) == twin_observable(job), job_id
 
     @invariant()
     def at_most_one_live_holder_per_key(self) -> None:

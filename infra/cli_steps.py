@@ -8,9 +8,10 @@ from typing import Any
 
 from rich.table import Table
 
-from .cli import _json_arg, database, emit, out
-from .step_store import DurableView, StepStore
-from .store import PostgresStore
+from queue_core.step_store import DurableView, StepStore
+from queue_core.store import PostgresStore
+
+from .cli_common import database, emit, json_arg, out
 
 Command = Callable[..., argparse.ArgumentParser]
 # `tickq show` lists this many of a job's latest steps; --json lists them all.
@@ -18,7 +19,7 @@ SHOWN_STEPS = 20
 
 
 def cmd_signal(args: argparse.Namespace) -> int:
-    payload = None if args.payload is None else _json_arg(args.payload, "--payload")
+    payload = None if args.payload is None else json_arg(args.payload, "--payload")
     with database() as conn:
         woke = StepStore(PostgresStore(conn)).signal(args.id, args.name, payload)
     data = {"id": args.id, "signal": args.name, "woke": woke}

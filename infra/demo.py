@@ -7,12 +7,8 @@ import time
 from functools import partial
 from typing import Any
 
-from .context import JobContext
-from .errors import PermanentError, RetryAfter
-from .registry import Registry
-from .step_store import StepStore
-from .steps import WaitKind
-from .store import PostgresStore
+from queue_core import JobContext, PermanentError, PostgresStore, Registry, RetryAfter, StepStore
+from queue_core.steps import WaitKind
 
 # Each demo tick plays a function invocation of this many seconds: the long transcription
 # needs several of them, and suspends between them.
