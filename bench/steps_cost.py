@@ -2,7 +2,7 @@
 and a claim, a load and a suspension per resume.
 
 1. Plain drain, before and after: the engine at a git ref without durable steps (default
-   `84e9442`, the last commit before them) and this tree, each in its own process and
+   `c0f9969`, main just before they were merged) and this tree, each in its own process and
    database on one server, drain the same backlog of no-op jobs; rounds alternate, so the
    ratio is not skewed by a machine drifting.
 2. Steps per second: one job of 1,000 no-op steps, run by one tick (each step one fenced
@@ -11,7 +11,7 @@ and a claim, a load and a suspension per resume.
 3. A resume: a job of 200 steps under a zero time budget suspends after every step, so each
    claim is one resume cycle: claim, load, one step, suspension.
 
-    .venv/bin/python -m bench.steps_cost [--jobs 3000] [--rounds 5] [--baseline-ref 84e9442]
+    .venv/bin/python -m bench.steps_cost [--jobs 3000] [--rounds 5] [--baseline-ref c0f9969]
 
 Uses TICKQ_DATABASE_URL (a superuser able to create databases) or a throwaway durable
 local server (fsync on, as in production).
@@ -42,7 +42,7 @@ from queue_core.migrate import migrate
 from .server import benchmark_server, fresh_database
 
 ROOT = Path(__file__).resolve().parents[1]
-BASELINE_REF = "84e9442"
+BASELINE_REF = "c0f9969"
 
 # Drains a backlog of no-op jobs with the engine on sys.path; prints jobs per second.
 DRAIN = """
