@@ -108,6 +108,7 @@ class JobSteps:
     # Public operations (through JobContext)
 
     def step(self, name: Any, fn: Callable[[], Any]) -> Any:
+        _callable(fn)
         name, state = self._enter(name)
         if name in state.steps:
             return state.steps[name]
@@ -121,6 +122,7 @@ class JobSteps:
 
     async def step_async(self, name: Any, fn: Callable[[], Any]) -> Any:
         """`step` for async handlers: `fn` may return an awaitable, which is awaited."""
+        _callable(fn)
         name, state = self._enter(name)
         if name in state.steps:
             return state.steps[name]
@@ -260,3 +262,8 @@ def _seconds(value: Any, field: str) -> float:
         return validation.number(value, field, 0, validation.MAX_DELAY_SECONDS)
     except InvalidJob as exc:
         raise InvalidStep(str(exc)) from None
+
+
+def _callable(fn: Any) -> None:
+    if not callable(fn):
+        raise InvalidStep(f"a step runs a function; got {type(fn).__name__}")

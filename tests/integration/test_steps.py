@@ -318,6 +318,7 @@ def test_signals_to_unknown_or_finished_jobs_and_repeated_names_are_refused(
         (lambda job: job.step("outer", lambda: job.step("inner", lambda: 1)), "do not nest"),
         (lambda job: job.step("outer", lambda: job.suspend()), "inside a step"),
         (lambda job: job.sleep("nap", -1), "sleep seconds"),
+        (lambda job: job.step("not-a-function", 42), "runs a function"),
     ],
 )
 def test_a_misused_step_is_a_clear_error_on_the_job_that_stores_nothing_more(
