@@ -243,7 +243,9 @@ class StepsVersusModel(RuleBasedStateMachine):
         delay=st.sampled_from([0, 1, 5, None]),
     )
     def suspend(self, data: st.DataObject, kind: WaitKind, delay: int | None) -> None:
-        job = data.draw(st.sampled_from(self.running()))
+        self.suspend_job(data.draw(st.sampled_from(self.running())), kind, delay)
+
+    def suspend_job(self, job: Job, kind: WaitKind, delay: int | None) -> None:
         assert job.lease_token is not None
         # One name per kind, so signals often meet a job waiting for them.
         name = {WaitKind.SUSPEND: None, WaitKind.SLEEP: "nap", WaitKind.SIGNAL: "go"}[kind]
@@ -268,7 +270,9 @@ class StepsVersusModel(RuleBasedStateMachine):
     @precondition(lambda self: self.model)
     @rule(data=st.data(), name=st.sampled_from(["go", "go", "nap"]), payload=st.integers(0, 9))
     def signal(self, data: st.DataObject, name: str, payload: int) -> None:
-        job = self.model[data.draw(st.sampled_from(sorted(self.model)))]
+        self.signal_job(self.model[data.draw(st.sampled_from(sorted(self.model)))], name, payload)
+
+    def signal_job(self, job: Job, name: str, payload: int) -> None:
         try:
             expected = steps.deliver_signal(
                 job, self.durable[job.id], name=name, payload=payload, now=self.now
@@ -282,6 +286,17 @@ class StepsVersusModel(RuleBasedStateMachine):
         woke = self.steps.signal(job.id, name, payload, now=self.now)
         self.model[job.id], self.durable[job.id] = expected
         assert woke == (waits_for_it and job.status in ("queued", "retrying"))
+
+    @precondition(lambda self: self.running())
+    @rule(data=st.data())
+    def wait_then_signal(self, data: st.DataObject) -> None:
+        """The path a person's approval takes: a job suspends waiting for a signal with no
+        timeout, then the signal comes and must make it runnable now."""
+        job = data.draw(st.sampled_from(self.running()))
+        if job.cancel_requested or "go" in self.durable[job.id].signals:
+            return
+        self.suspend_job(job, WaitKind.SIGNAL, None)
+        self.signal_job(self.model[job.id], "go", 1)
 
     @rule(seconds=st.sampled_from([0.5, 1, 3, 10, 31, 120]))
     def advance_clock(self, seconds: float) -> None:
