@@ -1,6 +1,7 @@
 """MaintenanceFunction: a reclaim pass, so expired leases come back even while no tick
 runs; retention pruning by the stored policies, within the invocation's time; queue depth
-and oldest-runnable-age metrics per queue and type.
+and oldest-runnable-age metrics per queue and type, and the oldest-runnable age of the most
+starved fairness group.
 
 Environment:
   TICKQ_DATABASE_URL or TICKQ_DB_SECRET_ARN   the worker login (member of tickq_worker)
@@ -23,7 +24,7 @@ from queue_core.retention import Retention
 
 from . import db
 from .aws import publish_dead_letters
-from .observability import logger, metrics, record_depth, tracer
+from .observability import logger, metrics, record_depth, record_starved, tracer
 from .runtime import store, tasks
 
 
@@ -43,12 +44,14 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     )
     metrics.add_metric(name="pruned", unit=MetricUnit.Count, value=pruned.deleted)
     depth = record_depth(queue.stats())
+    starved = record_starved(queue.group_stats())
     answer = {
         "reclaimed": report.reclaimed,
         "dead": report.dead,
         "dead_events": published,
         "pruned": pruned.as_dict(),
         "queues": [{"queue": q, "type": t, **values} for (q, t), values in sorted(depth.items())],
+        "most_starved_group": None if starved is None else starved.as_dict(),
     }
     logger.info("maintenance finished", extra={"report": answer})
     return answer

@@ -211,6 +211,13 @@ async function loadOperator() {
     el("td", { className: q.dead ? "num dead" : "num" }, q.dead),
     el("td", { className: "num" }, q.total)));
   $("queues").tBodies[0].replaceChildren(...rows);
+  const groups = (stats.groups || []).map((g) => el("tr", { dataGroup: g.group },
+    el("td", {}, g.queue),
+    el("td", {}, g.group || "(shared)"),
+    el("td", { className: "num" }, g.waiting),
+    el("td", { className: "num" }, g.running),
+    el("td", { className: "num" }, age(g.oldest_runnable_seconds))));
+  $("groups").tBodies[0].replaceChildren(...groups);
 }
 
 async function whoAmI() {

@@ -155,4 +155,15 @@ def test_operator_view_counts_every_users_jobs_per_queue(
     name, depth, oldest, running, retrying, dead, total = queue
     assert (name, depth, running, retrying, dead, total) == ("default", "2", "0", "0", "1", "4")
     assert oldest.endswith(("s", "min", "h"))
+    # And each user's waiting job shows under the user's fairness group
+    groups = wait_for(
+        lambda: page.evaluate(
+            "[...document.querySelectorAll('#groups tbody tr')]"
+            ".map(r => [...r.cells].map(c => c.textContent))"
+        ),
+        what="the group rows",
+    )
+    assert sorted((g[1], g[2], g[3]) for g in groups) == sorted(
+        (str(who.owner_id()), "1", "0") for who in (ALICE, BOB)
+    )
     page.screenshot(ARTIFACTS / "operator-view.png")
