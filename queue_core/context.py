@@ -16,7 +16,15 @@ class JobContext:
     """Passed to handlers as `job`. Progress and heartbeats raise JobCancelled when someone
     asked the job to cancel, and LeaseLost when another worker has taken it over."""
 
-    __slots__ = ("_host", "_job", "_keeper", "_lease_seconds", "_step_seconds", "_steps")
+    __slots__ = (
+        "_host",
+        "_job",
+        "_keeper",
+        "_lease_seconds",
+        "_parent_results",
+        "_step_seconds",
+        "_steps",
+    )
 
     def __init__(
         self,
@@ -32,6 +40,7 @@ class JobContext:
         self._host = host
         self._step_seconds = step_seconds
         self._steps: JobSteps | None = None
+        self._parent_results: dict[UUID, Any] | None = None
 
     @property
     def id(self) -> UUID:
@@ -64,6 +73,15 @@ class JobContext:
     @property
     def idempotency_key(self) -> str | None:
         return self._job.idempotency_key
+
+    @property
+    def parent_results(self) -> dict[UUID, Any]:
+        """The result of each job this one was enqueued after, by parent id (empty without
+        parents). Read on first use, so jobs that never ask pay nothing; retention keeps the
+        parents of unfinished jobs, so the results are there whenever it runs."""
+        if self._parent_results is None:
+            self._parent_results = self._keeper.parent_results(self._job.id)
+        return self._parent_results
 
     @property
     def row(self) -> Job:

@@ -4,7 +4,7 @@
 
 const REFRESH_MS = 5000;
 const PAGE_SIZE = 50;
-const WAITING = new Set(["queued", "retrying"]);
+const WAITING = new Set(["waiting", "queued", "retrying"]);
 const RETRYABLE = new Set(["dead", "cancelled"]);
 
 const state = { view: "jobs", cursor: null, jobs: [], operator: false, timer: null };
@@ -180,7 +180,23 @@ async function openDetail(id) {
     ? job.errors.map((e) => `#${e.attempt} ${e.at}  ${e.error}`).join("\n")
     : "—";
   renderSteps(job);
-  $("detail").showModal();
+  $("detail-parents").replaceChildren(...relatives(job.after));
+  $("detail-children").replaceChildren(...relatives(job.children));
+  if (!$("detail").open) $("detail").showModal();
+}
+
+// The jobs around one job: each a link that opens that job in the same dialog.
+function relatives(jobs) {
+  if (!jobs || !jobs.length) return [el("li", { className: "muted" }, "none")];
+  return jobs.map((other) => {
+    const link = el("a", { href: "#", dataJobId: other.id }, `${other.type} …${other.id.slice(-8)}`);
+    link.addEventListener("click", (event) => {
+      event.preventDefault();
+      openDetail(other.id).catch((error) => show(error.message, true));
+    });
+    return el("li", {}, link, " ",
+      el("span", { className: `status status-${other.status}` }, other.status));
+  });
 }
 
 // A job's durable steps (GET /jobs/{id} adds steps, waiting_for and resumes)
@@ -206,6 +222,7 @@ async function loadOperator() {
     el("td", {}, q.queue),
     el("td", { className: "num" }, q.depth),
     el("td", { className: "num" }, age(q.oldest_runnable_seconds)),
+    el("td", { className: "num" }, q.waiting),
     el("td", { className: "num" }, q.running),
     el("td", { className: "num" }, q.retrying),
     el("td", { className: q.dead ? "num dead" : "num" }, q.dead),

@@ -8,6 +8,7 @@ from uuid import UUID
 import psycopg
 import pytest
 
+import queue_core
 from infra.serve import DevIdentity
 from queue_core import PostgresStore, Registry, Status
 
@@ -114,6 +115,29 @@ def test_detail_view_shows_payload_and_result(
     assert '"vectors": 20' in text(page, "detail-result")
 
 
+def test_detail_view_links_a_job_to_its_parents_and_children(
+    page: Page, conn: psycopg.Connection, serve_as: Serve
+) -> None:
+    # Given Alice's pipeline: extract, then embed after it
+    owner = ALICE.owner_id()
+    extract = queue_core.enqueue(conn, "extract", {"doc": "a.pdf"}, user_id=owner).id
+    embed = queue_core.enqueue(conn, "embed", after=[extract], user_id=owner).id
+    server = serve_as(ALICE)
+    assert open_page(page, server.url)[str(embed)] == "waiting"
+
+    # When she opens the waiting job, then follows its parent's link
+    page.click(f'tr[data-job-id="{embed}"] a.job-link')
+    wait_for(lambda: str(extract)[-8:] in text(page, "detail-parents"), what="the parent link")
+    assert "waiting" in text(page, "detail-fields") and text(page, "detail-children") == "none"
+    page.screenshot(ARTIFACTS / "job-graph.png")
+    page.click(f'#detail-parents a[data-job-id="{extract}"]')
+
+    # Then the dialog shows the parent, with the waiting job among its children
+    wait_for(lambda: str(extract) in text(page, "detail-title"), what="the parent's detail")
+    assert str(embed)[-8:] in text(page, "detail-children")
+    assert "waiting" in text(page, "detail-children")
+
+
 def test_status_filter_narrows_the_list(
     page: Page, conn: psycopg.Connection, serve_as: Serve
 ) -> None:
@@ -152,8 +176,9 @@ def test_operator_view_counts_every_users_jobs_per_queue(
     )
 
     # Then the default queue shows both users' jobs: 2 waiting, 1 dead, 4 in all
-    name, depth, oldest, running, retrying, dead, total = queue
+    name, depth, oldest, after_parents, running, retrying, dead, total = queue
     assert (name, depth, running, retrying, dead, total) == ("default", "2", "0", "0", "1", "4")
+    assert after_parents == "0"
     assert oldest.endswith(("s", "min", "h"))
     # And each user's waiting job shows under the user's fairness group
     groups = wait_for(

@@ -43,10 +43,11 @@ def test_queue_overview_sums_types_and_keeps_the_oldest_runnable_age() -> None:
         StatsRow("default", "reindex", Status.RETRYING, 4, 40.0),
         StatsRow("default", "reindex", Status.RUNNING, 3, None),
         StatsRow("default", "reindex", Status.SUCCEEDED, 10, None),
+        StatsRow("default", "reindex", Status.WAITING, 7, None),
     ]
     assert queue_overview(rows) == [
-        QueueOverview("bulk", 5, 12.0, 0, 0, 0, 5),
-        QueueOverview("default", 6, 40.0, 3, 4, 1, 20),
+        QueueOverview("bulk", 5, 12.0, 0, 0, 0, 0, 5),
+        QueueOverview("default", 6, 40.0, 7, 3, 4, 1, 27),
     ]
 
 
