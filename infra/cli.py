@@ -219,12 +219,24 @@ def cmd_work(args: argparse.Namespace) -> int:
 
         watcher = threading.Thread(target=until, daemon=True)
         watcher.start()
+        # TICKQ_PREPARE_THRESHOLD=off is the setting for a transaction-mode pooler (RDS
+        # Proxy, PgBouncer), which hands each transaction to any server session: a LISTEN
+        # there would wake nobody, so the worker polls, and says so once.
+        listen = settings.prepare_threshold is not None
+        if not listen:
+            err.print(
+                "tickq work: prepared statements are off (TICKQ_PREPARE_THRESHOLD=off, as "
+                "behind a transaction-mode pooler), where LISTEN cannot wake this worker; "
+                f"polling every {args.poll_interval:g} s instead",
+                highlight=False,
+            )
         with runner:
             report = runner.work(
                 stop=stop,
                 poll_interval=args.poll_interval,
                 on_tick=on_tick,
                 reconnect=connect_store,
+                listen=listen,
             )
         runner.store.close()
     if not args.json and err.is_terminal:
