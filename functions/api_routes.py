@@ -16,8 +16,9 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.metrics import MetricUnit
 
-from queue_core import InvalidJob, Job, JobBatch, JobSpec, dependencies
+from queue_core import InvalidJob, Job, JobBatch, JobSpec, StepStore, dependencies
 from queue_core.config import comma_list
+from queue_core.steps import MAX_SIGNAL_BYTES
 from queue_core.validation import MAX_PAYLOAD_BYTES
 
 from .errors import BadRequest
@@ -75,12 +76,41 @@ def list_jobs() -> Response:
 
 @router.get("/jobs/<job_id>")
 def get_job(job_id: str) -> Response:
-    return _json(HTTPStatus.OK, _with_family(store(user_id=_caller()).get(job_id)))
+    """The job, its parents and children, and its durable steps (names, times, sizes),
+    wait and resumes."""
+    scoped = store(user_id=_caller())
+    job = scoped.get(job_id)
+    return _json(HTTPStatus.OK, {**_with_family(job), **StepStore(scoped).show(job.id).to_dict()})
 
 
 @router.post("/jobs/<job_id>/retry")
 def retry_job(job_id: str) -> Response:
-    return _job(store(user_id=_caller()).retry(job_id))
+    """Completed steps are kept (the job resumes where it failed) unless the body says
+    {"fresh": true}."""
+    body = _optional_json_body()
+    if body is None:
+        body = {}
+    if (
+        not isinstance(body, dict)
+        or set(body) - {"fresh"}
+        or type(body.get("fresh", False)) is not bool
+    ):
+        raise BadRequest('the retry body may only be {"fresh": true|false}')
+    fresh = body.get("fresh", False)
+    return _job(StepStore(store(user_id=_caller())).retry(job_id, fresh=fresh))
+
+
+@router.post("/jobs/<job_id>/signals/<name>")
+def signal_job(job_id: str, name: str) -> Response:
+    """Send the signal `name` to one of the caller's jobs; the body, if any, is its JSON
+    payload. 202: kept (and, when the job waits for it, the job woken)."""
+    payload = _optional_json_body(MAX_SIGNAL_BYTES + 1024)
+    scoped = store(user_id=_caller())
+    woke = StepStore(scoped).signal(job_id, name, payload)
+    if woke:
+        kick_tick()
+    body = {"id": job_id, "signal": name, "woke": woke}
+    return _json(HTTPStatus.ACCEPTED, body)
 
 
 @router.post("/jobs/<job_id>/cancel")
@@ -105,7 +135,15 @@ def _caller() -> UUID:
     return caller_id(router.current_event.raw_event.get("requestContext"))
 
 
-def _json_body() -> Any:
+def _optional_json_body(max_bytes: int = MAX_BODY_BYTES) -> Any:
+    """A JSON body, or None when the request has none."""
+    raw = router.current_event.body
+    if not raw:
+        return None
+    return _json_body(max_bytes)
+
+
+def _json_body(max_bytes: int = MAX_BODY_BYTES) -> Any:
     try:
         raw = router.current_event.decoded_body
     except (ValueError, UnicodeDecodeError):  # isBase64Encoded with a body that is not
@@ -113,9 +151,9 @@ def _json_body() -> Any:
     if not raw:
         raise BadRequest("the request needs a JSON body")
     size = len(raw.encode("utf-8", "surrogatepass"))
-    if size > MAX_BODY_BYTES:
+    if size > max_bytes:
         raise BadRequest(
-            f"the body is {size} bytes, over the limit of {MAX_BODY_BYTES}",
+            f"the body is {size} bytes, over the limit of {max_bytes}",
             HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
         )
     try:

@@ -1,4 +1,5 @@
-"""The store's named SQL statements, parsed once from sql/queries.sql and run as written."""
+"""The store's named SQL statements, parsed once from sql/queries.sql and sql/steps.sql and
+run as written."""
 
 from __future__ import annotations
 
@@ -6,16 +7,18 @@ import re
 from importlib import resources
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+FILES = ("queries.sql", "steps.sql")
 
 
 def _load() -> dict[str, str]:
-    text = (resources.files("queue_core") / "sql" / "queries.sql").read_text(encoding="utf-8")
-    parts = _NAME.split(text)
     statements: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        if name in statements:
-            raise ValueError(f"sql/queries.sql names {name} twice")
-        statements[name] = body.strip().rstrip(";")
+    for file in FILES:
+        text = (resources.files("queue_core") / "sql" / file).read_text(encoding="utf-8")
+        parts = _NAME.split(text)
+        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+            if name in statements:
+                raise ValueError(f"sql/{file} names {name}, which is already named")
+            statements[name] = body.strip().rstrip(";")
     return statements
 
 

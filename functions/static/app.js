@@ -205,6 +205,7 @@ async function openDetail(id) {
   $("detail-errors").textContent = (job.errors || []).length
     ? job.errors.map((e) => `#${e.attempt} ${e.at}  ${e.error}`).join("\n")
     : "—";
+  renderSteps(job);
   $("detail-parents").replaceChildren(...relatives(job.after));
   $("detail-children").replaceChildren(...relatives(job.children));
   if (!$("detail").open) $("detail").showModal();
@@ -222,6 +223,21 @@ function relatives(jobs) {
     return el("li", {}, link, " ",
       el("span", { className: `status status-${other.status}` }, other.status));
   });
+}
+
+// A job's durable steps (GET /jobs/{id} adds steps, waiting_for and resumes)
+function renderSteps(job) {
+  const steps = job.steps || [];
+  $("detail-steps").tBodies[0].replaceChildren(...steps.map((step) => el("tr", {},
+    el("td", {}, step.name),
+    el("td", { title: step.finished_at }, when(step.finished_at)),
+    el("td", { className: "num" }, step.size))));
+  $("detail-steps").hidden = steps.length === 0;
+  const notes = [];
+  if (job.waiting_for) notes.push(`waiting: ${job.waiting_for.description}`);
+  if (job.resumes) notes.push(`resumed ${job.resumes} ${job.resumes === 1 ? "time" : "times"}`);
+  if (!steps.length && !notes.length) notes.push("no steps");
+  $("detail-waiting").textContent = notes.join(" · ");
 }
 
 // The operator view
