@@ -29,9 +29,9 @@ import queue_core
 from queue_core import dependencies, transitions, validation
 from queue_core.errors import InvalidParent, InvalidTransition
 from queue_core.jobs import TERMINAL, Job, Status
-from queue_core.store import PostgresStore
 from tests.model import test_store_matches_transitions as base
 from tests.model.profiles import budget
+from tests.model.stores import deterministic_store
 
 FAILED = (Status.DEAD, Status.CANCELLED)
 
@@ -43,7 +43,7 @@ class GraphVersusModel(RuleBasedStateMachine):
         super().__init__()
         self.conn = psycopg.connect(self.database_url, autocommit=True)
         self.conn.execute("truncate tickq.jobs cascade")
-        self.store = PostgresStore(self.conn)
+        self.store = deterministic_store(self.conn)
         self.now = base.T0
         self.model: dict[UUID, Job] = {}
         self.parents_of: dict[UUID, list[UUID]] = {}

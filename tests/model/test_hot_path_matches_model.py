@@ -36,8 +36,8 @@ from hypothesis.stateful import (
 from queue_core import transitions, validation
 from queue_core.errors import InvalidTransition, LeaseLost
 from queue_core.jobs import KEY_HOLDING, Job, Outcome, Status
-from queue_core.store import PostgresStore
 from tests.model.profiles import budget
+from tests.model.stores import deterministic_store
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 LEASE = 30
@@ -121,7 +121,7 @@ class HotPathVersusModel(RuleBasedStateMachine):
         super().__init__()
         self.conn = psycopg.connect(self.database_url, autocommit=True)
         self.conn.execute("truncate tickq.jobs cascade")
-        self.store = PostgresStore(self.conn)
+        self.store = deterministic_store(self.conn)
         self.now = T0
         self.model: dict[UUID, Job] = {}
         self.held: list[Job] = []  # leases as their workers see them: some gone stale

@@ -32,8 +32,8 @@ from queue_core.errors import InvalidJob, InvalidTransition, JobCancelled, Lease
 from queue_core.jobs import KEY_HOLDING, Job, Status
 from queue_core.step_store import StepStore
 from queue_core.steps import Durable, Wait, WaitKind
-from queue_core.store import PostgresStore
 from tests.model.profiles import budget
+from tests.model.stores import deterministic_store
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 LEASE = 30
@@ -68,7 +68,7 @@ class StepsVersusModel(RuleBasedStateMachine):
         super().__init__()
         self.conn = psycopg.connect(self.database_url, autocommit=True)
         self.conn.execute("truncate tickq.jobs cascade")
-        self.store = PostgresStore(self.conn)
+        self.store = deterministic_store(self.conn)
         self.now = T0
         self.model: dict[UUID, Job] = {}
         self.durable: dict[UUID, Durable] = {}

@@ -1,0 +1,20 @@
+"""The Postgres store as the model-based tests need it: deterministic.
+
+Hypothesis replays a run by its choices, so the store must make no choice of its own: the
+fair claim's first sweep starts at a fixed point instead of a random one, and whether a
+queue holds several groups is looked up at every claim instead of cached for a few seconds
+of wall-clock time. Otherwise a replayed run can claim other jobs, and hypothesis reports
+the test itself as flaky.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from queue_core.store import PostgresStore
+
+
+def deterministic_store(conn: psycopg.Connection[Any]) -> PostgresStore:
+    return PostgresStore(conn, groups_ttl_seconds=0.0, rand=lambda: 0.5)
