@@ -285,3 +285,14 @@ def test_app_marks_a_parent_only_without_changing_anything_else(
             (jobs["alice"],),
         )
     assert snapshot(conn) == before
+
+
+def test_every_table_under_row_level_security_binds_its_owner_too(conn: psycopg.Connection) -> None:
+    # Given the migrated schema, When its tables are listed, Then no table that keeps rows
+    # per user lets its owner (often the one login of a small deployment) past the policies
+    loose = conn.execute(
+        "select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace"
+        " where n.nspname = 'tickq' and c.relkind in ('r', 'p')"
+        " and c.relrowsecurity and not c.relforcerowsecurity order by 1"
+    ).fetchall()
+    assert loose == []
