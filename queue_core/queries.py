@@ -1,4 +1,4 @@
-"""The store's named SQL statements, parsed once from sql/queries.sql."""
+"""The store's named SQL statements, parsed once from sql/queries.sql and sql/console.sql."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
 def _load() -> dict[str, str]:
-    text = (resources.files("queue_core") / "sql" / "queries.sql").read_text(encoding="utf-8")
+    sql_dir = resources.files("queue_core") / "sql"
     columns = ", ".join(JOB_COLUMNS)
     columns_j = ", ".join(f"j.{c}" for c in JOB_COLUMNS)
-    parts = _NAME.split(text)
     statements: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        sql = body.strip().replace("{columns_j}", columns_j).replace("{columns}", columns)
-        statements[name] = sql.rstrip(";")
+    for file in ("queries.sql", "console.sql"):
+        parts = _NAME.split((sql_dir / file).read_text(encoding="utf-8"))
+        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+            sql = body.strip().replace("{columns_j}", columns_j).replace("{columns}", columns)
+            statements[name] = sql.rstrip(";")
     # With several queues the backlog is sorted rather than walked in index order.
     statements["jobs_finish_and_claim_queues"] = statements["jobs_finish_and_claim"].replace(
         "queue = %(queue)s", "queue = any(%(queues)s::text[])"

@@ -7,7 +7,7 @@ import binascii
 import json
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -44,6 +44,7 @@ from .jobs import (
     Status,
     job_from_row,
 )
+from .pause_probe import PausedQueues, claimable
 from .queries import QUERIES
 
 MAX_PAGE = 500
@@ -113,6 +114,7 @@ class PostgresStore:
         self.conn = conn
         self.user_id = user_id
         self._limits: tuple[float, LimitsConfigured] | None = None
+        self.paused = PausedQueues()
         self._threads = threading.local()
 
     # Enqueue
@@ -312,6 +314,8 @@ class PostgresStore:
     ) -> tuple[set[UUID], Claimed]:
         """finish_and_claim, leaving the claimed rows unparsed until `Claimed.jobs()`, so a
         caller can parse them while the connection runs its next statement."""
+        if limit:  # paused queues are left out of the claim (queue_core/pauses.py)
+            queues, limit = claimable(queues, limit, self.paused.current(self._paused_queues))
         if limit and self.limits_configured().types:
             held = self.finish(outcomes, now=now)
             params = {
@@ -460,6 +464,18 @@ class PostgresStore:
         next_cursor = encode_cursor(jobs[limit - 1]) if len(jobs) > limit else None
         return Page(jobs[:limit], next_cursor)
 
+    def search_jobs(
+        self, filters: Mapping[str, Any], *, limit: int = 50, cursor: str | None = None
+    ) -> Page:
+        """list_jobs with the console's filters (`console.JobFilter.params()`)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise InvalidJob("limit", f"must be an integer between 1 and {MAX_PAGE}")
+        after_created, after_id = decode_cursor(cursor) if cursor else (None, None)
+        params = {**filters, "after_created": after_created, "after_id": after_id}
+        jobs = self._rows("jobs_search", {**params, "limit": limit + 1}, _job)
+        next_cursor = encode_cursor(jobs[limit - 1]) if len(jobs) > limit else None
+        return Page(jobs[:limit], next_cursor)
+
     def cancel(self, job_id: UUID | str, *, now: datetime | None = None) -> Job:
         rows = self._rows("jobs_cancel", {"ids": [_uuid(job_id)], "now": now}, _job)
         if rows:
@@ -520,6 +536,9 @@ class PostgresStore:
             types, queues = self._rows("limits_configured", {}, None)[0]
             self._limits = (checked, LimitsConfigured(bool(types), bool(queues)))
         return self._limits[1]
+
+    def _paused_queues(self) -> list[str]:
+        return list(self._rows("queue_pauses_probe", {}, None)[0][0])
 
     def now(self) -> datetime:
         row = self._rows("clock_now", {}, None)[0]
