@@ -7,20 +7,20 @@ from uuid import UUID
 
 import psycopg
 import pytest
+from playwright.sync_api import Page, expect
 
 from infra.serve import DevIdentity
 from queue_core import PostgresStore, Registry, Status
 
-from .cdp import Page, wait_for
-from .conftest import ARTIFACTS, Serve
+from .conftest import ARTIFACTS, ConsoleLog, Serve
 
 ALICE = DevIdentity("alice")
 BOB = DevIdentity("bob")
 OPERATOR = DevIdentity("olivia", operator_group="tickq-operators")
 
 ROWS = (
-    "[...document.querySelectorAll('#jobs tbody tr')]"
-    ".map(r => [r.dataset.jobId, r.dataset.status])"
+    "() => Object.fromEntries([...document.querySelectorAll('#jobs tbody tr')]"
+    ".map(r => [r.dataset.jobId, r.dataset.status]))"
 )
 
 
@@ -44,39 +44,35 @@ def seed(conn: psycopg.Connection) -> dict[str, UUID]:
     return {"dead": dead, "succeeded": done, "queued": queued, "bob": bobs}
 
 
-def text(page: Page, element_id: str) -> str:
-    return str(page.evaluate(f"document.getElementById('{element_id}').textContent"))
-
-
 def rows(page: Page) -> dict[str, str]:
-    return dict(page.evaluate(ROWS) or [])
+    return dict(page.evaluate(ROWS) or {})
 
 
-def open_page(page: Page, url: str) -> dict[str, str]:
-    page.goto(f"{url}/ui")
-    return wait_for(lambda: rows(page), what="the job rows")
+def open_page(page: Page, url: str, path: str = "/ui") -> None:
+    page.goto(f"{url}{path}")
+    page.wait_for_selector("#jobs tbody tr")
 
 
 def test_page_lists_only_the_signed_in_users_jobs(
-    page: Page, conn: psycopg.Connection, serve_as: Serve
+    page: Page, conn: psycopg.Connection, serve_as: Serve, console_log: ConsoleLog
 ) -> None:
     # Given jobs of Alice and Bob
     ids = seed(conn)
     server = serve_as(ALICE)
 
     # When Alice opens the page
-    shown = open_page(page, server.url)
+    open_page(page, server.url)
 
     # Then she sees her three jobs in their states, and not Bob's
-    assert shown == {
+    assert rows(page) == {
         str(ids["dead"]): "dead",
         str(ids["succeeded"]): "succeeded",
         str(ids["queued"]): "queued",
     }
-    assert str(ids["bob"]) not in page.evaluate("document.body.innerText")
-    assert text(page, "who") == "signed in as alice"
-    assert page.evaluate("document.getElementById('tab-operator').hidden") is True
-    assert not [line for line in page.console if line.startswith(("error", "exception"))]
+    assert str(ids["bob"]) not in page.inner_text("body")
+    expect(page.locator("#who")).to_have_text("signed in as alice")
+    expect(page.locator("#tab-operator")).to_be_hidden()
+    assert not console_log.problems()
 
 
 def test_a_dead_job_retried_from_the_page_goes_back_to_the_queue(
@@ -87,18 +83,17 @@ def test_a_dead_job_retried_from_the_page_goes_back_to_the_queue(
     server = serve_as(ALICE)
     open_page(page, server.url)
     dead = str(ids["dead"])
-    page.screenshot(ARTIFACTS / "job-list-before-retry.png")
 
     # When she clicks its Retry button
     page.click(f'tr[data-job-id="{dead}"] button.action-retry')
 
     # Then its row changes to queued, and so does the job in the table
-    wait_for(lambda: rows(page).get(dead) == "queued", what="the retried row to be queued")
+    expect(page.locator(f'tr[data-job-id="{dead}"]')).to_have_attribute("data-status", "queued")
     job = PostgresStore(conn).get(dead)
     assert (job.status, job.attempts) == (Status.QUEUED, 0)
     assert job.errors[-1]["error"] == "TimeoutError: speech API timed out after 30 s"
-    assert "Retried transcribe job" in text(page, "message")
-    page.screenshot(ARTIFACTS / "job-list.png")
+    expect(page.locator("#message")).to_contain_text("Retried transcribe job")
+    page.screenshot(path=ARTIFACTS / "job-list.png")
 
 
 def test_detail_view_shows_payload_and_result(
@@ -110,9 +105,9 @@ def test_detail_view_shows_payload_and_result(
 
     page.click(f'tr[data-job-id="{ids["succeeded"]}"] a.job-link')
 
-    wait_for(lambda: page.evaluate("document.getElementById('detail').open"), what="the detail")
-    assert '"handbook.pdf"' in text(page, "detail-payload")
-    assert '"vectors": 20' in text(page, "detail-result")
+    expect(page.locator("#detail")).to_be_visible()
+    expect(page.locator("#detail-payload")).to_contain_text('"handbook.pdf"')
+    expect(page.locator("#detail-result")).to_contain_text('"vectors": 20')
 
 
 def test_status_filter_narrows_the_list(
@@ -122,12 +117,12 @@ def test_status_filter_narrows_the_list(
     server = serve_as(ALICE)
     open_page(page, server.url)
 
-    page.evaluate(
-        "(() => { const s = document.getElementById('filter-status'); s.value = 'dead';"
-        " s.dispatchEvent(new Event('change')); })()"
-    )
+    page.select_option("#filter-status", "dead")
 
-    wait_for(lambda: rows(page) == {str(ids["dead"]): "dead"}, what="only the dead job")
+    page.wait_for_function(
+        f"() => ({ROWS})()[{str(ids['dead'])!r}] === 'dead'"
+        " && document.querySelectorAll('#jobs tbody tr').length === 1"
+    )
 
 
 @pytest.mark.parametrize("identity", [OPERATOR], ids=["operator"])
@@ -138,22 +133,15 @@ def test_operator_view_counts_every_users_jobs_per_queue(
     seed(conn)
     server = serve_as(identity)
     page.goto(f"{server.url}/ui")
-    wait_for(
-        lambda: page.evaluate("!document.getElementById('tab-operator').hidden"),
-        what="the operator tab",
-    )
+    expect(page.locator("#tab-operator")).to_be_visible()
 
     # When the operator opens the operator view
     page.click("#tab-operator")
-    queue = wait_for(
-        lambda: page.evaluate(
-            "[...document.querySelectorAll('#queues tbody tr td')].map(c => c.textContent)"
-        ),
-        what="the queue rows",
-    )
+    page.wait_for_selector("#queues tbody tr td")
+    queue = page.locator("#queues tbody tr").first.locator("td").all_inner_texts()
 
     # Then the default queue shows both users' jobs: 2 waiting, 1 dead, 4 in all
-    name, depth, oldest, running, retrying, dead, total = queue
+    name, depth, oldest, running, retrying, dead, total = queue[:7]
     assert (name, depth, running, retrying, dead, total) == ("default", "2", "0", "0", "1", "4")
     assert oldest.endswith(("s", "min", "h"))
-    page.screenshot(ARTIFACTS / "operator-view.png")
+    page.screenshot(path=ARTIFACTS / "operator-view.png")
