@@ -19,6 +19,8 @@ from queue_core import (
     TickqError,
     UnknownJobType,
 )
+from queue_core.console import CountChanged
+from queue_core.pauses import QueueNotPaused
 
 from . import db
 
@@ -61,8 +63,8 @@ def problem(exc: BaseException, request_id: str | None = None) -> Problem:
         return Problem(404, name, str(exc))
     if isinstance(exc, InvalidTransition):
         return Problem(409, name, str(exc), {"status": str(exc.status)})
-    if isinstance(exc, LeaseLost):
-        return Problem(409, name, str(exc))
+    if isinstance(exc, LeaseLost | CountChanged | QueueNotPaused):
+        return Problem(409, name, str(exc), _conflict(exc))
     if isinstance(exc, QueueFull):
         return Problem(429, name, str(exc), {"queue": exc.queue, "limit": exc.limit})
     if isinstance(exc, DatabaseError):
@@ -74,6 +76,14 @@ def problem(exc: BaseException, request_id: str | None = None) -> Problem:
     if isinstance(exc, TickqError):
         return Problem(403, name, str(exc))
     return Problem(500, "InternalError", "internal error", _request(request_id))
+
+
+def _conflict(exc: TickqError) -> dict[str, Any]:
+    if isinstance(exc, CountChanged):
+        return {"expected": exc.expected, "current": exc.current}
+    if isinstance(exc, QueueNotPaused):
+        return {"queue": exc.queue}
+    return {}
 
 
 def _request(request_id: str | None) -> dict[str, Any]:

@@ -113,8 +113,12 @@ class ActionResult:
         return self.outcome in ("retried", "cancelled", "asked to stop")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": str(self.id), "outcome": self.outcome, "status": self.status,
-                "changed": self.changed}
+        return {
+            "id": str(self.id),
+            "outcome": self.outcome,
+            "status": self.status,
+            "changed": self.changed,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +138,9 @@ def job_ids(values: Any) -> list[UUID]:
     return list(dict.fromkeys(validation.uuid(v, "ids") for v in values))
 
 
-def act_as_user(store: PostgresStore, action: BulkAction, ids: Sequence[UUID]) -> list[ActionResult]:
+def act_as_user(
+    store: PostgresStore, action: BulkAction, ids: Sequence[UUID]
+) -> list[ActionResult]:
     """Retry or cancel the store user's own jobs, one statement each, saying what happened
     to each: another user's job is simply not found."""
     results = []

@@ -88,3 +88,8 @@ where (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
        or (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
 order by created_at desc, id desc
 limit %(limit)s;
+
+-- name: role_operator
+-- Act as tickq_operator until this transaction ends: the operator console's statements
+-- call only functions that role may execute.
+set local role tickq_operator;

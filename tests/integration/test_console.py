@@ -151,7 +151,8 @@ def test_throughput_counts_failures_of_jobs_still_retrying(conn):
     store.fail(job, "flaky", now=T0 + timedelta(seconds=1))
 
     (bucket,) = [
-        b for b in QueueHistory(conn).throughput("hour", now=T0 + timedelta(seconds=30))
+        b
+        for b in QueueHistory(conn).throughput("hour", now=T0 + timedelta(seconds=30))
         if b.start == T0
     ]
 
@@ -200,9 +201,7 @@ def test_the_finished_counts_read_indexes_not_the_table(conn):
         " from generate_series(1, 20000)"
     )
     conn.execute("analyze tickq.jobs")
-    body = conn.execute(
-        "select prosrc from pg_proc where proname = 'throughput'"
-    ).fetchone()[0]
+    body = conn.execute("select prosrc from pg_proc where proname = 'throughput'").fetchone()[0]
     query = (
         body.replace("p_since", "(now() - interval '1 hour')")
         .replace("p_bucket_seconds", "60")
