@@ -99,6 +99,14 @@ def list_any_jobs() -> Response:
     return _json(HTTPStatus.OK, {"jobs": page.jobs, "next_cursor": page.next_cursor})
 
 
+@router.get("/admin/jobs/<job_id>")
+def get_any_job(job_id: str) -> Response:
+    _operator()
+    with operator_connection() as conn:
+        job = OperatorConsole(conn).job(job_id)
+    return _json(HTTPStatus.OK, job)
+
+
 @router.get("/admin/dead/count")
 def count_dead() -> Response:
     _operator()

@@ -30,6 +30,7 @@ from .runtime import store
 DEFAULT_OPERATOR_GROUPS = "tickq-operators"
 ASSETS = {
     "app.js": "text/javascript; charset=utf-8",
+    "charts.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
 }
 # The page loads only its own assets and talks only to its own origin.

@@ -18,6 +18,7 @@ from uuid import UUID
 
 import psycopg
 import psycopg.errors
+import psycopg.rows
 
 from . import validation
 from .errors import InvalidJob, JobNotFound, TickqError
@@ -192,6 +193,15 @@ class OperatorConsole:
         rows = rows[:limit]
         next_cursor = _cursor(rows[-1]) if more else None
         return OperatorJobs([_jsonable(r) for r in rows], next_cursor)
+
+    def job(self, job_id: UUID | str) -> dict[str, Any]:
+        """One job of any user, as the operator list shows it, with its error history."""
+        params = {"id": validation.uuid(job_id, "id")}
+        with translate_errors(), self.conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+            row = cur.execute(QUERIES["operator_job"], params).fetchone()
+        if row is None:
+            raise JobNotFound(job_id)
+        return _jsonable(row)
 
     def act(
         self, action: BulkAction, ids: Sequence[UUID], *, now: datetime | None = None

@@ -175,6 +175,24 @@ order by j.created_at desc, j.id desc
 limit p_limit
 $$;
 
+-- One job of any user for the operator's detail view: operator_jobs' columns and the error
+-- history, never the payload or result.
+create function tickq.operator_job(p_id uuid)
+    returns table (id uuid, queue text, type text, user_id uuid, status text,
+                   attempts integer, max_attempts integer, priority integer,
+                   progress jsonb, error text, errors jsonb, run_after timestamptz,
+                   lease_until timestamptz, created_at timestamptz, updated_at timestamptz,
+                   started_at timestamptz, finished_at timestamptz)
+    language sql stable security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+select j.id, j.queue, j.type, j.user_id, j.status, j.attempts, j.max_attempts, j.priority,
+       j.progress, j.error, j.errors, j.run_after, j.lease_until, j.created_at, j.updated_at,
+       j.started_at, j.finished_at
+from tickq.jobs j
+where j.id = p_id
+$$;
+
 -- Send dead or cancelled jobs of any user back to the queue, as jobs_retry does by id, and
 -- say per requested id what happened: retried, not found, not retryable (with its status),
 -- or key taken (a live job holds its idempotency key).
@@ -302,6 +320,7 @@ revoke all on function
     tickq.depth_history(timestamptz, text),
     tickq.operator_jobs(text[], text[], text[], text, timestamptz, timestamptz, timestamptz,
                         uuid, integer),
+    tickq.operator_job(uuid),
     tickq.operator_retry(uuid[], timestamptz), tickq.operator_cancel(uuid[], timestamptz),
     tickq.operator_count_dead(text[], text[]),
     tickq.operator_retry_dead(text[], text[], bigint, timestamptz)
@@ -312,6 +331,7 @@ grant execute on function
     tickq.depth_history(timestamptz, text),
     tickq.operator_jobs(text[], text[], text[], text, timestamptz, timestamptz, timestamptz,
                         uuid, integer),
+    tickq.operator_job(uuid),
     tickq.operator_retry(uuid[], timestamptz), tickq.operator_cancel(uuid[], timestamptz),
     tickq.operator_count_dead(text[], text[]),
     tickq.operator_retry_dead(text[], text[], bigint, timestamptz)

@@ -55,6 +55,12 @@ from tickq.operator_jobs(%(statuses)s::text[], %(types)s::text[], %(queues)s::te
                          %(created_to)s::timestamptz, %(after_created)s::timestamptz,
                          %(after_id)s::uuid, %(limit)s);
 
+-- name: operator_job
+-- One job of any user, without its payload or result.
+select id, queue, type, user_id, status, attempts, max_attempts, priority, progress, error,
+       errors, run_after, lease_until, created_at, updated_at, started_at, finished_at
+from tickq.operator_job(%(id)s::uuid);
+
 -- name: operator_retry
 -- Retry jobs of any user by id; one row per id saying what happened.
 select id, status, outcome from tickq.operator_retry(%(ids)s::uuid[], %(now)s::timestamptz);
