@@ -153,7 +153,7 @@ def resume_queue(queue: str) -> Response:
 def paused_queues() -> Response:
     _operator()
     with operator_connection() as conn:
-        pauses = QueuePauses(conn).list()
+        pauses = QueuePauses(conn).all()
     return _json(HTTPStatus.OK, {"pauses": [p.as_dict() for p in pauses]})
 
 

@@ -226,6 +226,8 @@ def cmd_tick(args: argparse.Namespace) -> int:
 
 
 def cmd_work(args: argparse.Namespace) -> int:
+    from infra.progress import WorkStatus, live_status
+
     reg = load_registry(args.tasks)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -238,16 +240,7 @@ def cmd_work(args: argparse.Namespace) -> int:
             return PostgresStore(open_connection(url, settings))
 
         runner = _runner(args, connect_store(), reg)
-        total = TickReport()
-
-        def on_tick(report: TickReport) -> None:
-            total.add(report)
-            if not args.json and err.is_terminal:
-                err.print(
-                    f"\r[dim]claimed {total.claimed}  succeeded {total.succeeded}  "
-                    f"retried {total.retried}  dead {total.dead}[/]",
-                    end="",
-                )
+        status = WorkStatus()
 
         def until() -> None:
             with open_connection(url, settings) as watch:
@@ -259,16 +252,15 @@ def cmd_work(args: argparse.Namespace) -> int:
 
         watcher = threading.Thread(target=until, daemon=True)
         watcher.start()
-        with runner:
+        shown = not args.json and err.is_terminal
+        with runner, live_status(err, status, shown=shown):
             report = runner.work(
                 stop=stop,
                 poll_interval=args.poll_interval,
-                on_tick=on_tick,
+                on_tick=status.add,
                 reconnect=connect_store,
             )
         runner.store.conn.close()
-    if not args.json and err.is_terminal:
-        err.print()
     emit(args, report.as_dict(), lambda: out.print(report_table(report)))
     return 0
 
@@ -402,12 +394,27 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    from .pauses import QueuePauses
+
     with database() as conn:
         store = PostgresStore(conn)
         if args.watch:
             return _watch_stats(args, store)
         rows = store.stats()
-    emit(args, _stats_data(rows), lambda: out.print(_stats_table(rows)))
+        paused = QueuePauses(conn).all()
+
+    def human() -> None:
+        out.print(_stats_table(rows))
+        for p in paused:
+            out.print(
+                f"[yellow]queue {p.queue} is paused[/] by {p.paused_by} at {_when(p.paused_at)}"
+            )
+
+    data = _stats_data(rows)
+    names = {p.queue: p for p in paused}
+    for row in data:
+        row["paused"] = row["queue"] in names
+    emit(args, data, human)
     return 0
 
 
@@ -872,9 +879,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="use the local database `tickq serve` uses, not a throwaway one",
     )
 
+    from .cli_console import register as register_console  # imports this module
     from .cli_policies import register  # imports this module: registered last
 
     register(command)
+    register_console(command)
     return parser
 
 

@@ -14,7 +14,17 @@ from rich.table import Table
 
 from . import limits as limits_
 from . import retention as retention_
-from .cli import UsageError, _json_arg, _positive, _time_arg, database, emit, load_registry, out
+from .cli import (
+    UsageError,
+    _json_arg,
+    _positive,
+    _time_arg,
+    database,
+    emit,
+    err,
+    load_registry,
+    out,
+)
 from .schedules import Missed, Schedules
 
 Command = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
@@ -196,10 +206,20 @@ def _policies_table(rows: list[retention_.RetentionPolicy]) -> Table:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
+    from infra.progress import progress_bar
+
     with database() as conn:
-        report = retention_.Retention(conn).prune(
-            dry_run=args.dry_run, batch_size=args.batch_size, max_batches=args.max_batches
-        )
+        retention = retention_.Retention(conn)
+        shown = not args.dry_run and not args.json and err.is_terminal
+        # The bar's total is what a dry run counts first; only worth it on a terminal.
+        total = retention.prune(dry_run=True).deleted if shown else 0
+        with progress_bar(err, "pruning", total, shown=shown and total > 0) as advance:
+            report = retention.prune(
+                dry_run=args.dry_run,
+                batch_size=args.batch_size,
+                max_batches=args.max_batches,
+                on_batch=advance,
+            )
 
     def human() -> None:
         verb = "would delete" if report.dry_run else "deleted"

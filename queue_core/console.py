@@ -225,16 +225,17 @@ class OperatorConsole:
     ) -> list[ActionResult]:
         """Retry every dead job of these types and queues, only if `expected` (the count the
         operator confirmed) still matches; CountChanged otherwise, with nothing changed."""
+        confirmed = validation.integer(expected, "expected", 1, 1_000_000)
         params = {
             "types": _list(_names(types, "type")),
             "queues": _list(_names(queues, "queue")),
-            "expected": validation.integer(expected, "expected", 1, 1_000_000),
+            "expected": confirmed,
             "now": now,
         }
         try:
             rows = self._rows("operator_retry_dead", params)
         except _StaleCount as stale:
-            raise CountChanged(params["expected"], stale.current) from None
+            raise CountChanged(confirmed, stale.current) from None
         return [ActionResult(row[0], row[2], row[1]) for row in rows]
 
     def _rows(self, name: str, params: dict[str, Any]) -> list[Any]:

@@ -78,7 +78,7 @@ class QueuePauses:
             raise QueueNotPaused(queue)
         return QueuePause(*rows[0])
 
-    def list(self) -> list[QueuePause]:
+    def all(self) -> list[QueuePause]:
         return [QueuePause(*row) for row in self._rows("queue_pauses_list", {})]
 
     def _rows(self, name: str, params: dict[str, Any]) -> list[Any]:

@@ -100,7 +100,7 @@ def test_pausing_twice_keeps_the_first_pause(conn):
     pauses.pause("default", by="olivia", now=T0)
     again = pauses.pause("default", by="oscar", now=T0 + timedelta(minutes=1))
     assert (again.paused_by, again.paused_at) == ("olivia", T0)
-    assert [p.queue for p in pauses.list()] == ["default"]
+    assert [p.queue for p in pauses.all()] == ["default"]
 
 
 @pytest.mark.parametrize(
@@ -110,7 +110,7 @@ def test_pausing_twice_keeps_the_first_pause(conn):
 def test_bad_pause_input_is_refused_and_changes_nothing(conn, queue, by, reason):
     with pytest.raises(InvalidJob):
         QueuePauses(conn).pause(queue, by=by, reason=reason)
-    assert QueuePauses(conn).list() == []
+    assert QueuePauses(conn).all() == []
 
 
 # Charts
@@ -308,4 +308,4 @@ def test_an_operator_login_reads_no_job_row_but_may_use_the_console(conn, operat
             operator.execute("insert into tickq.queue_pauses values ('q', 'me')")
         assert OperatorConsole(operator).count_dead(types=None, queues=None) == 1
         QueuePauses(operator).pause("default", by="olivia")
-        assert [p.queue for p in QueuePauses(operator).list()] == ["default"]
+        assert [p.queue for p in QueuePauses(operator).all()] == ["default"]
