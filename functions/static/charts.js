@@ -22,15 +22,19 @@ function niceMax(value) {
   return 10 * power;
 }
 
-function clockLabel(iso, perHour) {
-  const date = new Date(iso);
-  const options = perHour ? { hour: "2-digit", minute: "2-digit" } : { hour: "2-digit", minute: "2-digit" };
-  return date.toLocaleTimeString(undefined, options);
+function clockLabel(iso) {
+  return new Date(iso).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
 }
 
 const SIZE = { width: 720, height: 180, left: 44, right: 12, top: 10, bottom: 24 };
 
-function frame(title, max, ticks) {
+// Whole-number steps where the axis is small (1, 2 ... 5), else five steps.
+function tickCount(max) {
+  return max >= 1 && max <= 5 ? max : 5;
+}
+
+function frame(title, max) {
+  const ticks = tickCount(max);
   const { width, height, left, right, top, bottom } = SIZE;
   const svg = svgEl("svg", {
     viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": title, class: "chart",
@@ -42,7 +46,7 @@ function frame(title, max, ticks) {
     const y = top + plotHeight - (plotHeight * i) / ticks;
     svg.append(svgEl("line", { x1: left, x2: width - right, y1: y, y2: y, class: "grid" }));
     svg.append(svgEl("text", { x: left - 6, y: y + 4, class: "axis", "text-anchor": "end" },
-      Number.isInteger(value) ? value : value.toFixed(1)));
+      Number.isInteger(value) ? value : value.toFixed(2).replace(/0$/, "")));
   }
   return svg;
 }
@@ -58,7 +62,7 @@ function throughputChart(buckets, perHour) {
   const { width, height, left, right, top, bottom } = SIZE;
   const totals = buckets.map((b) => SERIES.reduce((sum, s) => sum + (b[s.key] || 0), 0));
   const max = niceMax(Math.max(0, ...totals));
-  const svg = frame(perHour ? "jobs finished per hour" : "jobs finished per minute", max, 4);
+  const svg = frame(perHour ? "jobs finished per hour" : "jobs finished per minute", max);
   const plotWidth = width - left - right;
   const plotHeight = height - top - bottom;
   const slot = plotWidth / Math.max(1, buckets.length);
@@ -75,13 +79,13 @@ function throughputChart(buckets, perHour) {
       group.append(svgEl("rect", {
         x: x.toFixed(1), y: base.toFixed(1), width: barWidth.toFixed(1), height: h.toFixed(1),
         class: `bar-${series.key}`, "data-series": series.key, "data-count": count,
-      }, svgEl("title", {}, `${clockLabel(bucket.start, perHour)}: ${count} ${series.label}`)));
+      }, svgEl("title", {}, `${clockLabel(bucket.start)}: ${count} ${series.label}`)));
     }
     svg.append(group);
     const every = Math.ceil(buckets.length / 8);
     if (i % every === 0) {
       svg.append(svgEl("text", { x: x + barWidth / 2, y: height - 6, class: "axis", "text-anchor": "middle" },
-        clockLabel(bucket.start, perHour)));
+        clockLabel(bucket.start)));
     }
   });
   return svg;
@@ -92,7 +96,7 @@ function lineChart(title, samples, series, start, end) {
   const { width, height, left, right, top, bottom } = SIZE;
   const values = samples.flatMap((s) => series.map((line) => s[line.key] || 0));
   const max = niceMax(Math.max(0, ...values));
-  const svg = frame(title, max, 4);
+  const svg = frame(title, max);
   const plotWidth = width - left - right;
   const plotHeight = height - top - bottom;
   const t0 = start.getTime();
