@@ -1,7 +1,8 @@
 """The Postgres store and the pure state machine agree after every step.
 
 A hypothesis state machine applies random sequences of enqueue, claim, complete, fail,
-snooze, reclaim, cancel, retry, lease extension and clock advances to both: the store on a
+snooze, reclaim, cancel, retry, lease extension, pausing and resuming the queue, and clock
+advances to both: the store on a
 real database, and a dict of `Job` values driven by `queue_core.transitions`, with the same
 explicit `now`. After every step the fields that decide a job's fate must be equal.
 """
@@ -25,7 +26,9 @@ from hypothesis.stateful import (
 
 from queue_core import transitions, validation
 from queue_core.errors import InvalidTransition, LeaseLost
-from queue_core.jobs import KEY_HOLDING, Job, Status
+from queue_core.jobs import DEFAULT_QUEUE, KEY_HOLDING, Job, Status
+from queue_core.pause_probe import claimable
+from queue_core.pauses import QueueNotPaused, QueuePauses
 from queue_core.store import PostgresStore
 from tests.model.profiles import budget
 
@@ -66,6 +69,9 @@ class StoreVersusModel(RuleBasedStateMachine):
         self.now = T0
         self.model: dict[UUID, Job] = {}
         self.stale: list[Job] = []  # claims whose lease another attempt has replaced
+        self.conn.execute("truncate tickq.queue_pauses")
+        self.store.paused.ttl_seconds = 0.0  # every claim reads the paused set
+        self.paused: frozenset[str] = frozenset()
 
     def teardown(self) -> None:
         self.conn.close()
@@ -120,6 +126,7 @@ class StoreVersusModel(RuleBasedStateMachine):
     @rule(limit=st.integers(1, 4))
     def claim(self, limit: int) -> None:
         claimed = self.store.claim(limit=limit, lease_seconds=LEASE, now=self.now)
+        limit = claimable([DEFAULT_QUEUE], limit, self.paused)[1]
         runnable = sorted(
             (j for j in self.model.values() if transitions.is_runnable(j, self.now)),
             key=transitions.claim_order,
@@ -231,6 +238,19 @@ class StoreVersusModel(RuleBasedStateMachine):
             return
         self.store.retry(job.id, now=self.now)
         self.model[job.id] = expected
+
+    @rule(pause=st.booleans())
+    def pause_or_resume(self, pause: bool) -> None:
+        pauses = QueuePauses(self.conn)
+        if pause:
+            pauses.pause(DEFAULT_QUEUE, by="model", now=self.now)
+            self.paused = frozenset({DEFAULT_QUEUE})
+        elif self.paused:
+            pauses.resume(DEFAULT_QUEUE)
+            self.paused = frozenset()
+        else:
+            with pytest.raises(QueueNotPaused):
+                pauses.resume(DEFAULT_QUEUE)
 
     @rule(seconds=st.sampled_from([0.5, 1, 3, 10, 31, 120]))
     def advance_clock(self, seconds: float) -> None:
