@@ -183,6 +183,8 @@ def test_depth_samples_keep_their_own_retention(conn):
     history.record_depth(store.stats(now=later), now=later)
 
     # Then the first sample is gone and the second holds depth, running and the oldest age
+    kept = conn.execute("select count(*) from tickq.queue_depth_samples").fetchone()
+    assert kept == (1,)
     (sample,) = history.depth("day", now=later)
     assert (sample.sampled_at, sample.queue, sample.depth, sample.running) == (
         later,
