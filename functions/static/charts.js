@@ -118,7 +118,8 @@ function lineChart(title, samples, series, start, end) {
   }
   for (let i = 0; i <= 4; i++) {
     const at = new Date(t0 + (span * i) / 4);
-    svg.append(svgEl("text", { x: left + (plotWidth * i) / 4, y: height - 6, class: "axis", "text-anchor": "middle" },
+    const anchor = i === 0 ? "start" : i === 4 ? "end" : "middle";
+    svg.append(svgEl("text", { x: left + (plotWidth * i) / 4, y: height - 6, class: "axis", "text-anchor": anchor },
       clockLabel(at.toISOString())));
   }
   return svg;

@@ -77,7 +77,6 @@ def test_the_console_against_the_demo(
     assert (drawn["succeeded"], drawn["dead"]) == (succeeded, 1)
     assert drawn["failed"] == 1  # the flaky transcription's first attempt
     expect(page.locator("#throughput-totals")).to_contain_text(f"{succeeded} succeeded")
-    page.screenshot(path=ARTIFACTS / "operator-view.png")
 
     # 2. Paused, the default queue keeps new jobs through a tick; resumed, the next runs them
     row = page.locator('#queues tr[data-queue="default"]')
@@ -89,6 +88,10 @@ def test_the_console_against_the_demo(
     assert paused["claimed"] == 0
     assert statuses(conn, "echo") == ["queued", "queued"]
     assert tickq("queues", "list")[0]["paused_by"] == "olivia"
+    tickq("maintain")  # a depth sample of the paused queue for the chart
+    page.click("#tab-operator")
+    page.wait_for_selector("#chart-depth circle")
+    page.screenshot(path=ARTIFACTS / "operator-view.png")
     row.locator("button.action-resume").click()
     expect(row).to_have_attribute("data-paused", "false")
     resumed = tickq("tick")
