@@ -89,12 +89,6 @@ function age(seconds) {
   return `${(seconds / 3600).toFixed(1)} h`;
 }
 
-function bytes(n) {
-  if (n === null || n === undefined) return "";
-  if (n < 1024) return `${n} B`;
-  return `${(n / 1024).toFixed(1)} KiB`;
-}
-
 function progress(value) {
   if (value === null || value === undefined) return "";
   if (typeof value === "number") return value <= 1 ? `${Math.round(value * 100)} %` : String(value);
@@ -328,7 +322,6 @@ async function openDetail(id) {
   $("detail-title").textContent = `${job.type} ${job.id}`;
   const fields = ["status", "queue", "attempts", "max_attempts", "priority", "idempotency_key",
     "run_after", "lease_until", "created_at", "started_at", "finished_at", "error"];
-  if (job.resumes !== undefined) fields.splice(3, 0, "resumes");
   $("detail-fields").replaceChildren(...fields.flatMap((name) => [
     el("dt", {}, name.replace(/_/g, " ")),
     el("dd", {}, job[name] === null || job[name] === undefined ? "—" : String(job[name])),
@@ -340,46 +333,43 @@ async function openDetail(id) {
   $("detail-errors").textContent = (job.errors || []).length
     ? job.errors.map((e) => `#${e.attempt} ${e.at}  ${e.error}`).join("\n")
     : "—";
-  $("detail").showModal();
+  if (!$("detail").open) $("detail").showModal();
 }
 
+// A job's durable steps (GET /jobs/{id} adds steps, waiting_for and resumes).
 function renderSteps(job) {
-  const steps = Array.isArray(job.steps) ? job.steps : [];
-  const waits = job.waiting_for || null;
-  $("detail-steps-section").hidden = steps.length === 0 && !waits;
-  $("detail-steps").tBodies[0].replaceChildren(...steps.map((step) => el("tr",
-    { dataStep: step.name },
+  const steps = job.steps || [];
+  $("detail-steps").tBodies[0].replaceChildren(...steps.map((step) => el("tr", { dataStep: step.name },
     el("td", {}, step.name),
-    el("td", { title: step.completed_at || "" }, when(step.completed_at)),
-    el("td", { className: "num" }, bytes(step.result_bytes)))));
-  $("detail-wait").textContent = waits
-    ? `waits for ${waits.name}${waits.until ? " until " + when(waits.until) : ""}`
-    : "";
+    el("td", { title: step.finished_at || "" }, when(step.finished_at)),
+    el("td", { className: "num" }, step.size))));
+  $("detail-steps").hidden = steps.length === 0;
+  const notes = [];
+  if (job.waiting_for) notes.push(`waiting: ${job.waiting_for.description}`);
+  if (job.resumes) notes.push(`resumed ${job.resumes} ${job.resumes === 1 ? "time" : "times"}`);
+  if (!steps.length && !notes.length) notes.push("no steps");
+  $("detail-waiting").textContent = notes.join(" · ");
 }
 
+// The jobs around one job (GET /jobs/{id} adds "after" and "children"): each a link that
+// opens that job in the same dialog, with its status.
 function renderGraph(job) {
-  const graph = job.graph || null;
-  const parents = graph ? graph.parents || [] : [];
-  const children = graph ? graph.children || [] : [];
-  $("detail-graph-section").hidden = parents.length === 0 && children.length === 0;
-  const column = (title, jobs, kind) => el("div", { className: `graph-column graph-${kind}` },
-    el("h4", {}, title),
-    ...jobs.map((other) => {
-      const link = el("a", { href: "#", className: "graph-link", dataJobId: other.id, dataStatus: other.status },
-        `${other.type} …${other.id.slice(-8)}`);
-      link.addEventListener("click", (event) => {
-        event.preventDefault();
-        openDetail(other.id).catch((error) => show(error.message, true));
-      });
-      return el("div", { className: "graph-node" }, link, " ",
-        el("span", { className: `status status-${other.status}` }, other.status));
-    }));
-  const self = el("div", { className: "graph-column graph-self" }, el("h4", {}, "this job"),
-    el("div", { className: "graph-node" }, `${job.type} …${job.id.slice(-8)} `,
-      el("span", { className: `status status-${job.status}` }, job.status)));
-  $("detail-graph").replaceChildren(
-    column(`waits for (${parents.length})`, parents, "parents"), self,
-    column(`then (${children.length})`, children, "children"));
+  $("detail-parents").replaceChildren(...relatives(job.after));
+  $("detail-children").replaceChildren(...relatives(job.children));
+}
+
+function relatives(jobs) {
+  if (!jobs || !jobs.length) return [el("li", { className: "muted" }, "none")];
+  return jobs.map((other) => {
+    const link = el("a", { href: "#", className: "graph-link", dataJobId: other.id },
+      `${other.type} …${other.id.slice(-8)}`);
+    link.addEventListener("click", (event) => {
+      event.preventDefault();
+      openDetail(other.id).catch((error) => show(error.message, true));
+    });
+    return el("li", { dataStatus: other.status }, link, " ",
+      el("span", { className: `status status-${other.status}` }, other.status));
+  });
 }
 
 // The operator view
