@@ -48,7 +48,11 @@ def tickq(database_url: str, clean_tables: None) -> Tickq:
 
     def run(*argv: str) -> Any:
         done = subprocess.run(
-            [TICKQ, *argv, "--json"], env=env, cwd=ROOT, capture_output=True, text=True,
+            [TICKQ, *argv, "--json"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
             timeout=300,
         )
         assert done.returncode == 0, f"tickq {' '.join(argv)}: {done.stderr}"

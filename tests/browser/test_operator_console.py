@@ -98,7 +98,9 @@ def test_the_charts_draw_finished_jobs_and_depth_from_known_data(
 
     # And the hour-per-bar chart of the last day puts them together
     page.select_option("#chart-window", "day")
-    page.wait_for_function("() => document.querySelectorAll('#chart-throughput g.bucket').length === 24")
+    page.wait_for_function(
+        "() => document.querySelectorAll('#chart-throughput g.bucket').length === 24"
+    )
     day = page.evaluate(BARS)
     assert sum(s.get("succeeded", 0) for s in day.values()) == 3
     assert sum(s.get("dead", 0) for s in day.values()) == 1
@@ -182,8 +184,7 @@ def test_the_list_works_from_the_keyboard(
     # Given three jobs of Alice, newest first
     store = PostgresStore(conn)
     ids = [
-        store.enqueue(job_spec("embed", {"doc": i}, user_id=ALICE.owner_id())).id
-        for i in range(3)
+        store.enqueue(job_spec("embed", {"doc": i}, user_id=ALICE.owner_id())).id for i in range(3)
     ]
     page.goto(f"{serve_as(ALICE).url}/ui")
     page.wait_for_selector("#jobs tbody tr")
