@@ -1,6 +1,6 @@
 """Claim throughput with no limits vs a concurrency cap configured on another type.
 
-With any type limit present, workers switch from the plain `jobs_claim` statement to
+With any type limit present, workers switch from the plain claim of `jobs_finish_and_claim` to
 `tickq.claim_limited`; this measures what that costs a type that is not limited itself.
 Rounds alternate between the two configurations in one run on one server, so the ratio is
 not skewed by a noisy machine drifting; each round drains the same backlog with the same

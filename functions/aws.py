@@ -15,7 +15,7 @@ import boto3  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
 from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
-from queue_core.tick import DeadLetter
+from queue_core.report import DeadLetter
 
 from .observability import logger
 
@@ -44,15 +44,7 @@ def publish_dead_letters(letters: Iterable[DeadLetter]) -> int:
             "Source": EVENT_SOURCE,
             "DetailType": DEAD_DETAIL_TYPE,
             "EventBusName": bus,
-            "Detail": json.dumps(
-                {
-                    "id": str(d.id),
-                    "type": d.type,
-                    "queue": d.queue,
-                    "attempts": d.attempts,
-                    "error": d.error,
-                }
-            ),
+            "Detail": json.dumps(d.as_dict()),
         }
         for d in letters
     ]

@@ -21,6 +21,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import AwareDatetime, BaseModel, ConfigDict, StrictInt
 
+from queue_core.config import comma_list
 from queue_core.console import BulkAction, JobFilter, OperatorConsole, act_as_user, job_ids
 from queue_core.history import QueueHistory
 from queue_core.pauses import QueuePauses
@@ -226,9 +227,8 @@ def _query(allowed: set[str]) -> dict[str, str]:
 
 
 def _csv(value: str | None) -> list[str] | None:
-    if not value:
-        return None
-    return [part.strip() for part in value.split(",") if part.strip()] or None
+    """A filter's values; None (no filter) when absent or empty."""
+    return list(comma_list(value)) or None
 
 
 def _limit(value: str | None) -> int:

@@ -23,6 +23,7 @@ from queue_core.config import env_int
 from queue_core.history import QueueHistory
 from queue_core.retention import Retention
 
+from . import db
 from .aws import publish_dead_letters
 from .observability import logger, metrics, record_depth, tracer
 from .runtime import store, tasks
@@ -39,7 +40,7 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     metrics.add_metric(name="dead", unit=MetricUnit.Count, value=report.dead)
     published = publish_dead_letters(report.dead_letters)
     margin_ms = env_int("TICKQ_SAFETY_MARGIN_MS", 10_000, 0, 900_000)
-    pruned = Retention(queue.conn).prune(
+    pruned = Retention(db.connection()).prune(
         should_continue=lambda: context.get_remaining_time_in_millis() > margin_ms
     )
     metrics.add_metric(name="pruned", unit=MetricUnit.Count, value=pruned.deleted)

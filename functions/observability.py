@@ -18,8 +18,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from queue_core import TickReport
-from queue_core.store import StatsRow
-from queue_core.tick import TICK_COUNTERS
+from queue_core.ports import StatsRow
+from queue_core.report import TICK_COUNTERS
 
 NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "tickq"
 

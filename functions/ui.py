@@ -22,7 +22,8 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from queue_core import Status, TickqError
-from queue_core.store import StatsRow
+from queue_core.config import comma_list
+from queue_core.ports import StatsRow
 
 from .identity import caller_id
 from .runtime import store
@@ -106,8 +107,8 @@ def admin_stats() -> Response:
 
 def is_operator(claims: Mapping[str, Any], owner: str, env: Mapping[str, str]) -> bool:
     """Whether the caller is on the operator allow-list, by name or by group."""
-    names = _split(env.get("TICKQ_OPERATORS", ""))
-    groups = _split(env.get("TICKQ_OPERATOR_GROUPS", DEFAULT_OPERATOR_GROUPS))
+    names = set(comma_list(env.get("TICKQ_OPERATORS")))
+    groups = set(comma_list(env.get("TICKQ_OPERATOR_GROUPS", DEFAULT_OPERATOR_GROUPS)))
     who = {owner, claims.get("sub"), claims.get("username"), claims.get("cognito:username")}
     if names & {w for w in who if isinstance(w, str) and w}:
         return True
@@ -146,10 +147,6 @@ def _claims() -> Mapping[str, Any]:
 
 def _owner() -> str:
     return str(caller_id(router.current_event.raw_event.get("requestContext")))
-
-
-def _split(value: str) -> set[str]:
-    return {part.strip() for part in value.split(",") if part.strip()}
 
 
 def _claim_list(value: Any) -> set[str]:

@@ -16,15 +16,15 @@ import os
 import re
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .lambda_context import LOCAL_ACCOUNT, LocalContext
+
 DEFAULT_TIMEOUT = 3  # seconds, as in SAM when neither the function nor Globals set one
 DEFAULT_MEMORY = 128
-LOCAL_ACCOUNT = "123456789012"
 _SUB_VARIABLE = re.compile(r"\$\{([^}!]+)\}")
 
 
@@ -42,29 +42,6 @@ class FunctionConfig:
     memory: int
     environment: dict[str, str]
     unresolved: list[str] = field(default_factory=list)
-
-
-class LocalContext:
-    """The parts of Lambda's context object that handlers use."""
-
-    def __init__(self, config: FunctionConfig, *, clock: Callable[[], float] = time.monotonic):
-        region = config.environment.get("AWS_REGION", "us-east-1")
-        self.function_name = config.logical_id
-        self.function_version = "$LATEST"
-        self.invoked_function_arn = (
-            f"arn:aws:lambda:{region}:{LOCAL_ACCOUNT}:function:{config.logical_id}"
-        )
-        self.memory_limit_in_mb = config.memory
-        self.aws_request_id = str(uuid.uuid4())
-        self.log_group_name = f"/aws/lambda/{config.logical_id}"
-        self.log_stream_name = f"local/{self.aws_request_id}"
-        self.identity = None
-        self.client_context = None
-        self._clock = clock
-        self._deadline = clock() + config.timeout
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._deadline - self._clock()) * 1000))
 
 
 def load_template(path: Path) -> Mapping[str, Any]:
@@ -169,7 +146,13 @@ def invoke(
     config = FunctionConfig(**{**_fields(config), "environment": environment})
     with _environment(environment), contextlib.redirect_stdout(sys.stderr):
         handler = resolve_handler(config.handler)
-        context = LocalContext(config)
+        region = config.environment.get("AWS_REGION", "us-east-1")
+        context = LocalContext(
+            config.logical_id,
+            timeout_seconds=config.timeout,
+            memory_limit_in_mb=config.memory,
+            region=region,
+        )
         started = time.monotonic()
         result = handler(event, context)
         seconds = time.monotonic() - started

@@ -19,7 +19,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
@@ -29,6 +29,10 @@ from uuid import UUID
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from queue_core.config import comma_list
+
+from .lambda_context import LocalContext
 
 Handler = Callable[[dict[str, Any], Any], Mapping[str, Any]]
 
@@ -69,7 +73,7 @@ def operator_group(env: Mapping[str, str]) -> str:
     from functions.ui import DEFAULT_OPERATOR_GROUPS
 
     configured = env.get("TICKQ_OPERATOR_GROUPS") or DEFAULT_OPERATOR_GROUPS
-    return next((g.strip() for g in configured.split(",") if g.strip()), DEFAULT_OPERATOR_GROUPS)
+    return next(iter(comma_list(configured)), DEFAULT_OPERATOR_GROUPS)
 
 
 def parse_user(raw: str) -> str:
@@ -85,34 +89,6 @@ def parse_user(raw: str) -> str:
             f"--user must be a UUID or a name of letters, digits, '.', '_', '-', '@'; got {raw!r}"
         )
     return value
-
-
-@dataclass(slots=True)
-class LocalContext:
-    """The parts of the Lambda context object that handlers and Powertools read."""
-
-    function_name: str = "ApiFunction"
-    memory_limit_in_mb: int = 512
-    timeout_seconds: float = 30.0
-    function_version: str = "$LATEST"
-    aws_request_id: str = field(default_factory=lambda: secrets.token_hex(16))
-    started: float = field(default_factory=time.monotonic)
-
-    @property
-    def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:local:000000000000:function:{self.function_name}"
-
-    @property
-    def log_group_name(self) -> str:
-        return f"/aws/lambda/{self.function_name}"
-
-    @property
-    def log_stream_name(self) -> str:
-        return "local"
-
-    def get_remaining_time_in_millis(self) -> int:
-        left = self.timeout_seconds - (time.monotonic() - self.started)
-        return max(0, int(left * 1000))
 
 
 def http_api_event(

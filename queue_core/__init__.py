@@ -1,4 +1,12 @@
-"""tickq: a job queue in one PostgreSQL table, run by stateless ticks."""
+"""tickq's engine: a job queue in one PostgreSQL table, run by stateless ticks.
+
+Lives here: the values (jobs, specs, reports), the pure transitions, the store port and
+its adapters (PostgreSQL with its SQL and migrations, and the in-memory model), the runner
+and the standing policies (schedules, limits, retention).
+
+May import: the standard library and its declared dependencies (psycopg, cronsim, tzdata).
+Never `functions` (the Lambda shell) or `infra` (tooling), nor anything AWS or terminal UI.
+"""
 
 from __future__ import annotations
 

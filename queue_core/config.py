@@ -28,8 +28,8 @@ class Settings:
         prepare = env.get("TICKQ_PREPARE_THRESHOLD", "5").strip().lower()
         return cls(
             database_url=env.get("TICKQ_DATABASE_URL") or None,
-            task_modules=_list(env.get("TICKQ_TASK_MODULES", "")),
-            queues=_list(env.get("TICKQ_QUEUES", "")) or (DEFAULT_QUEUE,),
+            task_modules=comma_list(env.get("TICKQ_TASK_MODULES", "")),
+            queues=comma_list(env.get("TICKQ_QUEUES", "")) or (DEFAULT_QUEUE,),
             batch_size=env_int("TICKQ_BATCH_SIZE", 10, 1, 10_000, env),
             concurrency=env_int("TICKQ_CONCURRENCY", 10, 1, 1_000, env),
             lease_seconds=env_int("TICKQ_LEASE_SECONDS", DEFAULT_LEASE_SECONDS, 1, 43_200, env),
@@ -39,8 +39,9 @@ class Settings:
         )
 
 
-def _list(value: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in value.split(",") if part.strip())
+def comma_list(value: str | None) -> tuple[str, ...]:
+    """The items of a comma-separated setting or parameter, trimmed, empty ones dropped."""
+    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
 
 
 def env_int(

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID
 
 from .errors import JobCancelled
 from .jobs import DEFAULT_LEASE_SECONDS, Job
-from .store import LeaseState
-
-
-class LeaseKeeper(Protocol):
-    def extend_lease(self, job_id: UUID, lease_token: UUID, seconds: float) -> LeaseState: ...
-
-    def report_progress(self, job_id: UUID, lease_token: UUID, progress: Any) -> bool: ...
+from .ports import LeaseKeeper
 
 
 class JobContext:

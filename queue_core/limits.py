@@ -15,8 +15,7 @@ import psycopg
 
 from . import validation
 from .errors import InvalidJob, TickqError
-from .queries import QUERIES
-from .store import LIMITS_TTL_SECONDS, translate_errors
+from .store import LIMITS_TTL_SECONDS, named_rows
 
 __all__ = [
     "LIMITS_TTL_SECONDS",
@@ -140,17 +139,17 @@ class Limits:
             "rate_period_seconds": limit.rate_period_seconds,
         }
         row = self._rows("type_limits_set", params)[0]
-        return TypeLimit(*row)
+        return TypeLimit(**row)
 
     def set_queue(self, limit: QueueLimit) -> QueueLimit:
         row = self._rows("queue_limits_set", {"queue": limit.queue, "max_depth": limit.max_depth})
-        return QueueLimit(*row[0])
+        return QueueLimit(**row[0])
 
     def types(self) -> list[TypeLimit]:
-        return [TypeLimit(*row) for row in self._rows("type_limits_list", {})]
+        return [TypeLimit(**row) for row in self._rows("type_limits_list", {})]
 
     def queues(self) -> list[QueueLimit]:
-        return [QueueLimit(*row) for row in self._rows("queue_limits_list", {})]
+        return [QueueLimit(**row) for row in self._rows("queue_limits_list", {})]
 
     def clear_type(self, type: str) -> None:
         if not self._rows("type_limits_clear", {"type": type}):
@@ -160,7 +159,5 @@ class Limits:
         if not self._rows("queue_limits_clear", {"queue": queue}):
             raise LimitNotFound("queue", queue)
 
-    def _rows(self, name: str, params: dict[str, Any]) -> list[Any]:
-        with translate_errors(), self.conn.cursor() as cur:
-            cur.execute(QUERIES[name], params)
-            return cur.fetchall() if cur.description else []
+    def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        return named_rows(self.conn, name, params)

@@ -149,10 +149,6 @@ class Registry:
                 ) from exc
 
 
-def modules_from_env(value: str | None) -> list[str]:
-    return [m.strip() for m in (value or "").split(",") if m.strip()]
-
-
 def _where(fn: Handler) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}"
 

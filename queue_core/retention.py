@@ -24,8 +24,7 @@ import psycopg
 from . import validation
 from .errors import InvalidJob, TickqError
 from .jobs import Status
-from .queries import QUERIES
-from .store import translate_errors
+from .store import named_rows
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -145,14 +144,7 @@ class Retention:
         self.conn = conn
 
     def set(self, rule: RetentionPolicy) -> RetentionPolicy:
-        params = {
-            "queue": rule.queue,
-            "type": rule.type,
-            "statuses": list(rule.statuses),
-            "max_age_seconds": rule.max_age_seconds,
-            "keep_last": rule.keep_last,
-        }
-        return _policy(self._rows("retention_policies_set", params)[0])
+        return _policy(self._rows("retention_policies_set", _params(rule, None))[0])
 
     def policies(self) -> list[RetentionPolicy]:
         return [_policy(row) for row in self._rows("retention_policies_list", {})]
@@ -182,7 +174,8 @@ class Retention:
         for rule in self.policies():
             params = _params(rule, now)
             if dry_run:
-                for status, n in self._rows("retention_count", params):
+                for row in self._rows("retention_count", params):
+                    status, n = row["status"], row["count"]
                     report.count(rule, status, n)
                 continue
             params["batch"] = batch_size
@@ -192,7 +185,7 @@ class Retention:
                 ):
                     report.complete = False
                     return report
-                statuses = [row[0] for row in self._rows("retention_prune", params)]
+                statuses = [row["status"] for row in self._rows("retention_prune", params)]
                 report.batches += 1
                 if on_batch is not None:
                     on_batch(len(statuses))
@@ -202,13 +195,12 @@ class Retention:
                     break
         return report
 
-    def _rows(self, name: str, params: dict[str, Any]) -> list[Any]:
-        with translate_errors(), self.conn.cursor() as cur:
-            cur.execute(QUERIES[name], params)
-            return cur.fetchall() if cur.description else []
+    def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        return named_rows(self.conn, name, params)
 
 
 def _params(rule: RetentionPolicy, now: datetime | None) -> dict[str, Any]:
+    """A policy as statement parameters (each statement reads the ones it names)."""
     return {
         "queue": rule.queue,
         "type": rule.type,
@@ -220,9 +212,15 @@ def _params(rule: RetentionPolicy, now: datetime | None) -> dict[str, Any]:
     }
 
 
-def _policy(row: Any) -> RetentionPolicy:
-    id_, queue, type_, statuses, max_age, keep_last = row
-    return RetentionPolicy(queue, type_, tuple(statuses), max_age, keep_last, id_)
+def _policy(row: dict[str, Any]) -> RetentionPolicy:
+    return RetentionPolicy(
+        row["queue"],
+        row["type"],
+        tuple(row["statuses"]),
+        row["max_age_seconds"],
+        row["keep_last"],
+        row["id"],
+    )
 
 
 def _scope(queue: str | None, type: str | None) -> str:

@@ -28,8 +28,7 @@ from cronsim import CronSim, CronSimError
 from . import validation
 from .errors import InvalidJob, TickqError
 from .jobs import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobSpec
-from .queries import QUERIES
-from .store import PostgresStore, translate_errors
+from .store import PostgresStore, named_rows
 
 __all__ = [
     "MISSED_GRACE_SECONDS",
@@ -208,11 +207,8 @@ def occurrence_key(name: str, occurrence: datetime) -> str:
 # The schedules table
 
 
-_COLUMNS = tuple(Schedule.__dataclass_fields__)
-
-
-def _schedule(row: Any) -> Schedule:
-    values = dict(zip(_COLUMNS, row, strict=True))
+def _schedule(row: dict[str, Any]) -> Schedule:
+    values = dict(row)
     values["missed"] = Missed(values["missed"])
     return Schedule(**values)
 
@@ -302,7 +298,7 @@ class Schedules:
         """Enqueue every due occurrence once. Safe to run from many processes at once."""
         at = now or self.store.now()
         report = SchedulerReport()
-        for (name,) in self._rows("schedules_due", {"now": at}):
+        for name in [row["name"] for row in self._rows("schedules_due", {"now": at})]:
             report.due += 1
             try:
                 self._fire(name, at, now, report)
@@ -354,10 +350,8 @@ class Schedules:
             raise ScheduleNotFound(name)
         return _schedule(rows[0])
 
-    def _rows(self, name: str, params: dict[str, Any]) -> list[Any]:
-        with translate_errors(), self.conn.cursor() as cur:
-            cur.execute(QUERIES[name], params)
-            return cur.fetchall() if cur.description else []
+    def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        return named_rows(self.conn, name, params)
 
 
 def _missed(value: Any) -> Missed:

@@ -7,9 +7,9 @@ import binascii
 import json
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from operator import attrgetter
 from typing import Any
@@ -20,7 +20,7 @@ import psycopg.errors
 from psycopg import pq
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
-from psycopg.rows import RowMaker
+from psycopg.rows import dict_row
 
 from . import transitions, validation
 from .batch import JobBatch
@@ -37,6 +37,7 @@ from .ids import new_id, new_ids
 from .jobs import (
     DEFAULT_LEASE_SECONDS,
     DEFAULT_QUEUE,
+    JOB_COLUMNS,
     EnqueueResult,
     Job,
     JobSpec,
@@ -45,7 +46,20 @@ from .jobs import (
     job_from_row,
 )
 from .pause_probe import PausedQueues, claimable
+from .ports import (
+    NO_JOBS,
+    ClaimedBatch,
+    DerivedOperations,
+    JobList,
+    LeaseState,
+    LimitsConfigured,
+    Page,
+    StatsRow,
+    Store,
+)
 from .queries import QUERIES
+
+__all__ = ["LeaseState", "LimitsConfigured", "Page", "PostgresStore", "StatsRow"]
 
 MAX_PAGE = 500
 # How long a store trusts its last look at the limit tables: a limit set or cleared takes
@@ -75,35 +89,8 @@ _BASE_COLUMNS = tuple(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Page:
-    jobs: list[Job]
-    next_cursor: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class LimitsConfigured:
-    types: bool
-    queues: bool
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseState:
-    lease_until: datetime
-    cancel_requested: bool
-
-
-@dataclass(frozen=True, slots=True)
-class StatsRow:
-    queue: str
-    type: str
-    status: Status
-    count: int
-    oldest_runnable_seconds: float | None
-
-
-class PostgresStore:
-    """The queue on one psycopg connection.
+class PostgresStore(DerivedOperations):
+    """The queue on one psycopg connection: the store port's adapter for PostgreSQL.
 
     With an autocommit connection each operation is one statement, one round trip, its own
     transaction. With a connection inside the caller's transaction, operations join it.
@@ -116,6 +103,13 @@ class PostgresStore:
         self._limits: tuple[float, LimitsConfigured] | None = None
         self.paused = PausedQueues()
         self._threads = threading.local()
+
+    @property
+    def autocommit(self) -> bool:
+        return self.conn.autocommit
+
+    def close(self) -> None:
+        self.conn.close()
 
     # Enqueue
 
@@ -182,9 +176,8 @@ class PostgresStore:
             return EnqueueResult(job.id, job.status, False, job)
         # A duplicate's row only the database has: the whole row comes back, in binary,
         # which skips parsing it as text.
-        for values in self._rows("jobs_enqueue_one", params, None, binary=True):
-            job = job_from_row(values[:-1])
-            return EnqueueResult(job.id, job.status, values[-1], job)
+        for job, duplicate in self._rows("jobs_enqueue_one", params, _jobs_and_flags, binary=True):
+            return EnqueueResult(job.id, job.status, duplicate, job)
         return None
 
     def _enqueue_cursor(self) -> psycopg.Cursor[Any]:
@@ -266,43 +259,6 @@ class PostgresStore:
 
     # Worker operations
 
-    def claim(
-        self,
-        *,
-        queues: Sequence[str] = (DEFAULT_QUEUE,),
-        limit: int = 10,
-        lease_seconds: int = DEFAULT_LEASE_SECONDS,
-        now: datetime | None = None,
-    ) -> list[Job]:
-        return self.finish_and_claim(
-            (), queues=queues, limit=limit, lease_seconds=lease_seconds, now=now
-        )[1]
-
-    def finish(self, outcomes: Sequence[Outcome], *, now: datetime | None = None) -> set[UUID]:
-        """Persist a batch of outcomes in one statement; returns the ids whose lease held."""
-        if not outcomes:
-            return set()
-        return self.finish_and_claim(outcomes, limit=0, now=now)[0]
-
-    def finish_and_claim(
-        self,
-        outcomes: Sequence[Outcome],
-        *,
-        queues: Sequence[str] = (DEFAULT_QUEUE,),
-        limit: int = 10,
-        lease_seconds: int = DEFAULT_LEASE_SECONDS,
-        now: datetime | None = None,
-    ) -> tuple[set[UUID], list[Job]]:
-        """Persist outcomes and lease up to `limit` more jobs, best first, in one statement.
-
-        Returns the ids whose lease held (the others' outcomes were refused) and the jobs
-        claimed. Under type limits the claim is a statement of its own (jobs_claim_limited).
-        """
-        held, claimed = self.finish_and_claim_unparsed(
-            outcomes, queues=queues, limit=limit, lease_seconds=lease_seconds, now=now
-        )
-        return held, claimed.jobs()
-
     def finish_and_claim_unparsed(
         self,
         outcomes: Sequence[Outcome],
@@ -311,9 +267,10 @@ class PostgresStore:
         limit: int = 10,
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         now: datetime | None = None,
-    ) -> tuple[set[UUID], Claimed]:
-        """finish_and_claim, leaving the claimed rows unparsed until `Claimed.jobs()`, so a
-        caller can parse them while the connection runs its next statement."""
+    ) -> tuple[set[UUID], ClaimedBatch]:
+        """finish_and_claim, leaving the claimed rows unparsed until `jobs()`, so a caller
+        can parse them while the connection runs its next statement. Under type limits the
+        claim is a statement of its own (jobs_claim_limited)."""
         if limit:  # paused queues are left out of the claim (queue_core/pauses.py)
             queues, limit = claimable(queues, limit, self.paused.current(self._paused_queues))
         if limit and self.limits_configured().types:
@@ -324,8 +281,8 @@ class PostgresStore:
                 "lease_seconds": lease_seconds,
                 "now": now,
             }
-            jobs = self._rows("jobs_claim_limited", params, _job, binary=True)
-            return held, Claimed(sorted(jobs, key=transitions.claim_order))
+            jobs = self._rows("jobs_claim_limited", params, _jobs, binary=True)
+            return held, JobList(sorted(jobs, key=transitions.claim_order))
         ids: list[UUID] = []
         tokens: list[UUID] = []
         others: list[str] = []
@@ -347,9 +304,9 @@ class PostgresStore:
         }
         statement = "jobs_finish_and_claim" if len(queues) == 1 else "jobs_finish_and_claim_queues"
         if self.user_id is not None:  # its rows must be read inside the user's scope
-            rows = self._rows(statement, params, None, binary=True)
-            jobs = [job_from_row(row[1:]) for row in rows if row[1] is not None]
-            return set(rows[0][0] or ()), Claimed(sorted(jobs, key=transitions.claim_order))
+            rows = self._rows(statement, params, _ids_and_jobs, binary=True)
+            jobs = [job for _, job in rows if job is not None]
+            return set(rows[0][0] or ()), JobList(sorted(jobs, key=transitions.claim_order))
         with translate_errors():
             # Binary rows: a claim returns whole jobs, and parsing them is its main client cost.
             cur = self._cursor(binary=True)
@@ -362,24 +319,12 @@ class PostgresStore:
         assert first is not None
         if first[1] is None:
             cur.close()
-            return set(first[0] or ()), Claimed([])
-        return set(first[0] or ()), Claimed(cur, first)
-
-    def complete(self, job: Job, result: Any = None, *, now: datetime | None = None) -> None:
-        self._finish_one(transitions.succeeded(job, result), now)
-
-    def fail(
-        self, job: Job, error: str, *, permanent: bool = False, now: datetime | None = None
-    ) -> None:
-        self._finish_one(transitions.failed(job, error, permanent=permanent), now)
-
-    def _finish_one(self, outcome: Outcome, now: datetime | None) -> None:
-        if outcome.job_id not in self.finish([outcome], now=now):
-            raise LeaseLost(outcome.job_id)
+            return set(first[0] or ()), NO_JOBS
+        return set(first[0] or ()), ClaimedRows(cur, first, _job_columns_at(statement, cur))
 
     def reclaim(self, *, limit: int = 1000, now: datetime | None = None) -> list[Job]:
         """Expired leases back to retrying or dead; returns the jobs as they now stand."""
-        return self._rows("jobs_reclaim", {"limit": limit, "now": now}, _job)
+        return self._rows("jobs_reclaim", {"limit": limit, "now": now}, _jobs)
 
     def extend_lease(
         self, job_id: UUID, lease_token: UUID, seconds: float, *, now: datetime | None = None
@@ -433,7 +378,7 @@ class PostgresStore:
     # Reading and operating
 
     def get(self, job_id: UUID | str) -> Job:
-        rows = self._rows("jobs_get", {"id": _uuid(job_id)}, _job)
+        rows = self._rows("jobs_get", {"id": _uuid(job_id)}, _jobs)
         if not rows:
             raise JobNotFound(job_id)
         return rows[0]
@@ -448,8 +393,7 @@ class PostgresStore:
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page:
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-            raise InvalidJob("limit", f"must be an integer between 1 and {MAX_PAGE}")
+        check_page_limit(limit)
         after_created, after_id = decode_cursor(cursor) if cursor else (None, None)
         params = {
             "statuses": _statuses(statuses),
@@ -460,7 +404,7 @@ class PostgresStore:
             "after_id": after_id,
             "limit": limit + 1,
         }
-        jobs = self._rows("jobs_list", params, _job)
+        jobs = self._rows("jobs_list", params, _jobs)
         next_cursor = encode_cursor(jobs[limit - 1]) if len(jobs) > limit else None
         return Page(jobs[:limit], next_cursor)
 
@@ -468,16 +412,15 @@ class PostgresStore:
         self, filters: Mapping[str, Any], *, limit: int = 50, cursor: str | None = None
     ) -> Page:
         """list_jobs with the console's filters (`console.JobFilter.params()`)."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-            raise InvalidJob("limit", f"must be an integer between 1 and {MAX_PAGE}")
+        check_page_limit(limit)
         after_created, after_id = decode_cursor(cursor) if cursor else (None, None)
         params = {**filters, "after_created": after_created, "after_id": after_id}
-        jobs = self._rows("jobs_search", {**params, "limit": limit + 1}, _job)
+        jobs = self._rows("jobs_search", {**params, "limit": limit + 1}, _jobs)
         next_cursor = encode_cursor(jobs[limit - 1]) if len(jobs) > limit else None
         return Page(jobs[:limit], next_cursor)
 
     def cancel(self, job_id: UUID | str, *, now: datetime | None = None) -> Job:
-        rows = self._rows("jobs_cancel", {"ids": [_uuid(job_id)], "now": now}, _job)
+        rows = self._rows("jobs_cancel", {"ids": [_uuid(job_id)], "now": now}, _jobs)
         if rows:
             return rows[0]
         job = self.get(job_id)
@@ -485,7 +428,7 @@ class PostgresStore:
 
     def retry(self, job_id: UUID | str, *, now: datetime | None = None) -> Job:
         params = _retry_params(ids=[_uuid(job_id)], statuses=["dead", "cancelled"], now=now)
-        rows = self._rows("jobs_retry", params, _job)
+        rows = self._rows("jobs_retry", params, _jobs)
         if rows:
             return rows[0]
         job = self.get(job_id)
@@ -510,7 +453,10 @@ class PostgresStore:
             limit=limit,
             now=now,
         )
-        return self._rows("jobs_retry", params, _job)
+        return self._rows("jobs_retry", params, _jobs)
+
+    def has_pending(self, queues: Sequence[str]) -> bool:
+        return bool(self._rows("jobs_pending_exist", {"queues": list(queues)}, None)[0][0])
 
     def stats(self, *, now: datetime | None = None) -> list[StatsRow]:
         rows = self._rows("jobs_stats", {"now": now}, None)
@@ -548,29 +494,26 @@ class PostgresStore:
     # Plumbing
 
     def _rows(
-        self, name: str, params: dict[str, Any], row_maker: Any, *, binary: bool = False
+        self, name: str, params: dict[str, Any], reading: _Reading | None, *, binary: bool = False
     ) -> list[Any]:
-        """Run one named statement; `binary` results skip text parsing of uuids and times."""
+        """Run one named statement; `binary` results skip text parsing of uuids and times.
+        With `reading`, rows that carry a job come back as what it makes of them."""
         query = QUERIES[name]
-        with (
-            translate_errors(),
-            self._scope(),
-            self._cursor(binary=binary, row_maker=row_maker) as cur,
-        ):
+        with translate_errors(), self._scope(), self._cursor(binary=binary) as cur:
             cur.execute(query, params)
             # The result status, not cur.description: describing a whole job row builds
             # a Column per field, which costs more than a one-row statement's parsing.
             result = cur.pgresult
-            has_rows = result is not None and result.status == pq.ExecStatus.TUPLES_OK
-            return cur.fetchall() if has_rows else []
+            if result is None or result.status != pq.ExecStatus.TUPLES_OK:
+                return []
+            rows = cur.fetchall()
+            if reading is None or not rows:
+                return rows
+            return reading(rows, _job_columns_at(name, cur))
 
-    def _cursor(self, *, binary: bool, row_maker: Any = None) -> psycopg.Cursor[Any]:
+    def _cursor(self, *, binary: bool) -> psycopg.Cursor[Any]:
         """A cursor of this store's connection; binary ones load jsonb with the fast loader."""
-        cur = (
-            self.conn.cursor(row_factory=row_maker, binary=binary)
-            if row_maker
-            else self.conn.cursor(binary=binary)
-        )
+        cur = self.conn.cursor(binary=binary)
         if binary:
             cur.adapters.register_loader("jsonb", _JsonbBinaryLoader)
         return cur
@@ -610,6 +553,22 @@ def translate_errors() -> Iterator[None]:
         raise DatabaseError(f"database unavailable: {exc}") from exc
     except psycopg.Error as exc:
         raise DatabaseError(f"database error: {exc}") from exc
+
+
+def named_rows(
+    conn: psycopg.Connection[Any], name: str, params: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Run one named statement on `conn`; its rows by column name. For the standing
+    policies' statements (schedules, limits, retention): few rows, off the hot path."""
+    with translate_errors(), conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(QUERIES[name], params)
+        return cur.fetchall() if cur.description else []
+
+
+def check_page_limit(limit: object) -> None:
+    """A page of jobs holds 1 to MAX_PAGE of them."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidJob("limit", f"must be an integer between 1 and {MAX_PAGE}")
 
 
 def encode_cursor(job: Job) -> str:
@@ -696,33 +655,29 @@ def _outcome_json(o: Outcome) -> str:
     )
 
 
-class Claimed:
-    """The jobs one statement leased, parsed into Jobs (in claim order) on the first
-    `jobs()` call; or a list of Jobs already in claim order."""
+class ClaimedRows:
+    """A ClaimedBatch still on its cursor: the first row read, the rest parsed into Jobs
+    (in claim order) on the first `jobs()` call."""
 
-    def __init__(
-        self, source: list[Job] | psycopg.Cursor[Any], first: Sequence[Any] | None = None
-    ) -> None:
+    def __init__(self, cursor: psycopg.Cursor[Any], first: Sequence[Any], at: int) -> None:
         self._jobs: list[Job] | None = None
-        self._cursor: psycopg.Cursor[Any] | None = None
-        if isinstance(source, list):
-            self._jobs = source
-            self._count = len(source)
-        else:
-            self._cursor, self._first = source, first
-            result = source.pgresult
-            self._count = result.ntuples if result is not None else 0
+        self._cursor: psycopg.Cursor[Any] | None = cursor
+        self._first = first
+        self._at = at  # where the job columns begin in each row
+        result = cursor.pgresult
+        self._count = result.ntuples if result is not None else 0
 
     def __len__(self) -> int:
         return self._count
 
     def jobs(self) -> list[Job]:
         if self._jobs is None:
-            assert self._cursor is not None and self._first is not None
+            assert self._cursor is not None
             with translate_errors(), self._cursor as cur:
                 rows = cur.fetchall()
-            jobs = [job_from_row(self._first[1:])]
-            jobs += [job_from_row(row[1:]) for row in rows]
+            at = self._at
+            jobs = [job_from_row(self._first[at:])]
+            jobs += [job_from_row(row[at:]) for row in rows]
             jobs.sort(key=transitions.claim_order)
             self._jobs, self._cursor = jobs, None
         return self._jobs
@@ -750,8 +705,44 @@ class _JsonbBinaryLoader(Loader):
         return json.loads(body.decode())
 
 
-def _job(cursor: psycopg.Cursor[Any]) -> RowMaker[Job]:
-    def make(values: Sequence[Any]) -> Job:
-        return job_from_row(values)
+# Where the job columns begin in each statement's rows, found by name on its first run.
+_JOB_AT: dict[str, int] = {}
 
-    return make
+
+def _job_columns_at(statement: str, cur: psycopg.Cursor[Any]) -> int:
+    """The rows of `statement` carry the job columns from this index on, in JOB_COLUMNS
+    order: checked by their names once per statement, then read by position (naming each
+    field of each row would cost more than parsing it)."""
+    at = _JOB_AT.get(statement)
+    if at is None:
+        result = cur.pgresult
+        assert result is not None
+        names = tuple((result.fname(i) or b"").decode() for i in range(result.nfields))
+        width = len(JOB_COLUMNS)
+        found = [i for i in range(len(names) - width + 1) if names[i : i + width] == JOB_COLUMNS]
+        if not found:
+            raise DatabaseError(f"{statement} does not return the job columns by name: {names}")
+        at = _JOB_AT[statement] = found[0]
+    return at
+
+
+_Reading = Callable[[list[Any], int], list[Any]]
+
+
+def _jobs(rows: list[Any], at: int) -> list[Job]:
+    return [job_from_row(row[at:] if at else row) for row in rows]
+
+
+def _jobs_and_flags(rows: list[Any], at: int) -> list[tuple[Job, bool]]:
+    """jobs_enqueue_one: the job, then whether it is a duplicate."""
+    width = len(JOB_COLUMNS)
+    return [(job_from_row(row[at : at + width]), row[at + width]) for row in rows]
+
+
+def _ids_and_jobs(rows: list[Any], at: int) -> list[tuple[Any, Job | None]]:
+    """jobs_finish_and_claim: the held ids (first row only), then a job or all nulls."""
+    return [(row[0], None if row[at] is None else job_from_row(row[at:])) for row in rows]
+
+
+# mypy holds the adapter to the port it implements.
+_ADAPTS: type[Store] = PostgresStore

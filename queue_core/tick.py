@@ -1,102 +1,33 @@
-"""The tick runner: reclaim expired leases, then claim → run → persist batches."""
+"""The runner: a tick reclaims expired leases, then drains the queue batch by batch.
+
+The pieces it puts together live beside it: `pipeline` (claim and persist, in flight beside
+the handlers), `worker` (the long-lived loop), `report` (what a tick did). Here: the drain
+a tick runs, and running handlers with their outcomes judged by `transitions`.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextlib
 import logging
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
-from uuid import UUID
+from typing import Any
 
-from . import transitions
+from . import transitions, worker
 from .context import JobContext
-from .errors import DatabaseError, InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
+from .errors import InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
 from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, Status
+from .pipeline import Pipeline
+from .ports import Store
 from .registry import Registry, Task
-from .store import Claimed, PostgresStore
+from .report import TICK_COUNTERS, DeadLetter, TickReport, log_fields
 
 log = logging.getLogger("tickq")
-_T = TypeVar("_T")
 
-# A batch whose handlers took at most this long (and a tenth of the shortest lease in it)
-# lets the runner lease the next batch before running the one after it.
-QUICK_BATCH_SECONDS = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """A job that went dead during a tick, for alerts (EventBridge, logs)."""
-
-    id: UUID
-    type: str
-    queue: str
-    attempts: int
-    error: str | None
-
-
-# What a TickReport counts: summed across ticks and published as metrics.
-TICK_COUNTERS = (
-    "claimed",
-    "succeeded",
-    "retried",
-    "dead",
-    "snoozed",
-    "cancelled",
-    "lost_leases",
-    "reclaimed",
-    "batches",
-)
-
-
-@dataclass(slots=True)
-class TickReport:
-    claimed: int = 0
-    succeeded: int = 0
-    retried: int = 0
-    dead: int = 0
-    snoozed: int = 0
-    cancelled: int = 0
-    lost_leases: int = 0
-    reclaimed: int = 0
-    batches: int = 0
-    duration_seconds: float = 0.0
-    dead_letters: list[DeadLetter] = field(default_factory=list)
-
-    def add(self, other: TickReport) -> None:
-        for name in TICK_COUNTERS:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.duration_seconds += other.duration_seconds
-        self.dead_letters.extend(other.dead_letters)
-
-    def as_dict(self) -> dict[str, Any]:
-        out = {name: getattr(self, name) for name in self.__slots__ if name != "dead_letters"}
-        out["dead_letters"] = [
-            {
-                "id": str(d.id),
-                "type": d.type,
-                "queue": d.queue,
-                "attempts": d.attempts,
-                "error": d.error,
-            }
-            for d in self.dead_letters
-        ]
-        return out
-
-
-_COUNTER = {
-    Status.SUCCEEDED: "succeeded",
-    Status.RETRYING: "retried",
-    Status.DEAD: "dead",
-    Status.QUEUED: "snoozed",
-    Status.CANCELLED: "cancelled",
-}
+__all__ = ["TICK_COUNTERS", "DeadLetter", "Runner", "TickReport"]
 
 
 class Runner:
@@ -105,7 +36,7 @@ class Runner:
 
     def __init__(
         self,
-        store: PostgresStore,
+        store: Store,
         registry: Registry,
         *,
         queues: Sequence[str] = (DEFAULT_QUEUE,),
@@ -116,7 +47,6 @@ class Runner:
     ) -> None:
         if batch_size < 1 or concurrency < 1 or lease_seconds < 1:
             raise ValueError("batch_size, concurrency and lease_seconds must be positive")
-        self.store = store
         self.registry = registry
         self.queues = list(queues)
         self.batch_size = batch_size
@@ -124,20 +54,31 @@ class Runner:
         self.lease_seconds = lease_seconds
         self.rand = rand
         self._pool: ThreadPoolExecutor | None = None
-        self._database: ThreadPoolExecutor | None = None
-        # Jobs leased by the last persist (finish and claim in one statement), run next.
-        self._next = Claimed([])
-        # A batch run but not yet persisted: the statement that runs beside the next batch
-        # persists it. Only ever set while `_next` holds that next batch.
-        self._unsaved: tuple[list[Job], list[Outcome]] | None = None
-        # Whether the last batch ran quickly enough to lease the next one before running it.
-        self._quick = False
+        self.pipeline = Pipeline(
+            store, queues=self.queues, batch_size=batch_size, lease_seconds=lease_seconds
+        )
+
+    @property
+    def store(self) -> Store:
+        return self.pipeline.store
+
+    @store.setter
+    def store(self, store: Store) -> None:
+        self.pipeline.store = store
+
+    @property
+    def leased_ahead(self) -> bool:
+        return self.pipeline.leased_ahead
+
+    def jitter(self) -> float:
+        """A factor in [0.5, 1] for idle pauses, so idle workers do not poll in lockstep."""
+        return 0.5 + self.rand() / 2
 
     def close(self) -> None:
-        for pool in (self._pool, self._database):
-            if pool is not None:
-                pool.shutdown(wait=True)
-        self._pool = self._database = None
+        self.pipeline.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     def __enter__(self) -> Runner:
         return self
@@ -145,7 +86,7 @@ class Runner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # One tick
+    # One tick: reclaim, then the drain
 
     def tick(
         self,
@@ -159,19 +100,30 @@ class Runner:
         started = time.perf_counter()
         report = TickReport()
         self.reclaim(report)
-
-        def claim_next() -> bool:
-            return should_continue() and (max_batches is None or report.batches < max_batches)
-
-        if claim_next():
-            while True:
-                claimed = self.run_batch(report, claim_next=claim_next, overlap=True)
-                if after_batch is not None:
-                    after_batch(claimed)
-                if not self._next:
-                    break
+        self.drain(
+            report,
+            lambda: should_continue() and (max_batches is None or report.batches < max_batches),
+            after_batch,
+        )
         report.duration_seconds = time.perf_counter() - started
         return report
+
+    def drain(
+        self,
+        report: TickReport,
+        claim_next: Callable[[], bool],
+        after_batch: Callable[[int], None] | None = None,
+    ) -> None:
+        """Batches until one comes back short or `claim_next()` says stop; the jobs leased
+        ahead by the last persist always run, so a drain never leaves a lease behind."""
+        if not claim_next():
+            return
+        while True:
+            claimed = self.run_batch(report, claim_next=claim_next, overlap=True)
+            if after_batch is not None:
+                after_batch(claimed)
+            if not self.pipeline.leased_ahead:
+                return
 
     def reclaim(self, report: TickReport) -> None:
         for job in self.store.reclaim():
@@ -187,7 +139,7 @@ class Runner:
             )
             if job.status == Status.DEAD:
                 report.dead += 1
-                report.dead_letters.append(_dead_letter(job, job.error))
+                report.dead_letters.append(DeadLetter.of(job, job.error))
 
     def run_batch(
         self,
@@ -196,113 +148,11 @@ class Runner:
         claim_next: Callable[[], bool] = lambda: False,
         overlap: bool = False,
     ) -> int:
-        """Run one batch: the one prefetched by the last persist, else a fresh claim.
-
-        With `claim_next`, persisting the outcomes also claims the next batch in the same
-        statement when the batch was full and `claim_next()` allows it; the caller must then
-        run `self._next` (jobs leased but not yet run) before it stops, as tick() and
-        work() do.
-
-        With `overlap`, while batches are quick (see `_claims_ahead`), that statement goes
-        out on a background thread *before* this batch is parsed and run: it persists the
-        previous batch's outcomes and leases the next batch while this one's rows are turned
-        into Jobs and its handlers run, so the database and Python work at the same time
-        instead of taking turns. Still one statement per batch; this batch's outcomes ride
-        on the next batch's statement.
-        """
-        claimed, self._next = self._next, Claimed([])
-        unsaved, self._unsaved = self._unsaved, None
-        if not claimed:
-            claimed = Claimed(
-                self.store.claim(
-                    queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds
-                )
-            )
-        if not claimed:
-            return 0
-        report.batches += 1
-        report.claimed += len(claimed)
-        ahead = overlap and self._claims_ahead(len(claimed)) and claim_next()
-        in_flight = None
-        if ahead or unsaved is not None:
-            in_flight = self._in_background(
-                self.store.finish_and_claim_unparsed,
-                unsaved[1] if unsaved is not None else (),
-                queues=self.queues,
-                limit=self.batch_size if ahead else 0,
-                lease_seconds=self.lease_seconds,
-            )
-        started = time.monotonic()
-        try:
-            jobs = claimed.jobs()
-            outcomes = self.run_jobs(jobs)
-        finally:
-            if in_flight is not None:  # never leave a statement running on the connection
-                concurrent.futures.wait([in_flight])
-        self._quick = time.monotonic() - started <= self._quick_seconds(jobs)
-        if in_flight is not None:
-            held, self._next = in_flight.result()
-            if unsaved is not None:
-                self._account(report, *unsaved, held)
-        if self._next:
-            self._unsaved = (jobs, outcomes)
-            return len(jobs)
-        more = len(jobs) == self.batch_size and not ahead and claim_next()
-        held, self._next = self.store.finish_and_claim_unparsed(
-            outcomes,
-            queues=self.queues,
-            limit=self.batch_size if more else 0,
-            lease_seconds=self.lease_seconds,
+        """Run one batch through the pipeline (see Pipeline.run_batch); the caller must go
+        on while `leased_ahead`, as tick() and work() do."""
+        return self.pipeline.run_batch(
+            report, self.run_jobs, claim_next=claim_next, overlap=overlap
         )
-        self._account(report, jobs, outcomes, held)
-        return len(jobs)
-
-    def _claims_ahead(self, size: int) -> bool:
-        """Lease the next batch before this one runs only when this one is full, the last
-        one was quick, and the connection is autocommit: a job leased ahead waits for one
-        batch before it starts, which must stay far inside its lease (and a Lambda tick's
-        safety margin), and two threads' statements must not share a caller's transaction.
-        """
-        return size == self.batch_size and self._quick and self.store.conn.autocommit
-
-    def _quick_seconds(self, jobs: Sequence[Job]) -> float:
-        shortest_lease = min(job.lease_seconds or self.lease_seconds for job in jobs)
-        return min(QUICK_BATCH_SECONDS, shortest_lease / 10)
-
-    def _account(
-        self, report: TickReport, jobs: Sequence[Job], outcomes: Sequence[Outcome], held: set[UUID]
-    ) -> None:
-        all_held = len(held) == len(outcomes)  # held ids are a subset of the outcomes' ids
-        for job, outcome in zip(jobs, outcomes, strict=True):
-            if not all_held and outcome.job_id not in held:
-                report.lost_leases += 1
-                log.warning("lease lost; outcome discarded", extra=_log_extra(job, outcome))
-                continue
-            name = _COUNTER[outcome.status]
-            setattr(report, name, getattr(report, name) + 1)
-            if outcome.status == Status.DEAD:
-                report.dead_letters.append(_dead_letter(job, outcome.error))
-
-    def _in_background(
-        self, fn: Callable[..., _T], *args: Any, **kwargs: Any
-    ) -> concurrent.futures.Future[_T]:
-        """Run `fn` on the database thread, returning once that thread has started it.
-
-        Without the wait, this thread would go on running Python and keep the GIL for up to
-        the interpreter's switch interval (5 ms), while the database thread still needs it
-        to send the statement: the two would take turns after all.
-        """
-        if self._database is None:
-            self._database = ThreadPoolExecutor(1, thread_name_prefix="tickq-db")
-        started = threading.Event()
-
-        def run() -> _T:
-            started.set()
-            return fn(*args, **kwargs)
-
-        future = self._database.submit(run)
-        started.wait()
-        return future
 
     # Running handlers
 
@@ -365,7 +215,7 @@ class Runner:
         except InvalidJob as exc:
             return transitions.failed(job, f"the handler's {exc}", rand=self.rand())
         if log.isEnabledFor(logging.INFO):  # the extra dict costs more than a no-op job
-            log.info("job succeeded", extra=_log_extra(job, outcome))
+            log.info("job succeeded", extra=log_fields(job, outcome))
         return outcome
 
     def _judge(self, job: Job, exc: BaseException) -> Outcome:
@@ -386,7 +236,7 @@ class Runner:
             logging.ERROR if outcome.status == Status.DEAD else logging.WARNING,
             "job %s",
             outcome.status.value,
-            extra=_log_extra(job, outcome),
+            extra=log_fields(job, outcome),
         )
         return outcome
 
@@ -404,7 +254,7 @@ class Runner:
         poll_interval: float = 1.0,
         reclaim_interval: float = 5.0,
         on_tick: Callable[[TickReport], None] | None = None,
-        reconnect: Callable[[], PostgresStore] | None = None,
+        reconnect: Callable[[], Store] | None = None,
         listen: bool = True,
     ) -> TickReport:
         """Run until `stop` is set: batches back to back while there is work, a short sleep
@@ -417,83 +267,12 @@ class Runner:
         worker waits with backoff and carries on with a fresh store. Outcomes of the batch
         in flight are lost with the connection; their leases expire and reclaim retries them.
         """
-        total = TickReport()
-        started = time.perf_counter()
-        last_reclaim = 0.0
-        delay = 0.5
-        listening: PostgresStore | None = None
-        # After a stop, the batch already leased by the last persist still runs.
-        while not stop.is_set() or self._next:
-            report = TickReport()
-            try:
-                if listen and listening is not self.store and self.store.listen_for_jobs():
-                    listening = self.store
-                if time.monotonic() - last_reclaim >= reclaim_interval:
-                    self.reclaim(report)
-                    last_reclaim = time.monotonic()
-                claimed = self.run_batch(
-                    report, claim_next=lambda: not stop.is_set(), overlap=True
-                )
-            except DatabaseError as exc:
-                if reconnect is None:
-                    raise
-                log.warning("database error, reconnecting in %.1f s: %s", delay, exc)
-                if stop.wait(delay):
-                    break
-                delay = min(delay * 2, 30.0)
-                self._replace_store(reconnect)
-                continue
-            delay = 0.5
-            total.add(report)
-            if on_tick is not None and (claimed or report.reclaimed):
-                on_tick(report)
-            if claimed < self.batch_size:
-                # Jitter keeps many idle workers from polling in lockstep.
-                pause = poll_interval * (0.5 + self.rand() / 2)
-                if listening is self.store:
-                    self._await_jobs(stop, pause)
-                else:
-                    stop.wait(pause)
-        if listening is self.store:
-            with contextlib.suppress(DatabaseError):
-                self.store.unlisten_jobs()
-        total.duration_seconds = time.perf_counter() - started
-        return total
-
-    def _await_jobs(self, stop: threading.Event, seconds: float) -> None:
-        """Sleep until a job is enqueued, `stop` is set or `seconds` pass; in slices, so a
-        stop is noticed within a quarter second."""
-        deadline = time.monotonic() + seconds
-        while not stop.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            try:
-                if self.store.wait_for_jobs(min(left, 0.25)):
-                    return
-            except DatabaseError:
-                return  # the next claim meets the same failure and handles it
-
-    def _replace_store(self, reconnect: Callable[[], PostgresStore]) -> None:
-        try:
-            fresh = reconnect()
-        except DatabaseError as exc:
-            log.warning("reconnect failed: %s", exc)
-            return
-        old, self.store = self.store, fresh
-        with contextlib.suppress(Exception):
-            old.conn.close()
-
-
-def _dead_letter(job: Job, error: str | None) -> DeadLetter:
-    return DeadLetter(job.id, job.type, job.queue, job.attempts, error)
-
-
-def _log_extra(job: Job, outcome: Outcome) -> dict[str, Any]:
-    return {
-        "job_id": str(job.id),
-        "job_type": job.type,
-        "attempt": job.attempts,
-        "status": outcome.status.value,
-        "error": outcome.error,
-    }
+        return worker.work(
+            self,
+            stop=stop,
+            poll_interval=poll_interval,
+            reclaim_interval=reclaim_interval,
+            on_tick=on_tick,
+            reconnect=reconnect,
+            listen=listen,
+        )

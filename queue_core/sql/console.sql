@@ -82,7 +82,10 @@ from tickq.operator_retry_dead(%(types)s::text[], %(queues)s::text[], %(expected
 -- name: jobs_search
 -- jobs_list with the page's filters (error text, creation range); row-level security keeps
 -- an application user to their own jobs, whose owner index orders them.
-select {columns}
+select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
+    priority, run_after, lease_until, lease_token, progress, result, error, errors,
+    lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
+    cancel_requested, created_at, updated_at, started_at, finished_at
 from tickq.jobs
 where (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
   and (%(types)s::text[] is null or type = any(%(types)s::text[]))

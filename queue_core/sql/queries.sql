@@ -2,7 +2,7 @@
 -- Each starts with "-- name: <noun>_<verb>" and a line saying what it does.
 -- Every statement that reads the time takes %(now)s and falls back to the database clock,
 -- so production uses one clock (Lambda clocks drift) and tests pass an explicit instant.
--- {columns} is replaced at load time by the job column list (Job's field order).
+-- Statements that return jobs list the job columns by name; the store maps rows by name.
 
 -- name: jobs_enqueue
 -- Insert a batch of jobs in one round trip. Returns only the requests that did not insert,
@@ -89,11 +89,18 @@ with inserted as (
     on conflict (idempotency_key, user_id)
         where idempotency_key is not null and status not in ('dead', 'cancelled')
         do nothing
-    returning {columns}, false as duplicate
+    returning id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
+        priority, run_after, lease_until, lease_token, progress, result, error, errors,
+        lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
+        cancel_requested, created_at, updated_at, started_at, finished_at, false as duplicate
 )
 select * from inserted
 union all
-select {columns_j}, true as duplicate
+select j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key, j.attempts,
+    j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token, j.progress,
+    j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
+    j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
+    j.started_at, j.finished_at, true as duplicate
 from tickq.jobs j
 where %(key)s::text is not null
   and j.idempotency_key = %(key)s::text
@@ -191,7 +198,11 @@ with clock as materialized (
     from clock
     -- An id array probes the primary key per row whatever the table's statistics say.
     where j.id = any(array(select id from picked))
-    returning {columns_j}
+    returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
+        j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
+        j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
+        j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested,
+        j.created_at, j.updated_at, j.started_at, j.finished_at
 )
 -- The ids come on the first row only: repeated on every row they cost more to parse than
 -- the jobs themselves.
@@ -199,6 +210,87 @@ select case when row_number() over () = 1 then f.ids end as ids, c.*
 from (select array_agg(id) as ids from finished) f
 left join claimed c on true;
 
+
+-- name: jobs_finish_and_claim_queues
+-- jobs_finish_and_claim for a worker of several queues: the backlog is sorted rather than
+-- walked in index order.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), outcome as (
+    select *
+    from jsonb_to_recordset(%(outcomes)s::jsonb)
+        as o (id uuid, lease_token uuid, status text, result jsonb, error text,
+              delay float8, extra_attempt boolean)
+    -- Plain successes (no result, no error), the bulk of any batch, come as two binary
+    -- uuid arrays: spelling each as JSON text cost more client time than its update.
+    union all
+    select s.id, s.lease_token, 'succeeded', null, null, null, null
+    from unnest(%(succeeded_ids)b::uuid[], %(succeeded_tokens)b::uuid[])
+        as s (id, lease_token)
+), finished as (
+    -- Only rows still leased under the given token change, so a worker that lost its
+    -- lease cannot overwrite a newer attempt.
+    update tickq.jobs j
+    set status = o.status,
+        result = coalesce(o.result, j.result),
+        error = coalesce(o.error, j.error),
+        errors = case when o.error is null then j.errors
+                      else tickq.error_history(j.errors, jsonb_build_object(
+                          'attempt', j.attempts, 'at', clock.now, 'error', o.error)) end,
+        run_after = case when o.status in ('queued', 'retrying')
+                         then clock.now + o.delay * interval '1 second' else j.run_after end,
+        max_attempts = j.max_attempts + case when o.extra_attempt then 1 else 0 end,
+        lease_until = null,
+        lease_token = null,
+        cancel_requested = false,
+        updated_at = clock.now,
+        finished_at = case when o.status in ('succeeded', 'dead', 'cancelled')
+                           then clock.now end
+    from outcome o, clock
+    where j.id = o.id
+      and j.id = any(array(select id from outcome))
+      and j.lease_token = o.lease_token
+      and j.status = 'running'
+    returning j.id
+), picked as materialized (
+    -- MATERIALIZED and LIMIT inside the CTE: the lock is taken on exactly these rows
+    -- (a bare "id in (select ... limit n for update skip locked)" can lock more than n,
+    -- PostgreSQL bug #15715). SKIP LOCKED lets concurrent claimers pass each other's rows
+    -- instead of queueing behind them. "queue = <one value>" lets jobs_claim_idx deliver
+    -- rows already in claim order, so the claim reads N index entries instead of sorting
+    -- the backlog. Rows finished above still read as running in this statement's
+    -- snapshot, so a job is never finished and claimed again by one statement.
+    select id
+    from tickq.jobs
+    where status in ('queued', 'retrying')
+      and queue = any(%(queues)s::text[])
+      and run_after <= coalesce(%(now)s::timestamptz, now())
+    order by priority desc, run_after, created_at
+    limit %(limit)s
+    for update skip locked
+), claimed as (
+    update tickq.jobs j
+    set status = 'running',
+        attempts = j.attempts + 1,
+        lease_token = gen_random_uuid(),
+        lease_until = clock.now
+                      + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second',
+        started_at = clock.now,
+        updated_at = clock.now
+    from clock
+    -- An id array probes the primary key per row whatever the table's statistics say.
+    where j.id = any(array(select id from picked))
+    returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
+        j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
+        j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
+        j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested,
+        j.created_at, j.updated_at, j.started_at, j.finished_at
+)
+-- The ids come on the first row only: repeated on every row they cost more to parse than
+-- the jobs themselves.
+select case when row_number() over () = 1 then f.ids end as ids, c.*
+from (select array_agg(id) as ids from finished) f
+left join claimed c on true;
 -- name: jobs_reclaim
 -- Return jobs whose lease expired to retrying (a failed attempt, with backoff), or to dead
 -- when their attempts are used up, checking and writing in one statement.
@@ -238,7 +330,11 @@ set status = d.status,
     finished_at = case when d.status <> 'retrying' then clock.now end
 from decided d, clock
 where j.id = d.id
-returning {columns_j};
+returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key, j.attempts,
+    j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token, j.progress,
+    j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
+    j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
+    j.started_at, j.finished_at;
 
 -- name: jobs_extend_lease
 -- Push a running job's lease out; fenced by its lease token.
@@ -258,11 +354,18 @@ returning cancel_requested;
 
 -- name: jobs_get
 -- One job by id (row-level security hides other users' jobs).
-select {columns} from tickq.jobs where id = %(id)s;
+select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
+    priority, run_after, lease_until, lease_token, progress, result, error, errors,
+    lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
+    cancel_requested, created_at, updated_at, started_at, finished_at
+from tickq.jobs where id = %(id)s;
 
 -- name: jobs_list
 -- Jobs matching optional filters, newest first, a page after the (created_at, id) cursor.
-select {columns}
+select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
+    priority, run_after, lease_until, lease_token, progress, result, error, errors,
+    lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
+    cancel_requested, created_at, updated_at, started_at, finished_at
 from tickq.jobs
 where (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
   and (%(types)s::text[] is null or type = any(%(types)s::text[]))
@@ -282,7 +385,10 @@ set status = case when status = 'running' then status else 'cancelled' end,
                        else coalesce(%(now)s::timestamptz, now()) end,
     updated_at = coalesce(%(now)s::timestamptz, now())
 where id = any(%(ids)s::uuid[]) and status in ('queued', 'retrying', 'running')
-returning {columns};
+returning id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
+    priority, run_after, lease_until, lease_token, progress, result, error, errors,
+    lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
+    cancel_requested, created_at, updated_at, started_at, finished_at;
 
 -- name: jobs_retry
 -- Send dead (or, by id, cancelled) jobs back to the queue with fresh attempts. A job whose
@@ -319,7 +425,18 @@ set status = 'queued',
     updated_at = coalesce(%(now)s::timestamptz, now())
 from chosen
 where j.id = chosen.id
-returning {columns_j};
+returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key, j.attempts,
+    j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token, j.progress,
+    j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
+    j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
+    j.started_at, j.finished_at;
+
+-- name: jobs_pending_exist
+-- Whether any job of these queues is waiting or running (`tickq work --until-empty`).
+select exists (
+    select from tickq.jobs
+    where queue = any(%(queues)s::text[]) and status in ('queued', 'retrying', 'running')
+);
 
 -- name: jobs_stats
 -- Counts per queue, type and status, and the age of the oldest runnable job of each.
@@ -428,8 +545,12 @@ where name = %(name)s;
 select exists (select from tickq.type_limits), exists (select from tickq.queue_limits);
 
 -- name: jobs_claim_limited
--- jobs_claim under the type limits: see tickq.claim_limited in migration 0004.
-select {columns} from tickq.claim_limited(
+-- The claim of jobs_finish_and_claim under the type limits: see tickq.claim_limited in
+-- migration 0004 (whose comments call that claim jobs_claim).
+select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
+    priority, run_after, lease_until, lease_token, progress, result, error, errors,
+    lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
+    cancel_requested, created_at, updated_at, started_at, finished_at from tickq.claim_limited(
     %(queues)s::text[], %(limit)s, %(lease_seconds)s, %(now)s::timestamptz);
 
 -- name: queue_limits_admit
@@ -450,6 +571,7 @@ returning type, max_running, rate_limit, rate_period_seconds;
 -- Every type limit, with the jobs of the type running now.
 select l.type, l.max_running, l.rate_limit, l.rate_period_seconds,
        (select count(*) from tickq.jobs j where j.status = 'running' and j.type = l.type)
+           as running
 from tickq.type_limits l
 order by l.type;
 
@@ -468,7 +590,7 @@ returning queue, max_depth;
 -- Every queue limit, with the jobs waiting in the queue now.
 select l.queue, l.max_depth,
        (select count(*) from tickq.jobs j
-        where j.queue = l.queue and j.status in ('queued', 'retrying'))
+        where j.queue = l.queue and j.status in ('queued', 'retrying')) as waiting
 from tickq.queue_limits l
 order by l.queue;
 
@@ -501,8 +623,7 @@ returning id;
 -- name: retention_prune
 -- Delete up to %(batch)s jobs that one policy lets go. Each call is its own short
 -- transaction; SKIP LOCKED leaves rows someone is touching (a retry) for the next pass.
--- retention_count (prune --dry-run) is derived from this statement in queries.py: the
--- same choice of jobs, counted by status, without the batch limit, locks or delete.
+-- retention_count (prune --dry-run) makes the same choice of jobs; keep the two in step.
 with clock as materialized (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), cutoff as materialized (
@@ -546,3 +667,45 @@ with clock as materialized (
 delete from tickq.jobs j
 where j.id = any(array(select id from doomed))
 returning j.status;
+
+-- name: retention_count
+-- The jobs retention_prune would delete under one policy, counted by status (prune
+-- --dry-run): the same choice of jobs, without the batch limit, the locks or the delete.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), cutoff as materialized (
+    select j.finished_at, j.id
+    from tickq.jobs j
+    where j.status = any(%(statuses)s::text[])
+      and (%(queue)s::text is null or j.queue = %(queue)s::text)
+      and (%(type)s::text is null or j.type = %(type)s::text)
+      and not exists (
+          select from tickq.retention_policies o
+          where (o.type is not null)::int * 2 + (o.queue is not null)::int > %(rank)s
+            and (o.queue is null or o.queue = j.queue)
+            and (o.type is null or o.type = j.type))
+    order by j.finished_at desc, j.id desc
+    offset greatest(coalesce(%(keep_last)s::integer, 0) - 1, 0)
+    limit 1
+), doomed as materialized (
+    select j.id
+    from tickq.jobs j, clock
+    where j.status = any(%(statuses)s::text[])
+      and (%(queue)s::text is null or j.queue = %(queue)s::text)
+      and (%(type)s::text is null or j.type = %(type)s::text)
+      and not exists (
+          select from tickq.retention_policies o
+          where (o.type is not null)::int * 2 + (o.queue is not null)::int > %(rank)s
+            and (o.queue is null or o.queue = j.queue)
+            and (o.type is null or o.type = j.type))
+      and (
+          (%(max_age_seconds)s::float8 is not null
+           and j.finished_at < clock.now - %(max_age_seconds)s::float8 * interval '1 second')
+          or %(keep_last)s::integer = 0
+          or (%(keep_last)s::integer is not null
+              and (j.finished_at, j.id) < (select finished_at, id from cutoff)))
+)
+select j.status, count(*)
+from tickq.jobs j
+where j.id = any(array(select id from doomed))
+group by j.status;

@@ -115,7 +115,7 @@ class Supervisor:
             "--concurrency",
             "8",
         ]
-        base = [sys.executable, "-m", "queue_core.cli", kind, "--json", *common]
+        base = [sys.executable, "-m", "infra.cli", kind, "--json", *common]
         return [*base, "--poll-interval", "0.2"] if kind == "work" else base
 
     def spawn(self, kind: str) -> None:

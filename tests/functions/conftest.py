@@ -11,13 +11,14 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import pytest
 from moto import mock_aws
 
 from functions import db
 from functions.aws import clients
+from infra.lambda_context import LocalContext
 from queue_core import Registry, registry
 
 EVENTS = Path(__file__).resolve().parents[2] / "infra" / "events"
@@ -42,28 +43,14 @@ def sample_event(name: str) -> Any:
     return json.loads((EVENTS / f"{name}.json").read_text(encoding="utf-8"))
 
 
-class FakeContext:
-    """A Lambda context whose remaining time the test controls."""
-
-    def __init__(self, remaining_ms: int = 60_000, name: str = "tickq-tick") -> None:
-        self.remaining_ms = remaining_ms
-        self.function_name = name
-        self.function_version = "$LATEST"
-        self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{name}"
-        self.memory_limit_in_mb = 512
-        self.aws_request_id = str(uuid4())
-        self.log_group_name = f"/aws/lambda/{name}"
-        self.log_stream_name = "2026/11/29/[$LATEST]0123456789abcdef"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
-
-    def spend(self, ms: int) -> None:
-        self.remaining_ms = max(0, self.remaining_ms - ms)
+def FakeContext(remaining_ms: int = 60_000, name: str = "tickq-tick") -> LocalContext:
+    """The one local Lambda context, on a clock that stands still: time passes only by
+    `spend(ms)`."""
+    return LocalContext(name, timeout_seconds=remaining_ms / 1000, clock=lambda: 0.0)
 
 
 @pytest.fixture
-def lambda_context() -> FakeContext:
+def lambda_context() -> LocalContext:
     return FakeContext()
 
 

@@ -13,9 +13,8 @@ import psycopg
 import pytest
 
 from functions import db
+from infra.lambda_context import LocalContext
 from infra.local_invoke import (
-    FunctionConfig,
-    LocalContext,
     LocalInvokeError,
     _Resolver,
     function_config,
@@ -61,8 +60,7 @@ def test_intrinsics_resolve_from_defaults_and_pseudo_parameters() -> None:
 
 def test_context_counts_down_from_the_timeout() -> None:
     now = [100.0]
-    config = FunctionConfig("TickFunction", "functions.tick.handler", 120, 512, {})
-    context = LocalContext(config, clock=lambda: now[0])
+    context = LocalContext("TickFunction", timeout_seconds=120, clock=lambda: now[0])
     assert context.get_remaining_time_in_millis() == 120_000
     now[0] += 30.5
     assert context.get_remaining_time_in_millis() == 89_500
@@ -73,7 +71,7 @@ def test_context_counts_down_from_the_timeout() -> None:
 def tickq_invoke(function: str, event: Path, *env: str, url: str) -> Any:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("TICKQ_")}
     environ["TICKQ_DATABASE_URL"] = url
-    command = [sys.executable, "-m", "queue_core.cli", "invoke", function, "--event", str(event)]
+    command = [sys.executable, "-m", "infra.cli", "invoke", function, "--event", str(event)]
     for pair in env:
         command += ["--env", pair]
     done = subprocess.run(

@@ -10,7 +10,7 @@ import boto3
 import psycopg
 import pytest
 
-import queue_core.tick
+import queue_core.pipeline
 from functions import tick
 from functions.aws import clients
 from queue_core import (
@@ -61,7 +61,7 @@ def test_stops_before_the_remaining_time_runs_out(
     tasks.task("slow")(slow)
     # Batches of 8 s are slow ones, never leased ahead; the runner judges that by the real
     # clock, which this fake budget does not move, so say it here.
-    monkeypatch.setattr(queue_core.tick, "QUICK_BATCH_SECONDS", 0.0)
+    monkeypatch.setattr(queue_core.pipeline, "QUICK_BATCH_SECONDS", 0.0)
     monkeypatch.setenv("TICKQ_BATCH_SIZE", "2")
     monkeypatch.setenv("TICKQ_CONCURRENCY", "1")
     for _ in range(30):
@@ -72,7 +72,7 @@ def test_stops_before_the_remaining_time_runs_out(
     # Then it claimed only while more than the margin remained: 60 s -> 4 s in 7 batches,
     # the last one starting with 12 s left, none with 10 s or less.
     assert report["claimed"] == 14 and report["batches"] == 7
-    assert context.remaining_ms == 4_000
+    assert context.get_remaining_time_in_millis() == 4_000
     assert statuses(conn).count("queued") == 16
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queue_core import cli
+from infra import cli
 from tests.fuzz import strategies as bad
 from tests.fuzz.test_python_api import snapshot
 from tests.model.profiles import budget

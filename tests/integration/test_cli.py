@@ -10,8 +10,8 @@ from uuid import UUID
 import psycopg
 import pytest
 
+from infra.cli import main
 from queue_core import PostgresStore, Status
-from queue_core.cli import main
 from queue_core.registry import registry as process_registry
 from queue_core.validation import job_spec
 

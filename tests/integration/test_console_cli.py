@@ -9,8 +9,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from infra.cli import main
 from queue_core import PostgresStore
-from queue_core.cli import main
 from queue_core.history import QueueHistory
 from queue_core.registry import registry as process_registry
 from queue_core.validation import job_spec

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import threading
 
+from infra.cli import main
 from queue_core import JobCancelled, Registry, Runner
-from queue_core.cli import main
 from queue_core.limits import Limits, type_limit
 from queue_core.store import PostgresStore
 from queue_core.validation import job_spec

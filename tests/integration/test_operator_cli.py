@@ -10,8 +10,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from infra import cli
 from infra.serve import DevIdentity, LocalContext, handler_database_url, http_api_event
-from queue_core import PostgresStore, Registry, Status, cli
+from queue_core import PostgresStore, Registry, Status
 
 
 @pytest.fixture

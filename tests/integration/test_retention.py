@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from queue_core.cli import main
+from infra.cli import main
 from queue_core.errors import InvalidJob
 from queue_core.retention import PolicyNotFound, Retention, parse_age, policy
 

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from queue_core import JobContext, PostgresStore, Registry, RetryAfter, Runner, Status
-from queue_core import tick as tick_module
+from queue_core import pipeline as pipeline_module
 
 INSTANT = {"base": 0.001, "max": 0.001}
 
@@ -63,7 +63,7 @@ def test_a_long_drain_persists_every_kind_of_outcome_exactly_once(
         ).fetchall()
     )
     assert all(results[n] == ({"n": n} if n % 4 == 1 else None) for n in results)
-    assert runner._next.jobs() == [] and runner._unsaved is None
+    assert runner.pipeline.settled
 
 
 def test_an_outcome_whose_lease_was_lost_meanwhile_is_refused_and_counted(
@@ -116,7 +116,7 @@ def test_slow_batches_lease_nothing_ahead(
     store: PostgresStore, connect: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A job leased ahead waits for the batch before it, so only quick batches do that."""
-    monkeypatch.setattr(tick_module, "QUICK_BATCH_SECONDS", 0.0)
+    monkeypatch.setattr(pipeline_module, "QUICK_BATCH_SECONDS", 0.0)
     assert max(running_while_draining(store, connect(), 30)) == 5
 
 

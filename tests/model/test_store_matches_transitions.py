@@ -1,10 +1,14 @@
-"""The Postgres store and the pure state machine agree after every step.
+"""The Postgres store, the in-memory store and the pure state machine agree after every step.
 
 A hypothesis state machine applies random sequences of enqueue, claim, complete, fail,
-snooze, reclaim, cancel, retry, lease extension, pausing and resuming the queue, and clock
-advances to both: the store on a
-real database, and a dict of `Job` values driven by `queue_core.transitions`, with the same
-explicit `now`. After every step the fields that decide a job's fate must be equal.
+snooze, reclaim, cancel, retry, lease extension and clock advances to all three: the store
+on a real database, the `MemoryStore` (the same port, in this process), and a dict of `Job`
+values driven by `queue_core.transitions`, with the same explicit `now`. After every step
+the fields that decide a job's fate must be equal. The two stores make their own ids and
+lease tokens, so the test keeps each Postgres job's twin in memory; every enqueue happens
+at its own microsecond, so the claim order is total and both stores must pick the same jobs.
+Pausing and resuming the queue (which only the Postgres store knows) is held to the model:
+a paused queue's claim takes nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from hypothesis.stateful import (
 from queue_core import transitions, validation
 from queue_core.errors import InvalidTransition, LeaseLost
 from queue_core.jobs import DEFAULT_QUEUE, KEY_HOLDING, Job, Status
+from queue_core.memory_store import MemoryStore
 from queue_core.pauses import QueueNotPaused, QueuePauses
 from queue_core.store import PostgresStore
 from tests.model.profiles import budget
@@ -55,8 +60,16 @@ def observable(job: Job) -> tuple[Any, ...]:
     )
 
 
+def twin_observable(job: Job) -> tuple[Any, ...]:
+    """`observable` for the in-memory twin, whose lease token is its own: only whether it
+    has one is compared."""
+    fields = observable(job)
+    return (*fields[:5], fields[5] is not None, *fields[6:])
+
+
 class StoreVersusModel(RuleBasedStateMachine):
-    """One store on a real database and one dict of pure `Job` values, fed the same steps."""
+    """A store on a real database, an in-memory store and a dict of pure `Job` values, fed
+    the same steps."""
 
     database_url = ""  # bound by the test, which owns the database fixture
 
@@ -68,6 +81,9 @@ class StoreVersusModel(RuleBasedStateMachine):
         self.now = T0
         self.model: dict[UUID, Job] = {}
         self.stale: list[Job] = []  # claims whose lease another attempt has replaced
+        self.memory = MemoryStore(clock=lambda: self.now)
+        self.twin: dict[UUID, UUID] = {}  # Postgres job id -> the in-memory store's job id
+        self.stale_in_memory: list[Job] = []  # the twins of `stale`, index for index
         self.conn.execute("truncate tickq.queue_pauses")
         self.store.paused.ttl_seconds = 0.0  # every claim reads the paused set
         self.paused: frozenset[str] = frozenset()
@@ -87,6 +103,10 @@ class StoreVersusModel(RuleBasedStateMachine):
             if job.idempotency_key == key and job.status in KEY_HOLDING:
                 return job
         return None
+
+    def in_memory(self, job: Job) -> Job:
+        """The in-memory store's twin of a Postgres job, as it stands now."""
+        return self.memory.get(self.twin[job.id])
 
     # Rules
 
@@ -116,17 +136,25 @@ class StoreVersusModel(RuleBasedStateMachine):
         )
         holder = self.key_holder(key)
         result = self.store.enqueue(spec, now=self.now)
+        twin = self.memory.enqueue(spec, now=self.now)
         if holder is not None:
             assert result.duplicate and result.id == holder.id
-            return
-        assert not result.duplicate and result.id not in self.model
-        self.model[result.id] = transitions.new_job(spec, id=result.id, now=self.now)
+            assert twin.duplicate and twin.id == self.twin[holder.id]
+        else:
+            assert not result.duplicate and result.id not in self.model
+            assert not twin.duplicate
+            self.twin[result.id] = twin.id
+            self.model[result.id] = transitions.new_job(spec, id=result.id, now=self.now)
+        self.now += timedelta(microseconds=1)
 
     @rule(limit=st.integers(1, 4))
     def claim(self, limit: int) -> None:
         claimed = self.store.claim(limit=limit, lease_seconds=LEASE, now=self.now)
         if DEFAULT_QUEUE in self.paused:  # a paused queue gives the claim nothing
-            limit = 0
+            assert claimed == []
+            return
+        claimed_in_memory = self.memory.claim(limit=limit, lease_seconds=LEASE, now=self.now)
+        assert [self.twin[j.id] for j in claimed] == [j.id for j in claimed_in_memory]
         runnable = sorted(
             (j for j in self.model.values() if transitions.is_runnable(j, self.now)),
             key=transitions.claim_order,
@@ -149,6 +177,7 @@ class StoreVersusModel(RuleBasedStateMachine):
     def complete(self, data: st.DataObject, result: Any) -> None:
         job = data.draw(st.sampled_from(self.running()))
         self.store.complete(job, result, now=self.now)
+        self.memory.complete(self.in_memory(job), result, now=self.now)
         self.model[job.id] = transitions.finish(
             job, transitions.succeeded(job, result), now=self.now
         )
@@ -158,6 +187,7 @@ class StoreVersusModel(RuleBasedStateMachine):
     def fail(self, data: st.DataObject, permanent: bool) -> None:
         job = data.draw(st.sampled_from(self.running()))
         self.store.fail(job, "boom", permanent=permanent, now=self.now)
+        self.memory.fail(self.in_memory(job), "boom", permanent=permanent, now=self.now)
         outcome = transitions.failed(job, "boom", permanent=permanent)
         self.model[job.id] = transitions.finish(job, outcome, now=self.now)
 
@@ -167,6 +197,8 @@ class StoreVersusModel(RuleBasedStateMachine):
         job = data.draw(st.sampled_from(self.running()))
         outcome = transitions.snoozed(job, seconds)
         assert self.store.finish([outcome], now=self.now) == {job.id}
+        twin = self.in_memory(job)
+        assert self.memory.finish([transitions.snoozed(twin, seconds)], now=self.now) == {twin.id}
         self.model[job.id] = transitions.finish(job, outcome, now=self.now)
 
     @precondition(lambda self: self.running())
@@ -175,6 +207,9 @@ class StoreVersusModel(RuleBasedStateMachine):
         job = data.draw(st.sampled_from(self.running()))
         assert job.lease_token is not None
         state = self.store.extend_lease(job.id, job.lease_token, seconds, now=self.now)
+        twin = self.in_memory(job)
+        assert twin.lease_token is not None
+        assert self.memory.extend_lease(twin.id, twin.lease_token, seconds, now=self.now) == state
         self.model[job.id] = transitions.extend_lease(
             job, token=job.lease_token, seconds=seconds, now=self.now
         )
@@ -186,6 +221,9 @@ class StoreVersusModel(RuleBasedStateMachine):
         job = data.draw(st.sampled_from(self.running()))
         assert job.lease_token is not None
         asked = self.store.report_progress(job.id, job.lease_token, value, now=self.now)
+        twin = self.in_memory(job)
+        assert twin.lease_token is not None
+        assert self.memory.report_progress(twin.id, twin.lease_token, value, now=self.now) == asked
         self.model[job.id] = transitions.report_progress(
             job, token=job.lease_token, progress=value, now=self.now
         )
@@ -196,17 +234,25 @@ class StoreVersusModel(RuleBasedStateMachine):
         reclaimed = {j.id: j for j in self.store.reclaim(now=self.now)}
         expected = [j for j in self.model.values() if transitions.is_reclaimable(j, self.now)]
         assert set(reclaimed) == {j.id for j in expected}
+        twins_before = {j.id: self.in_memory(j) for j in expected}
+        assert {j.id for j in self.memory.reclaim(now=self.now)} == {
+            self.twin[j.id] for j in expected
+        }
         for job in expected:
             self.stale.append(job)
+            self.stale_in_memory.append(twins_before[job.id])
             self.model[job.id] = transitions.reclaim(job, now=self.now)
 
     @precondition(lambda self: self.stale)
     @rule(data=st.data())
     def finish_with_stale_lease(self, data: st.DataObject) -> None:
         """A worker whose lease was reclaimed is refused, whatever happened since."""
-        job = data.draw(st.sampled_from(self.stale))
+        index = data.draw(st.integers(0, len(self.stale) - 1))
+        job = self.stale[index]
         with pytest.raises(LeaseLost):
             self.store.complete(job, "late", now=self.now)
+        with pytest.raises(LeaseLost):
+            self.memory.complete(self.stale_in_memory[index], "late", now=self.now)
         with pytest.raises(LeaseLost):
             transitions.finish(self.model[job.id], transitions.succeeded(job), now=self.now)
 
@@ -219,8 +265,11 @@ class StoreVersusModel(RuleBasedStateMachine):
         except InvalidTransition:
             with pytest.raises(InvalidTransition):
                 self.store.cancel(job.id, now=self.now)
+            with pytest.raises(InvalidTransition):
+                self.memory.cancel(self.twin[job.id], now=self.now)
             return
         self.store.cancel(job.id, now=self.now)
+        self.memory.cancel(self.twin[job.id], now=self.now)
         self.model[job.id] = expected
 
     @precondition(lambda self: self.model)
@@ -235,8 +284,11 @@ class StoreVersusModel(RuleBasedStateMachine):
         if expected is None or (holder is not None and holder.id != job.id):
             with pytest.raises(InvalidTransition):
                 self.store.retry(job.id, now=self.now)
+            with pytest.raises(InvalidTransition):
+                self.memory.retry(self.twin[job.id], now=self.now)
             return
         self.store.retry(job.id, now=self.now)
+        self.memory.retry(self.twin[job.id], now=self.now)
         self.model[job.id] = expected
 
     @rule(pause=st.booleans())
@@ -265,6 +317,10 @@ class StoreVersusModel(RuleBasedStateMachine):
             self.store.extend_lease(ghost, uuid4(), 10, now=self.now)
         with pytest.raises(LeaseLost):
             self.store.report_progress(ghost, uuid4(), 1, now=self.now)
+        with pytest.raises(LeaseLost):
+            self.memory.extend_lease(ghost, uuid4(), 10, now=self.now)
+        with pytest.raises(LeaseLost):
+            self.memory.report_progress(ghost, uuid4(), 1, now=self.now)
 
     # Invariants
 
@@ -275,6 +331,13 @@ class StoreVersusModel(RuleBasedStateMachine):
         assert set(stored) == set(self.model)
         for job_id, job in self.model.items():
             assert observable(stored[job_id]) == observable(job), job_id
+
+    @invariant()
+    def memory_store_equals_model(self) -> None:
+        in_memory = {j.id: j for j in self.memory.list_jobs(limit=500).jobs}
+        assert set(in_memory) == {self.twin[job_id] for job_id in self.model}
+        for job_id, job in self.model.items():
+            assert twin_observable(in_memory[self.twin[job_id]]) == twin_observable(job), job_id
 
     @invariant()
     def at_most_one_live_holder_per_key(self) -> None:

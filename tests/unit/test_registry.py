@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from queue_core.backoff import Backoff
+from queue_core.config import comma_list
 from queue_core.errors import ConfigurationError, InvalidJob, UnknownJobType
-from queue_core.registry import Registry, modules_from_env
+from queue_core.registry import Registry
 
 
 def embed(job: Any) -> dict[str, int]:
@@ -133,8 +134,8 @@ def test_loading_a_missing_task_module_is_a_configuration_error() -> None:
 
 
 def test_task_modules_are_read_from_a_comma_separated_list() -> None:
-    assert modules_from_env(" app.tasks, ,app.more ") == ["app.tasks", "app.more"]
-    assert modules_from_env(None) == []
+    assert comma_list(" app.tasks, ,app.more ") == ("app.tasks", "app.more")
+    assert comma_list(None) == ()
 
 
 def batch_registry() -> Registry:

@@ -1,7 +1,7 @@
 """`tickq queues` (list, pause, resume) and `tickq maintain`, the operator console's verbs.
 
-`cli.build_parser` registers them; they share its database session, rendering and exit
-codes.
+`cli.build_parser` registers them; they share `cli_common`'s database session, rendering
+and exit codes.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from typing import Any
 
 from rich.table import Table
 
-from . import retention as retention_
-from .cli import _when, database, emit, load_registry, out
-from .history import QueueHistory, depth_by_queue
-from .pauses import QueuePause, QueuePauses
-from .store import PostgresStore
-from .tick import Runner, TickReport
+from queue_core import retention as retention_
+from queue_core.history import QueueHistory, depth_by_queue
+from queue_core.pauses import QueuePause, QueuePauses
+from queue_core.store import PostgresStore
+from queue_core.tick import Runner, TickReport
+
+from .cli_common import database, emit, load_registry, out
 
 Command = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
@@ -80,7 +81,8 @@ def _who() -> str:
 
 def _paused_line(pause: QueuePause) -> str:
     why = f": {pause.reason}" if pause.reason else ""
-    return f"paused {pause.queue} (by {pause.paused_by} at {_when(pause.paused_at)}){why}"
+    at = pause.paused_at.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    return f"paused {pause.queue} (by {pause.paused_by} at {at}){why}"
 
 
 def _queue_data(

@@ -5,9 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .context import JobContext
-from .errors import PermanentError, RetryAfter
-from .registry import Registry
+from queue_core import JobContext, PermanentError, Registry, RetryAfter
 
 # Fast retries so the demo finishes in seconds; production defaults are 1 s doubling to 5 min.
 _FAST = {"base": 0.2, "factor": 2.0, "max": 1.0}

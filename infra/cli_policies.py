@@ -1,7 +1,7 @@
 """`tickq schedules`, `tickq limits`, `tickq retention` and `tickq prune`.
 
 The verbs that manage standing policies rather than single jobs; `cli.build_parser`
-registers them, and they share its database session, rendering and exit codes.
+registers them, and they share `cli_common`'s database session, rendering and exit codes.
 """
 
 from __future__ import annotations
@@ -12,20 +12,21 @@ from typing import Any
 
 from rich.table import Table
 
-from . import limits as limits_
-from . import retention as retention_
-from .cli import (
+from queue_core import limits as limits_
+from queue_core import retention as retention_
+from queue_core.schedules import Missed, Schedules
+
+from .cli_common import (
     UsageError,
-    _json_arg,
-    _positive,
-    _time_arg,
     database,
     emit,
     err,
+    json_arg,
     load_registry,
     out,
+    positive,
+    time_arg,
 )
-from .schedules import Missed, Schedules
 
 Command = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
@@ -41,7 +42,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     with database() as conn:
         schedules = Schedules(conn)
         if args.action == "run":
-            report = schedules.run(now=_time_arg(args.now) if args.now else None)
+            report = schedules.run(now=time_arg(args.now) if args.now else None)
             emit(
                 args,
                 report.as_dict(),
@@ -59,7 +60,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
                 args.name,
                 args.cron,
                 args.type,
-                _json_arg(args.payload, "--payload"),
+                json_arg(args.payload, "--payload"),
                 timezone=args.tz,
                 queue=args.queue,
                 priority=args.priority,
@@ -206,7 +207,7 @@ def _policies_table(rows: list[retention_.RetentionPolicy]) -> Table:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from infra.progress import progress_bar
+    from .progress import progress_bar
 
     with database() as conn:
         retention = retention_.Retention(conn)
@@ -290,9 +291,9 @@ def register(command: Command) -> None:
     a = action("set", "set the limits of one type or one queue")
     a.add_argument("--type")
     a.add_argument("--queue")
-    a.add_argument("--max-running", type=_positive, help="at most K of the type running")
+    a.add_argument("--max-running", type=positive, help="at most K of the type running")
     a.add_argument("--rate", help="at most N starts per period: 5/s, 100/min, 10/30s")
-    a.add_argument("--max-depth", type=_positive, help="refuse enqueue beyond N waiting")
+    a.add_argument("--max-depth", type=positive, help="refuse enqueue beyond N waiting")
     action("list", "list limits with current usage")
     a = action("clear", "remove the limits of one type or one queue")
     a.add_argument("--type")
@@ -320,5 +321,5 @@ def register(command: Command) -> None:
 
     p = command("prune", cmd_prune, "delete finished jobs the retention policies let go")
     p.add_argument("--dry-run", action="store_true", help="count only, delete nothing")
-    p.add_argument("--batch-size", type=_positive, default=retention_.DEFAULT_BATCH_SIZE)
-    p.add_argument("--max-batches", type=_positive)
+    p.add_argument("--batch-size", type=positive, default=retention_.DEFAULT_BATCH_SIZE)
+    p.add_argument("--max-batches", type=positive)

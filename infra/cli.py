@@ -16,107 +16,41 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import psycopg
-from rich.console import Console
 from rich.table import Table
 
-from . import migrate as migrations
-from .config import Settings
-from .errors import (
-    ConfigurationError,
-    DatabaseError,
-    InvalidJob,
-    TickqError,
+from queue_core import migrate as migrations
+from queue_core.config import Settings
+from queue_core.errors import ConfigurationError, DatabaseError, InvalidJob, TickqError
+from queue_core.jobs import TERMINAL, Job, Status
+from queue_core.registry import Registry
+from queue_core.store import PostgresStore, StatsRow
+from queue_core.tick import Runner, TickReport
+
+from . import cli_console, cli_policies, demo, local_invoke, serve
+from .cli_common import (
+    EXIT_DATABASE,
+    EXIT_INPUT,
+    EXIT_REFUSED,
+    UsageError,
+    database,
+    database_url,
+    emit,
+    err,
+    json_arg,
+    load_registry,
+    open_connection,
+    out,
+    positive,
+    time_arg,
 )
-from .jobs import TERMINAL, Job, Status
-from .registry import Registry, registry
-from .store import PostgresStore, StatsRow
-from .tick import Runner, TickReport
-
-EXIT_REFUSED, EXIT_INPUT, EXIT_DATABASE = 1, 2, 3
-LOCAL_DATA_DIR = Path(os.environ.get("TICKQ_LOCAL_DIR", "~/.cache/tickq/pgdata")).expanduser()
-
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
-
-
-class UsageError(TickqError):
-    """The command line is invalid."""
-
-
-# Database session
-
-
-@contextmanager
-def database_url(*, throwaway: bool = False) -> Iterator[str]:
-    """TICKQ_DATABASE_URL, or the URL of an embedded local PostgreSQL (migrated), saying so."""
-    settings = Settings.from_env()
-    if settings.database_url:
-        yield settings.database_url
-        return
-    from infra.localdb import LocalPostgres, LocalPostgresError
-
-    data_dir = None if throwaway else LOCAL_DATA_DIR
-    if data_dir is not None:
-        data_dir.parent.mkdir(parents=True, exist_ok=True)
-    where = "a throwaway directory" if data_dir is None else str(data_dir)
-    err.print(
-        f"[dim]TICKQ_DATABASE_URL is not set: using an embedded local PostgreSQL in {where}[/]"
-    )
-    try:
-        server = LocalPostgres(data_dir=data_dir).start()
-    except LocalPostgresError as exc:
-        raise ConfigurationError(str(exc)) from exc
-    try:
-        with _connect(server.url, settings) as conn:
-            migrations.migrate(conn)
-        yield server.url
-    finally:
-        server.stop()
-
-
-@contextmanager
-def database(*, throwaway: bool = False) -> Iterator[psycopg.Connection[Any]]:
-    """A connection to TICKQ_DATABASE_URL or to the embedded local PostgreSQL."""
-    with database_url(throwaway=throwaway) as url, _connect(url, Settings.from_env()) as conn:
-        yield conn
-
-
-def open_connection(url: str, settings: Settings) -> psycopg.Connection[Any]:
-    try:
-        return psycopg.connect(
-            url, autocommit=True, prepare_threshold=settings.prepare_threshold, connect_timeout=10
-        )
-    except psycopg.OperationalError as exc:
-        raise DatabaseError(f"cannot connect to the database: {exc}".strip()) from exc
-
-
-@contextmanager
-def _connect(url: str, settings: Settings) -> Iterator[psycopg.Connection[Any]]:
-    with open_connection(url, settings) as conn:
-        yield conn
-
-
-def load_registry(modules: Sequence[str] | None = None) -> Registry:
-    settings = Settings.from_env()
-    registry.load_modules(modules or settings.task_modules)
-    return registry
-
 
 # Rendering
-
-
-def emit(args: argparse.Namespace, data: Any, human: Callable[[], None]) -> None:
-    if args.json:
-        print(json.dumps(data, default=str, indent=2))
-    else:
-        human()
 
 
 STATUS_STYLE = {
@@ -180,7 +114,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
-    payload = _json_arg(args.payload, "--payload")
+    payload = json_arg(args.payload, "--payload")
     reg = load_registry(args.tasks)
     options = {
         "queue": args.queue,
@@ -188,7 +122,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         "priority": args.priority,
         "max_attempts": args.max_attempts,
         "delay": args.delay,
-        "run_after": _time_arg(args.run_after) if args.run_after else None,
+        "run_after": time_arg(args.run_after) if args.run_after else None,
         "user_id": args.user,
     }
     specs = [reg.spec(args.type, payload, **options) for _ in range(args.count)]
@@ -226,7 +160,7 @@ def cmd_tick(args: argparse.Namespace) -> int:
 
 
 def cmd_work(args: argparse.Namespace) -> int:
-    from infra.progress import WorkStatus, live_status
+    from .progress import WorkStatus, live_status
 
     reg = load_registry(args.tasks)
     stop = threading.Event()
@@ -247,7 +181,7 @@ def cmd_work(args: argparse.Namespace) -> int:
                 while not stop.wait(0.2):
                     if deadline is not None and time.monotonic() >= deadline:
                         stop.set()
-                    if args.until_empty and _idle(watch, runner.queues):
+                    if args.until_empty and not PostgresStore(watch).has_pending(runner.queues):
                         stop.set()
 
         watcher = threading.Thread(target=until, daemon=True)
@@ -260,18 +194,9 @@ def cmd_work(args: argparse.Namespace) -> int:
                 on_tick=status.add,
                 reconnect=connect_store,
             )
-        runner.store.conn.close()
+        runner.store.close()
     emit(args, report.as_dict(), lambda: out.print(report_table(report)))
     return 0
-
-
-def _idle(conn: psycopg.Connection[Any], queues: Sequence[str]) -> bool:
-    row = conn.execute(
-        "select not exists (select from tickq.jobs where queue = any(%s)"
-        " and status in ('queued', 'retrying', 'running'))",
-        (list(queues),),
-    ).fetchone()
-    return bool(row and row[0])
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -394,7 +319,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from .pauses import QueuePauses
+    from queue_core.pauses import QueuePauses
 
     with database() as conn:
         store = PostgresStore(conn)
@@ -482,8 +407,6 @@ def _stats_table(rows: Sequence[StatsRow], at: datetime | None = None) -> Table:
 def cmd_demo(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
-    from . import demo
-
     owner = _demo_owner(args.user)
     with database(throwaway=not (Settings.from_env().database_url or args.keep)) as conn:
         migrations.migrate(conn)
@@ -543,8 +466,6 @@ def _demo_owner(user: str | None) -> UUID | None:
     """The owner id `tickq serve --user` signs in as, so the page shows the demo's jobs."""
     if user is None:
         return None
-    from infra import serve
-
     try:
         return serve.DevIdentity(serve.parse_user(user)).owner_id()
     except ValueError as exc:
@@ -552,8 +473,6 @@ def _demo_owner(user: str | None) -> UUID | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from infra import serve
-
     try:
         user = serve.parse_user(args.user)
     except ValueError as exc:
@@ -578,11 +497,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_invoke(args: argparse.Namespace) -> int:
     """Run a template.yaml function's handler here, like `sam local invoke` minus Docker."""
-    from contextlib import ExitStack
-
-    from infra import local_invoke  # AWS tooling stays out of queue_core's imports
-
-    event = _json_arg(sys.stdin.read() if args.event == "-" else "@" + args.event, "--event")
+    event = json_arg(sys.stdin.read() if args.event == "-" else "@" + args.event, "--event")
     env = dict(_env_pair(pair) for pair in args.env or [])
     template = Path(args.template) if args.template else local_invoke.default_template()
     with ExitStack() as stack:
@@ -611,42 +526,6 @@ def _env_pair(raw: str) -> tuple[str, str]:
 
 
 # Argument parsing
-
-
-def _json_arg(raw: str | None, flag: str) -> Any:
-    if raw is None:
-        return {}
-    if raw.startswith("@"):
-        try:
-            raw = Path(raw[1:]).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"{flag}: cannot read {raw[1:]}: {exc.strerror}") from None
-        except (ValueError, UnicodeError) as exc:  # a NUL in the path, a file not UTF-8
-            raise UsageError(f"{flag}: cannot read {raw[1:]!r}: {exc}") from None
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{flag} is not valid JSON: {exc}") from None
-
-
-def _time_arg(raw: str) -> datetime:
-    try:
-        value = datetime.fromisoformat(raw)
-    except ValueError:
-        raise UsageError(f"--run-after must be an ISO 8601 time, got {raw!r}") from None
-    if value.tzinfo is None:
-        raise UsageError("--run-after needs a time zone, e.g. 2026-12-01T09:00:00+09:00")
-    return value
-
-
-def _positive(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {raw!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def _seconds(raw: str) -> float:
@@ -730,9 +609,9 @@ def build_parser() -> argparse.ArgumentParser:
     def worker_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--tasks", nargs="*", help="handler modules (else TICKQ_TASK_MODULES)")
         p.add_argument("--queue", action="append", help="queue to claim from (repeatable)")
-        p.add_argument("--batch-size", type=_positive, help="jobs claimed per round trip")
-        p.add_argument("--concurrency", type=_positive, help="handlers run at once")
-        p.add_argument("--lease-seconds", type=_positive, help="lease for jobs without one")
+        p.add_argument("--batch-size", type=positive, help="jobs claimed per round trip")
+        p.add_argument("--concurrency", type=positive, help="handlers run at once")
+        p.add_argument("--lease-seconds", type=positive, help="lease for jobs without one")
 
     command(
         "migrate",
@@ -759,7 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delay", type=_seconds, help="seconds before it may run")
     p.add_argument("--run-after", help="ISO 8601 time before which it does not run")
     p.add_argument("--user", help="owner's user id (UUID)")
-    p.add_argument("--count", type=_positive, default=1, help="enqueue this many copies")
+    p.add_argument("--count", type=positive, default=1, help="enqueue this many copies")
     p.add_argument("--tasks", nargs="*", help="handler modules, for defaults and type checks")
 
     p = command(
@@ -770,7 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  tickq tick --tasks myapp.tasks --max-batches 1 --batch-size 50",
     )
     worker_options(p)
-    p.add_argument("--max-batches", type=_positive)
+    p.add_argument("--max-batches", type=positive)
 
     p = command(
         "work",
@@ -796,7 +675,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--cursor", help="continue after a previous page")
         p.add_argument("--type", action="append", help="filter (repeatable)")
         p.add_argument("--queue", action="append", help="filter (repeatable)")
-        p.add_argument("--limit", type=_positive, default=50)
+        p.add_argument("--limit", type=positive, default=50)
 
     p = command(
         "show",
@@ -819,7 +698,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dead", action="store_true", help="retry dead jobs matching the filters")
     p.add_argument("--type", action="append")
     p.add_argument("--queue", action="append")
-    p.add_argument("--limit", type=_positive, default=1000)
+    p.add_argument("--limit", type=positive, default=1000)
 
     p = command(
         "cancel",
@@ -840,7 +719,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--watch", action="store_true", help="keep refreshing until Ctrl-C")
     p.add_argument("--interval", type=_seconds, default=2.0, help="seconds between refreshes")
-    p.add_argument("--count", type=_positive, help="with --watch: stop after N refreshes")
+    p.add_argument("--count", type=positive, help="with --watch: stop after N refreshes")
 
     p = command(
         "serve",
@@ -879,11 +758,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="use the local database `tickq serve` uses, not a throwaway one",
     )
 
-    from .cli_console import register as register_console  # imports this module
-    from .cli_policies import register  # imports this module: registered last
-
-    register(command)
-    register_console(command)
+    cli_policies.register(command)
+    cli_console.register(command)
     return parser
 
 
@@ -938,7 +814,10 @@ def _fail(args: argparse.Namespace, exc: Exception, code: int, hint: str = "") -
     if args.json:
         print(json.dumps({"error": type(exc).__name__, "message": str(exc) + hint}))
     else:
-        err.print(f"[red]error:[/] {exc}{hint}", markup=True, highlight=False)
+        # Invalid UTF-8 from argv arrives as lone surrogates, which a strict stream cannot
+        # encode (and a failed write leaves in rich's buffer for every later print).
+        message = f"{exc}{hint}".encode("utf-8", "backslashreplace").decode("utf-8")
+        err.print(f"[red]error:[/] {message}", markup=True, highlight=False)
     return code
 
 

@@ -1,0 +1,142 @@
+"""What every `tickq` verb shares: the database session, output consoles, JSON/--json
+rendering, the usage error and the argument parsers that more than one verb module uses.
+
+`infra.cli` and `infra.cli_policies` both import this module; it imports neither.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from rich.console import Console
+
+from queue_core import migrate as migrations
+from queue_core.config import Settings
+from queue_core.errors import ConfigurationError, DatabaseError, TickqError
+from queue_core.registry import Registry, registry
+
+from .localdb import LocalPostgres, LocalPostgresError
+
+EXIT_REFUSED, EXIT_INPUT, EXIT_DATABASE = 1, 2, 3
+LOCAL_DATA_DIR = Path(os.environ.get("TICKQ_LOCAL_DIR", "~/.cache/tickq/pgdata")).expanduser()
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+class UsageError(TickqError):
+    """The command line is invalid."""
+
+
+# Database session
+
+
+@contextmanager
+def database_url(*, throwaway: bool = False) -> Iterator[str]:
+    """TICKQ_DATABASE_URL, or the URL of an embedded local PostgreSQL (migrated), saying so."""
+    settings = Settings.from_env()
+    if settings.database_url:
+        yield settings.database_url
+        return
+    data_dir = None if throwaway else LOCAL_DATA_DIR
+    if data_dir is not None:
+        data_dir.parent.mkdir(parents=True, exist_ok=True)
+    where = "a throwaway directory" if data_dir is None else str(data_dir)
+    err.print(
+        f"[dim]TICKQ_DATABASE_URL is not set: using an embedded local PostgreSQL in {where}[/]"
+    )
+    try:
+        server = LocalPostgres(data_dir=data_dir).start()
+    except LocalPostgresError as exc:
+        raise ConfigurationError(str(exc)) from exc
+    try:
+        with _connect(server.url, settings) as conn:
+            migrations.migrate(conn)
+        yield server.url
+    finally:
+        server.stop()
+
+
+@contextmanager
+def database(*, throwaway: bool = False) -> Iterator[psycopg.Connection[Any]]:
+    """A connection to TICKQ_DATABASE_URL or to the embedded local PostgreSQL."""
+    with database_url(throwaway=throwaway) as url, _connect(url, Settings.from_env()) as conn:
+        yield conn
+
+
+def open_connection(url: str, settings: Settings) -> psycopg.Connection[Any]:
+    try:
+        return psycopg.connect(
+            url, autocommit=True, prepare_threshold=settings.prepare_threshold, connect_timeout=10
+        )
+    except psycopg.OperationalError as exc:
+        raise DatabaseError(f"cannot connect to the database: {exc}".strip()) from exc
+
+
+@contextmanager
+def _connect(url: str, settings: Settings) -> Iterator[psycopg.Connection[Any]]:
+    with open_connection(url, settings) as conn:
+        yield conn
+
+
+def load_registry(modules: Sequence[str] | None = None) -> Registry:
+    settings = Settings.from_env()
+    registry.load_modules(modules or settings.task_modules)
+    return registry
+
+
+# Rendering
+
+
+def emit(args: argparse.Namespace, data: Any, human: Callable[[], None]) -> None:
+    if args.json:
+        print(json.dumps(data, default=str, indent=2))
+    else:
+        human()
+
+
+# Argument parsing
+
+
+def json_arg(raw: str | None, flag: str) -> Any:
+    if raw is None:
+        return {}
+    if raw.startswith("@"):
+        try:
+            raw = Path(raw[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{flag}: cannot read {raw[1:]}: {exc.strerror}") from None
+        except (ValueError, UnicodeError) as exc:  # a NUL in the path, a file not UTF-8
+            raise UsageError(f"{flag}: cannot read {raw[1:]!r}: {exc}") from None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{flag} is not valid JSON: {exc}") from None
+
+
+def time_arg(raw: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(raw)
+    except ValueError:
+        raise UsageError(f"--run-after must be an ISO 8601 time, got {raw!r}") from None
+    if value.tzinfo is None:
+        raise UsageError("--run-after needs a time zone, e.g. 2026-12-01T09:00:00+09:00")
+    return value
+
+
+def positive(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {raw!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value

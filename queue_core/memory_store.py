@@ -1,0 +1,320 @@
+"""The store port over a dict of `Job` values, each change made by a pure transition.
+
+For fast tests of what sits on the port (the runner's drain, its pipelining, the handler
+context) without a database. It keeps the Postgres store's promises that the model-based
+test checks (claim order, lease fencing, one live holder per idempotency key); it knows
+nothing of row-level security, limits, schedules or retention.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID, uuid4
+
+from . import transitions, validation
+from .batch import JobBatch
+from .errors import InvalidTransition, JobNotFound, LeaseLost
+from .ids import new_id
+from .jobs import (
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_QUEUE,
+    KEY_HOLDING,
+    RUNNABLE,
+    EnqueueResult,
+    Job,
+    JobSpec,
+    Outcome,
+    Status,
+)
+from .ports import ClaimedBatch, DerivedOperations, JobList, LeaseState, Page, StatsRow, Store
+from .store import check_page_limit, decode_cursor, encode_cursor
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class MemoryStore(DerivedOperations):
+    """A queue in this process. Safe to share between threads (one lock), and autocommit:
+    every operation is whole on its own."""
+
+    autocommit = True
+
+    def __init__(self, *, clock: Callable[[], datetime] = _utc_now) -> None:
+        self._clock = clock
+        self._jobs: dict[UUID, Job] = {}
+        self._lock = threading.Lock()
+        self._enqueued = threading.Event()
+        self.calls: list[str] = []  # the operations run, in order, for tests of callers
+
+    def close(self) -> None:
+        """Nothing to release: the jobs live as long as the object."""
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    # Enqueue
+
+    def enqueue(self, spec: JobSpec, *, now: datetime | None = None) -> EnqueueResult:
+        with self._lock:
+            self.calls.append("enqueue")
+            return self._insert(spec, now or self._clock())
+
+    def enqueue_many(
+        self, specs: Sequence[JobSpec], *, now: datetime | None = None
+    ) -> list[EnqueueResult]:
+        with self._lock:
+            self.calls.append("enqueue_many")
+            at = now or self._clock()
+            return [self._bare(self._insert(spec, at)) for spec in specs]
+
+    def enqueue_batch(self, batch: JobBatch, *, now: datetime | None = None) -> list[EnqueueResult]:
+        return self.enqueue_many(batch.specs(), now=now)
+
+    def _insert(self, spec: JobSpec, now: datetime) -> EnqueueResult:
+        holder = self._holder(spec.idempotency_key, spec.user_id)
+        if holder is not None:
+            return EnqueueResult(holder.id, holder.status, True, holder)
+        job = transitions.new_job(spec, id=new_id(), now=now)
+        self._jobs[job.id] = job
+        self._enqueued.set()
+        return EnqueueResult(job.id, job.status, False, job)
+
+    @staticmethod
+    def _bare(result: EnqueueResult) -> EnqueueResult:
+        """enqueue_many's results carry no rows, as the Postgres store's do not."""
+        return EnqueueResult(result.id, result.status, result.duplicate)
+
+    def _holder(
+        self, key: str | None, user_id: UUID | None, *, but: UUID | None = None
+    ) -> Job | None:
+        if key is None:
+            return None
+        for job in self._jobs.values():
+            if (
+                job.idempotency_key == key
+                and job.user_id == user_id
+                and job.status in KEY_HOLDING
+                and job.id != but
+            ):
+                return job
+        return None
+
+    # The worker's cycle
+
+    def finish_and_claim_unparsed(
+        self,
+        outcomes: Sequence[Outcome],
+        *,
+        queues: Sequence[str] = (DEFAULT_QUEUE,),
+        limit: int = 10,
+        lease_seconds: int = DEFAULT_LEASE_SECONDS,
+        now: datetime | None = None,
+    ) -> tuple[set[UUID], ClaimedBatch]:
+        """Outcomes first, then the claim; a job finished here is not claimed again by the
+        same call (in SQL it still reads as running in the statement's snapshot)."""
+        with self._lock:
+            self.calls.append(f"finish_and_claim({len(outcomes)}, {limit})")
+            at = now or self._clock()
+            finished: set[UUID] = set()
+            held: set[UUID] = set()
+            for outcome in outcomes:
+                job = self._jobs.get(outcome.job_id)
+                if job is None:
+                    continue
+                try:
+                    self._jobs[job.id] = transitions.finish(job, outcome, now=at)
+                except LeaseLost:
+                    continue
+                held.add(job.id)
+                finished.add(job.id)
+            runnable = sorted(
+                (
+                    j
+                    for j in self._jobs.values()
+                    if j.queue in queues and j.id not in finished and transitions.is_runnable(j, at)
+                ),
+                key=transitions.claim_order,
+            )
+            claimed = []
+            for job in runnable[:limit]:
+                leased = transitions.claim(job, now=at, lease_seconds=lease_seconds, token=uuid4())
+                self._jobs[job.id] = leased
+                claimed.append(leased)
+            return held, JobList(claimed)
+
+    def reclaim(self, *, limit: int = 1000, now: datetime | None = None) -> list[Job]:
+        with self._lock:
+            self.calls.append("reclaim")
+            at = now or self._clock()
+            expired = [j for j in self._jobs.values() if transitions.is_reclaimable(j, at)]
+            back = [transitions.reclaim(job, now=at) for job in expired[:limit]]
+            for job in back:
+                self._jobs[job.id] = job
+            return back
+
+    def extend_lease(
+        self, job_id: UUID, lease_token: UUID, seconds: float, *, now: datetime | None = None
+    ) -> LeaseState:
+        with self._lock:
+            job = self._leased(job_id)
+            at = now or self._clock()
+            job = self._jobs[job_id] = transitions.extend_lease(
+                job, token=lease_token, seconds=seconds, now=at
+            )
+            assert job.lease_until is not None
+            return LeaseState(job.lease_until, job.cancel_requested)
+
+    def report_progress(
+        self, job_id: UUID, lease_token: UUID, progress: Any, *, now: datetime | None = None
+    ) -> bool:
+        with self._lock:
+            job = self._leased(job_id)
+            # Validated as the Postgres store validates it, then stored as jsonb reads back.
+            value = json.loads(validation.json_value(progress, "progress"))
+            at = now or self._clock()
+            self._jobs[job_id] = transitions.report_progress(
+                job, token=lease_token, progress=value, now=at
+            )
+            return job.cancel_requested
+
+    def _leased(self, job_id: UUID) -> Job:
+        job = self._jobs.get(job_id)
+        if job is None:
+            raise LeaseLost(job_id)
+        return job
+
+    # Waking idle workers
+
+    def listen_for_jobs(self) -> bool:
+        return True
+
+    def unlisten_jobs(self) -> None:
+        self._enqueued.clear()
+
+    def wait_for_jobs(self, timeout: float) -> bool:
+        woken = self._enqueued.wait(max(timeout, 0.0))
+        self._enqueued.clear()
+        return woken
+
+    # Reading and operating
+
+    def get(self, job_id: UUID | str) -> Job:
+        with self._lock:
+            return self._get(job_id)
+
+    def _get(self, job_id: UUID | str) -> Job:
+        try:
+            job = self._jobs.get(job_id if isinstance(job_id, UUID) else UUID(str(job_id)))
+        except ValueError:
+            raise JobNotFound(job_id) from None
+        if job is None:
+            raise JobNotFound(job_id)
+        return job
+
+    def list_jobs(
+        self,
+        *,
+        statuses: Iterable[str] | None = None,
+        types: Iterable[str] | None = None,
+        queues: Iterable[str] | None = None,
+        user_id: UUID | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        check_page_limit(limit)
+        wanted = None if statuses is None else {Status(s) for s in statuses}
+        types_, queues_ = _set(types), _set(queues)
+        after = decode_cursor(cursor) if cursor else None
+        with self._lock:
+            jobs = sorted(self._jobs.values(), key=lambda j: (j.created_at, j.id), reverse=True)
+        jobs = [
+            j
+            for j in jobs
+            if (wanted is None or j.status in wanted)
+            and (types_ is None or j.type in types_)
+            and (queues_ is None or j.queue in queues_)
+            and (user_id is None or j.user_id == user_id)
+            and (after is None or (j.created_at, j.id) < after)
+        ]
+        next_cursor = encode_cursor(jobs[limit - 1]) if len(jobs) > limit else None
+        return Page(jobs[:limit], next_cursor)
+
+    def cancel(self, job_id: UUID | str, *, now: datetime | None = None) -> Job:
+        with self._lock:
+            job = self._get(job_id)
+            job = self._jobs[job.id] = transitions.cancel(job, now=now or self._clock())
+            return job
+
+    def retry(self, job_id: UUID | str, *, now: datetime | None = None) -> Job:
+        with self._lock:
+            job = self._get(job_id)
+            if job.status in (Status.DEAD, Status.CANCELLED) and self._holder(
+                job.idempotency_key, job.user_id, but=job.id
+            ):
+                raise InvalidTransition(
+                    job.id, job.status, "retry (its idempotency key is held by a live job)"
+                )
+            job = self._jobs[job.id] = transitions.retry(job, now=now or self._clock())
+            return job
+
+    def retry_dead(
+        self,
+        *,
+        types: Iterable[str] | None = None,
+        queues: Iterable[str] | None = None,
+        limit: int = 1000,
+        now: datetime | None = None,
+    ) -> list[Job]:
+        types_, queues_ = _set(types), _set(queues)
+        with self._lock:
+            at = now or self._clock()
+            dead = sorted(
+                (
+                    j
+                    for j in self._jobs.values()
+                    if j.status == Status.DEAD
+                    and (types_ is None or j.type in types_)
+                    and (queues_ is None or j.queue in queues_)
+                ),
+                key=lambda j: (j.finished_at or at, j.id),
+                reverse=True,  # the newest of several sharing a key is the one retried
+            )[:limit]
+            retried = []
+            for job in dead:
+                if self._holder(job.idempotency_key, job.user_id, but=job.id) is None:
+                    self._jobs[job.id] = transitions.retry(job, now=at)
+                    retried.append(self._jobs[job.id])
+            return retried
+
+    def has_pending(self, queues: Sequence[str]) -> bool:
+        with self._lock:
+            return any(
+                j.queue in queues and (j.status in RUNNABLE or j.status == Status.RUNNING)
+                for j in self._jobs.values()
+            )
+
+    def stats(self, *, now: datetime | None = None) -> list[StatsRow]:
+        with self._lock:
+            at = now or self._clock()
+            groups: dict[tuple[str, str, Status], list[Job]] = {}
+            for job in self._jobs.values():
+                groups.setdefault((job.queue, job.type, job.status), []).append(job)
+        rows = []
+        for (queue, type_, status), jobs in sorted(groups.items()):
+            waiting = [j.run_after for j in jobs if transitions.is_runnable(j, at)]
+            oldest = (at - min(waiting)).total_seconds() if waiting else None
+            rows.append(StatsRow(queue, type_, status, len(jobs), oldest))
+        return rows
+
+
+def _set(values: Iterable[str] | None) -> set[str] | None:
+    return None if values is None else set(values)
+
+
+# mypy holds the adapter to the port it implements.
+_ADAPTS: type[Store] = MemoryStore

@@ -1,0 +1,148 @@
+"""The layers import in one direction: queue_core <- functions <- infra, with no cycles.
+
+Read from the source with `ast`, so every import counts, including those inside a
+function body: a late import hides a cycle from Python, not from this test.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("queue_core", "functions", "infra")
+# What each package must never import (the layer above it).
+FORBIDDEN = {"queue_core": ("functions", "infra"), "functions": ("infra",), "infra": ()}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def source_modules() -> dict[str, Path]:
+    return {
+        module_name(path): path for package in PACKAGES for path in (ROOT / package).rglob("*.py")
+    }
+
+
+def imported_names(module: str, path: Path, known: set[str]) -> Iterator[tuple[str, int]]:
+    """Each module `module` imports, absolute, with its line: `from .a import b` names `a.b`
+    when that is a module of ours, else `a`."""
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                submodule = f"{target}.{alias.name}"
+                yield (submodule if submodule in known else target), node.lineno
+
+
+def import_graph() -> dict[str, dict[str, int]]:
+    """Our modules -> the modules of ours each imports (with the line of the import)."""
+    modules = source_modules()
+    known = set(modules)
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in modules.items():
+        edges = graph.setdefault(module, {})
+        for target, line in imported_names(module, path, known):
+            if target in known and target != module:
+                edges.setdefault(target, line)
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each a cycle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, {}):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_graph_sees_every_package_and_its_imports() -> None:
+    graph = import_graph()
+
+    assert {m.split(".")[0] for m in graph} == set(PACKAGES)
+    assert "queue_core.ports" in graph["queue_core.tick"]
+    assert "queue_core" in graph["functions.tick"]
+    assert "infra.cli_common" in graph["infra.cli"]
+
+
+def test_no_package_imports_a_layer_above_it() -> None:
+    graph = import_graph()
+
+    wrong = [
+        f"{module} imports {target} (line {line})"
+        for module, edges in graph.items()
+        for target, line in edges.items()
+        if target.split(".")[0] in FORBIDDEN[module.split(".")[0]]
+    ]
+
+    assert not wrong, "imports against the layering:\n" + "\n".join(wrong)
+
+
+def test_no_module_import_cycle() -> None:
+    graph = import_graph()
+
+    found = cycles(graph)
+
+    assert not found, "module import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_engine_needs_no_terminal_ui_or_aws_library() -> None:
+    modules = source_modules()
+    outside = ("rich", "boto3", "botocore", "aws_lambda_powertools", "pydantic")
+
+    wrong = [
+        f"{module} imports {name} (line {line})"
+        for module, path in modules.items()
+        if module.split(".")[0] == "queue_core"
+        for name, line in imported_names(module, path, set(modules))
+        if name.split(".")[0] in outside
+    ]
+
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_cycle_finder_reports_a_late_import_cycle() -> None:
+    graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 9}, "d": {"a": 1}}
+
+    assert cycles(graph) == [["a", "b", "c"]]
