@@ -22,11 +22,16 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import AwareDatetime, BaseModel, ConfigDict, StrictInt
 
 from queue_core.config import comma_list
-from queue_core.console import BulkAction, JobFilter, OperatorConsole, act_as_user, job_ids
+from queue_core.console import (
+    BulkAction,
+    JobFilter,
+    OperatorConsole,
+    act_as_user,
+    as_operator,
+    job_ids,
+)
 from queue_core.history import QueueHistory
 from queue_core.pauses import QueuePauses
-from queue_core.queries import QUERIES
-from queue_core.store import translate_errors
 
 from . import db
 from .errors import BadRequest
@@ -180,9 +185,7 @@ def charts() -> Response:
 @contextmanager
 def operator_connection() -> Iterator[psycopg.Connection[Any]]:
     """The environment's connection, acting as tickq_operator for one transaction."""
-    conn = db.connection()
-    with translate_errors(), conn.transaction():
-        conn.execute(QUERIES["role_operator"])
+    with as_operator(db.connection()) as conn:
         yield conn
 
 

@@ -9,7 +9,8 @@ its payload or result.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -167,6 +168,15 @@ def _refusal(action: BulkAction, message: str) -> str:
     if action is BulkAction.RETRY:
         return "key taken" if "idempotency key" in message else "not retryable"
     return "not cancellable"
+
+
+@contextmanager
+def as_operator(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    """One transaction acting as tickq_operator (which may only call the console's and the
+    operator counts' functions), for a login that is a member of it."""
+    with translate_errors(), conn.transaction():
+        conn.execute(QUERIES["role_operator"])
+        yield conn
 
 
 class OperatorConsole:
