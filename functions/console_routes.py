@@ -42,7 +42,7 @@ from .ui import NotOperator, is_operator
 
 router = Router()
 
-FILTERS = {"status", "type", "queue", "error", "from", "to", "limit", "cursor"}
+FILTERS = {"status", "type", "queue", "group", "error", "from", "to", "limit", "cursor"}
 
 
 class ActionRequest(BaseModel):
@@ -199,6 +199,7 @@ def job_filter(query: Mapping[str, str]) -> JobFilter:
         statuses=_csv(query.get("status")),
         types=_csv(query.get("type")),
         queues=_csv(query.get("queue")),
+        groups=_csv(query.get("group")),
         error=query.get("error") or None,
         created_from=window.created_from,
         created_to=window.created_to,

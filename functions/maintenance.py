@@ -1,7 +1,8 @@
 """MaintenanceFunction: a reclaim pass, so expired leases come back even while no tick
 runs; retention pruning by the stored policies, within the invocation's time; queue depth
-and oldest-runnable-age metrics per queue and type, also kept as a sample per queue for the
-operator view's depth chart (tickq.queue_depth_samples, two days of them).
+and oldest-runnable-age metrics per queue and type, and the oldest-runnable age of the most
+starved fairness group; the depth is also kept as a sample per queue for the operator
+view's depth chart (tickq.queue_depth_samples, two days of them).
 
 Environment:
   TICKQ_DATABASE_URL or TICKQ_DB_SECRET_ARN   the worker login (member of tickq_worker)
@@ -25,7 +26,7 @@ from queue_core.retention import Retention
 
 from . import db
 from .aws import publish_dead_letters
-from .observability import logger, metrics, record_depth, tracer
+from .observability import logger, metrics, record_depth, record_starved, tracer
 from .runtime import store, tasks
 
 
@@ -47,6 +48,7 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     rows = queue.stats()
     depth = record_depth(rows)
     sampled = QueueHistory(queue.conn).record_depth(rows)  # the operator view's depth chart
+    starved = record_starved(queue.group_stats())
     answer = {
         "reclaimed": report.reclaimed,
         "dead": report.dead,
@@ -54,6 +56,7 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         "pruned": pruned.as_dict(),
         "queues": [{"queue": q, "type": t, **values} for (q, t), values in sorted(depth.items())],
         "depth_samples": sampled,
+        "most_starved_group": None if starved is None else starved.as_dict(),
     }
     logger.info("maintenance finished", extra={"report": answer})
     return answer

@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from queue_core import TickReport
+from queue_core.fairness import GroupStats, most_starved
 from queue_core.ports import StatsRow
 from queue_core.report import TICK_COUNTERS
 
@@ -83,6 +84,15 @@ def record_depth(rows: Iterable[StatsRow]) -> dict[tuple[str, str], dict[str, fl
     metrics.add_metric(name="queue_depth_total", unit=MetricUnit.Count, value=total)
     metrics.add_metric(name="oldest_runnable_age_max", unit=MetricUnit.Seconds, value=oldest)
     return waiting
+
+
+def record_starved(groups: Sequence[GroupStats]) -> GroupStats | None:
+    """Emit how long the most starved fairness group's oldest runnable job has waited (0
+    when nothing waits): an alarm on it catches a tenant left behind by the others."""
+    starved = most_starved(groups)
+    age = 0.0 if starved is None else starved.oldest_runnable_seconds or 0.0
+    metrics.add_metric(name="most_starved_group_age", unit=MetricUnit.Seconds, value=age)
+    return starved
 
 
 def _single(name: str, unit: MetricUnit, value: float, queue: str, type_: str) -> None:

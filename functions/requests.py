@@ -39,6 +39,9 @@ class EnqueueRequest(BaseModel):
     run_after: AwareDatetime | None = None
     lease_seconds: StrictInt | None = None
     backoff: dict[str, float] | None = None
+    # A fairness group within the caller's own share: stored as "<caller>/<group>", so no
+    # caller can join, or use up the per-group caps of, another caller's group.
+    group: str | None = None
 
     def spec(self, registry: Registry, *, user_id: UUID | None = None) -> JobSpec:
         run_after: datetime | None = self.run_after
@@ -54,16 +57,26 @@ class EnqueueRequest(BaseModel):
             run_after=run_after,
             lease_seconds=self.lease_seconds,
             backoff_policy=self.backoff,
+            group=self._group(user_id),
         )
+
+    def _group(self, user_id: UUID | None) -> str | None:
+        if self.group is None or user_id is None:
+            return self.group
+        return f"{user_id}/{self.group}"
 
 
 class TrustedEnqueueRequest(EnqueueRequest):
-    """One job from another function of the same account, which may name its owner."""
+    """One job from another function of the same account, which may name its owner and
+    any fairness group (default: the owner)."""
 
     user_id: UUID | None = None
 
     def spec(self, registry: Registry, *, user_id: UUID | None = None) -> JobSpec:
         return super().spec(registry, user_id=user_id or self.user_id)
+
+    def _group(self, user_id: UUID | None) -> str | None:
+        return self.group
 
 
 def json_body(event: BaseProxyEvent, *, required: bool = True) -> Any:

@@ -23,12 +23,14 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from queue_core import Status, TickqError
 from queue_core.config import comma_list
+from queue_core.fairness import GroupStats
 from queue_core.ports import StatsRow
 
 from .identity import caller_id
 from .runtime import store
 
 DEFAULT_OPERATOR_GROUPS = "tickq-operators"
+SHOWN_GROUPS = 50  # fairness groups in the operator view, the longest-waiting first
 ASSETS = {
     "app.js": "text/javascript; charset=utf-8",
     "charts.js": "text/javascript; charset=utf-8",
@@ -102,7 +104,11 @@ def admin_stats() -> Response:
     if not is_operator(_claims(), _owner(), os.environ):
         raise NotOperator()
     queues = queue_overview(store().stats_all_users())
-    return _json(HTTPStatus.OK, {"queues": [asdict(q) for q in queues]})
+    groups = starved_groups(store().group_stats_all_users())
+    return _json(
+        HTTPStatus.OK,
+        {"queues": [asdict(q) for q in queues], "groups": [g.as_dict() for g in groups]},
+    )
 
 
 def is_operator(claims: Mapping[str, Any], owner: str, env: Mapping[str, str]) -> bool:
@@ -137,6 +143,14 @@ def queue_overview(rows: Iterable[StatsRow]) -> list[QueueOverview]:
         )
         for queue, entry in sorted(totals.items())
     ]
+
+
+def starved_groups(groups: Iterable[GroupStats], limit: int = SHOWN_GROUPS) -> list[GroupStats]:
+    """The fairness groups waiting longest first (then the busiest), at most `limit`: a
+    view of thousands of tenants shows those being left behind."""
+    return sorted(
+        groups, key=lambda g: (-(g.oldest_runnable_seconds or -1.0), -g.waiting, g.queue, g.group)
+    )[:limit]
 
 
 def _claims() -> Mapping[str, Any]:

@@ -27,6 +27,7 @@ from rich.table import Table
 from queue_core import migrate as migrations
 from queue_core.config import Settings
 from queue_core.errors import ConfigurationError, DatabaseError, InvalidJob, TickqError
+from queue_core.fairness import GroupStats
 from queue_core.jobs import TERMINAL, Job, Status
 from queue_core.registry import Registry
 from queue_core.store import PostgresStore, StatsRow
@@ -124,6 +125,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         "delay": args.delay,
         "run_after": time_arg(args.run_after) if args.run_after else None,
         "user_id": args.user,
+        "group": args.group,
     }
     specs = [reg.spec(args.type, payload, **options) for _ in range(args.count)]
     with database() as conn:
@@ -323,6 +325,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     with database() as conn:
         store = PostgresStore(conn)
+        if args.by == "group":
+            if args.watch:
+                raise UsageError("stats --by group shows one snapshot (no --watch)")
+            groups = store.group_stats()
+            data = [g.as_dict() for g in groups]
+            emit(args, data, lambda: out.print(group_stats_table(groups)))
+            return 0
         if args.watch:
             return _watch_stats(args, store)
         rows = store.stats()
@@ -401,6 +410,18 @@ def _stats_table(rows: Sequence[StatsRow], at: datetime | None = None) -> Table:
         table.add_row(r.queue, r.type, _status(r.status.value), str(r.count), age)
     if not rows:
         table.caption = "no jobs"
+    return table
+
+
+def group_stats_table(groups: Sequence[GroupStats]) -> Table:
+    table = Table(title="live jobs by queue and fairness group")
+    for column in ("queue", "group", "waiting", "running", "oldest runnable"):
+        table.add_column(column)
+    for g in groups:
+        age = "" if g.oldest_runnable_seconds is None else f"{g.oldest_runnable_seconds:.1f} s"
+        table.add_row(g.queue, g.group or "(shared)", str(g.waiting), str(g.running), age)
+    if not groups:
+        table.caption = "no live jobs"
     return table
 
 
@@ -638,6 +659,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delay", type=_seconds, help="seconds before it may run")
     p.add_argument("--run-after", help="ISO 8601 time before which it does not run")
     p.add_argument("--user", help="owner's user id (UUID)")
+    p.add_argument("--group", help="fairness group (default: the owner, else one shared group)")
     p.add_argument("--count", type=positive, default=1, help="enqueue this many copies")
     p.add_argument("--tasks", nargs="*", help="handler modules, for defaults and type checks")
 
@@ -715,7 +737,14 @@ def build_parser() -> argparse.ArgumentParser:
         "counts per queue, type and status",
         "  tickq stats                                 one snapshot\n"
         "  tickq stats --watch                         a live view, redrawn every 2 s\n"
-        "  tickq stats --watch --json --interval 10    one JSON line every 10 s",
+        "  tickq stats --watch --json --interval 10    one JSON line every 10 s\n"
+        "  tickq stats --by group                      waiting, running, oldest wait per group",
+    )
+    p.add_argument(
+        "--by",
+        choices=("type", "group"),
+        default="type",
+        help="group: per fairness group, jobs waiting and running and the oldest wait",
     )
     p.add_argument("--watch", action="store_true", help="keep refreshing until Ctrl-C")
     p.add_argument("--interval", type=_seconds, default=2.0, help="seconds between refreshes")

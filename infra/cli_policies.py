@@ -65,6 +65,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
                 queue=args.queue,
                 priority=args.priority,
                 max_attempts=args.max_attempts,
+                group=args.group,
                 missed=args.missed,
                 enabled=not args.disabled,
                 replace=args.replace,
@@ -127,46 +128,93 @@ def cmd_limits(args: argparse.Namespace) -> int:
             if args.type:
                 store.clear_type(args.type)
             else:
-                store.clear_queue(args.queue)
+                _clear_queue(store, args.queue)
             data = {"cleared": args.type or args.queue}
         else:
             types, queues = store.types(), store.queues()
             data = {
                 "types": [t.as_dict() for t in types],
                 "queues": [q.as_dict() for q in queues],
+                "queue_groups": [q.as_dict() for q in store.queue_groups()],
             }
     emit(args, data, lambda: out.print(_limits_tables(data)))
     return 0
 
 
 def _set_limit(store: limits_.Limits, args: argparse.Namespace) -> dict[str, Any]:
+    per_group = args.max_running_per_group
     if args.queue:
-        if args.max_depth is None or args.max_running or args.rate:
-            raise UsageError("a queue limit is --max-depth N (caps and rates are per type)")
-        limit = store.set_queue(limits_.queue_limit(args.queue, max_depth=args.max_depth))
-        return {"queues": [limit.as_dict()]}
+        if (args.max_depth is None and per_group is None) or args.max_running or args.rate:
+            raise UsageError(
+                "a queue limit is --max-depth N and/or --max-running-per-group N "
+                "(caps and rates are per type)"
+            )
+        # Both validated before either is written.
+        depth = (
+            None
+            if args.max_depth is None
+            else limits_.queue_limit(args.queue, max_depth=args.max_depth)
+        )
+        grouped = (
+            None
+            if per_group is None
+            else limits_.queue_group_limit(args.queue, max_running_per_group=per_group)
+        )
+        data: dict[str, Any] = {}
+        if depth is not None:
+            data["queues"] = [store.set_queue(depth).as_dict()]
+        if grouped is not None:
+            data["queue_groups"] = [store.set_queue_group(grouped).as_dict()]
+        return data
     if args.max_depth is not None:
         raise UsageError("--max-depth is per queue: use --queue")
     rate, period = limits_.parse_rate(args.rate) if args.rate else (None, None)
     typed = limits_.type_limit(
-        args.type, max_running=args.max_running, rate_limit=rate, rate_period_seconds=period
+        args.type,
+        max_running=args.max_running,
+        rate_limit=rate,
+        rate_period_seconds=period,
+        max_running_per_group=per_group,
     )
     return {"types": [store.set_type(typed).as_dict()]}
+
+
+def _clear_queue(store: limits_.Limits, queue: str) -> None:
+    """Both limits of a queue (depth, cap per group); an error only if it had neither."""
+    cleared = 0
+    for clear in (store.clear_queue, store.clear_queue_group):
+        try:
+            clear(queue)
+            cleared += 1
+        except limits_.LimitNotFound:
+            pass
+    if not cleared:
+        raise limits_.LimitNotFound("queue", queue)
 
 
 def _limits_tables(data: dict[str, Any]) -> Any:
     if "cleared" in data:
         return f"cleared the limits of {data['cleared']}"
     table = Table(title="limits")
-    for column in ("scope", "max running", "rate", "max depth", "now"):
+    for column in ("scope", "max running", "per group", "rate", "max depth", "now"):
         table.add_column(column)
     for t in data.get("types", []):
         rate = f"{t['rate_limit']}/{t['rate_period_seconds']:g}s" if t["rate_limit"] else ""
         table.add_row(
-            f"type {t['type']}", _none(t["max_running"]), rate, "", f"{t['running']} running"
+            f"type {t['type']}",
+            _none(t["max_running"]),
+            _none(t["max_running_per_group"]),
+            rate,
+            "",
+            f"{t['running']} running",
         )
     for q in data.get("queues", []):
-        table.add_row(f"queue {q['queue']}", "", "", str(q["max_depth"]), f"{q['waiting']} waiting")
+        table.add_row(
+            f"queue {q['queue']}", "", "", "", str(q["max_depth"]), f"{q['waiting']} waiting"
+        )
+    for q in data.get("queue_groups", []):
+        busiest = f"busiest group: {q['busiest_group_running']} running"
+        table.add_row(f"queue {q['queue']}", "", str(q["max_running_per_group"]), "", "", busiest)
     return table
 
 
@@ -266,6 +314,7 @@ def register(command: Command) -> None:
     a.add_argument("--queue")
     a.add_argument("--priority", type=int)
     a.add_argument("--max-attempts", type=int)
+    a.add_argument("--group", help="fairness group of the jobs it enqueues (default: shared)")
     a.add_argument(
         "--missed",
         choices=[m.value for m in Missed],
@@ -286,7 +335,9 @@ def register(command: Command) -> None:
         "--now", help="ISO 8601 instant to run at instead of the database clock"
     )
 
-    p = command("limits", cmd_limits, "per-type caps and rates, per-queue maximum depth")
+    p = command(
+        "limits", cmd_limits, "per-type caps and rates, caps per group, per-queue maximum depth"
+    )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     a = action("set", "set the limits of one type or one queue")
     a.add_argument("--type")
@@ -294,6 +345,11 @@ def register(command: Command) -> None:
     a.add_argument("--max-running", type=positive, help="at most K of the type running")
     a.add_argument("--rate", help="at most N starts per period: 5/s, 100/min, 10/30s")
     a.add_argument("--max-depth", type=positive, help="refuse enqueue beyond N waiting")
+    a.add_argument(
+        "--max-running-per-group",
+        type=positive,
+        help="at most N running in any one fairness group (of the type, or of the queue)",
+    )
     action("list", "list limits with current usage")
     a = action("clear", "remove the limits of one type or one queue")
     a.add_argument("--type")

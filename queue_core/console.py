@@ -55,6 +55,7 @@ class JobFilter:
     statuses: tuple[str, ...] | None = None
     types: tuple[str, ...] | None = None
     queues: tuple[str, ...] | None = None
+    groups: tuple[str, ...] | None = None
     error: str | None = None
     created_from: datetime | None = None
     created_to: datetime | None = None
@@ -66,6 +67,7 @@ class JobFilter:
         statuses: Iterable[Any] | None = None,
         types: Iterable[Any] | None = None,
         queues: Iterable[Any] | None = None,
+        groups: Iterable[Any] | None = None,
         error: Any = None,
         created_from: Any = None,
         created_to: Any = None,
@@ -84,6 +86,7 @@ class JobFilter:
             statuses=None if statuses is None else tuple(statuses),
             types=_names(types, "type"),
             queues=_names(queues, "queue"),
+            groups=_names(groups, "group"),
             error=None if error is None else validation.text(error, "error", MAX_ERROR_FILTER),
             created_from=start,
             created_to=end,
@@ -94,6 +97,7 @@ class JobFilter:
             "statuses": _list(self.statuses),
             "types": _list(self.types),
             "queues": _list(self.queues),
+            "groups": _list(self.groups),
             "error": self.error,
             "created_from": self.created_from,
             "created_to": self.created_to,

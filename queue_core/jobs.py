@@ -63,6 +63,7 @@ class Job:
     updated_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    group_key: str = ""  # fairness group (SPEC §10): given, else the owner, else shared ''
 
     @property
     def backoff(self) -> Backoff:
@@ -121,6 +122,7 @@ class JobSpec:
     delay: float = 0.0
     lease_seconds: int | None = None
     backoff: Backoff = field(default_factory=Backoff)
+    group_key: str = ""  # resolved at validation: the group given, else user_id, else ''
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ __all__ = [
     "MAX_LIMIT",
     "LimitNotFound",
     "Limits",
+    "QueueGroupLimit",
     "QueueLimit",
     "TypeLimit",
     "parse_rate",
@@ -49,14 +50,16 @@ class LimitNotFound(TickqError):
 
 @dataclass(frozen=True, slots=True)
 class TypeLimit:
-    """At most `max_running` jobs of `type` running at once across all workers, and at most
-    `rate_limit` starts in any window of `rate_period_seconds`."""
+    """At most `max_running` jobs of `type` running at once across all workers, at most
+    `rate_limit` starts in any window of `rate_period_seconds`, and at most
+    `max_running_per_group` running at once in any one group (SPEC §10)."""
 
     type: str
     max_running: int | None = None
     rate_limit: int | None = None
     rate_period_seconds: float | None = None
     running: int = 0
+    max_running_per_group: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +67,7 @@ class TypeLimit:
             "max_running": self.max_running,
             "rate_limit": self.rate_limit,
             "rate_period_seconds": self.rate_period_seconds,
+            "max_running_per_group": self.max_running_per_group,
             "running": self.running,
         }
 
@@ -78,6 +82,23 @@ class QueueLimit:
 
     def as_dict(self) -> dict[str, Any]:
         return {"queue": self.queue, "max_depth": self.max_depth, "waiting": self.waiting}
+
+
+@dataclass(frozen=True, slots=True)
+class QueueGroupLimit:
+    """At most `max_running_per_group` jobs of `queue` running at once in any one group;
+    `busiest` is the most that one group runs now."""
+
+    queue: str
+    max_running_per_group: int
+    busiest: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "max_running_per_group": self.max_running_per_group,
+            "busiest_group_running": self.busiest,
+        }
 
 
 def parse_rate(text: Any) -> tuple[int, float]:
@@ -99,11 +120,13 @@ def type_limit(
     max_running: Any = None,
     rate_limit: Any = None,
     rate_period_seconds: Any = None,
+    max_running_per_group: Any = None,
 ) -> TypeLimit:
-    """Validate a type limit: a cap, a rate (count and period together), or both."""
+    """Validate a type limit: a cap, a rate (count and period together), a cap per group,
+    or any of them together."""
     name = validation.name(type, "type")
-    if max_running is None and rate_limit is None:
-        raise InvalidJob("limit", "give a concurrency cap, a rate, or both")
+    if max_running is None and rate_limit is None and max_running_per_group is None:
+        raise InvalidJob("limit", "give a concurrency cap, a rate, a cap per group, or several")
     if (rate_limit is None) != (rate_period_seconds is None):
         raise InvalidJob("rate", "give both the number of starts and the period")
     return TypeLimit(
@@ -115,6 +138,9 @@ def type_limit(
         None
         if rate_period_seconds is None
         else validation.number(rate_period_seconds, "rate period", 0.001, MAX_PERIOD_SECONDS),
+        max_running_per_group=None
+        if max_running_per_group is None
+        else validation.integer(max_running_per_group, "max_running_per_group", 1, MAX_LIMIT),
     )
 
 
@@ -122,6 +148,13 @@ def queue_limit(queue: Any, *, max_depth: Any) -> QueueLimit:
     return QueueLimit(
         validation.name(queue, "queue"),
         validation.integer(max_depth, "max_depth", 1, MAX_LIMIT),
+    )
+
+
+def queue_group_limit(queue: Any, *, max_running_per_group: Any) -> QueueGroupLimit:
+    return QueueGroupLimit(
+        validation.name(queue, "queue"),
+        validation.integer(max_running_per_group, "max_running_per_group", 1, MAX_LIMIT),
     )
 
 
@@ -137,6 +170,7 @@ class Limits:
             "max_running": limit.max_running,
             "rate_limit": limit.rate_limit,
             "rate_period_seconds": limit.rate_period_seconds,
+            "max_running_per_group": limit.max_running_per_group,
         }
         row = self._rows("type_limits_set", params)[0]
         return TypeLimit(**row)
@@ -144,6 +178,17 @@ class Limits:
     def set_queue(self, limit: QueueLimit) -> QueueLimit:
         row = self._rows("queue_limits_set", {"queue": limit.queue, "max_depth": limit.max_depth})
         return QueueLimit(**row[0])
+
+    def set_queue_group(self, limit: QueueGroupLimit) -> QueueGroupLimit:
+        params = {"queue": limit.queue, "max_running_per_group": limit.max_running_per_group}
+        return QueueGroupLimit(**self._rows("queue_group_limits_set", params)[0])
+
+    def queue_groups(self) -> list[QueueGroupLimit]:
+        return [QueueGroupLimit(**row) for row in self._rows("queue_group_limits_list", {})]
+
+    def clear_queue_group(self, queue: str) -> None:
+        if not self._rows("queue_group_limits_clear", {"queue": queue}):
+            raise LimitNotFound("queue (per group)", queue)
 
     def types(self) -> list[TypeLimit]:
         return [TypeLimit(**row) for row in self._rows("type_limits_list", {})]

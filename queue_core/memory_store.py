@@ -3,7 +3,8 @@
 For fast tests of what sits on the port (the runner's drain, its pipelining, the handler
 context) without a database. It keeps the Postgres store's promises that the model-based
 test checks (claim order, lease fencing, one live holder per idempotency key); it knows
-nothing of row-level security, limits, schedules or retention.
+nothing of row-level security, limits, fairness across groups (it claims in plain order),
+schedules or retention.
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ class Page:
 class LimitsConfigured:
     types: bool
     queues: bool
+    per_group: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,6 +92,7 @@ class Schedule:
     next_at: datetime
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    group: str | None = None  # fairness group of the jobs it enqueues; None: shared
 
     @property
     def zone(self) -> ZoneInfo:
@@ -231,6 +232,7 @@ class Schedules:
         queue: Any = None,
         priority: Any = None,
         max_attempts: Any = None,
+        group: Any = None,
         missed: Any = Missed.LATEST,
         enabled: bool = True,
         replace: bool = False,
@@ -249,6 +251,7 @@ class Schedules:
             queue=queue,
             priority=priority,
             max_attempts=max_attempts,
+            group=group,
             known_types=known_types,
         )
         schedule_name = validation.name(name, "name")
@@ -261,6 +264,7 @@ class Schedules:
             "queue": spec.queue,
             "priority": spec.priority,
             "max_attempts": spec.max_attempts,
+            "group_key": None if group is None else spec.group_key,
             "missed": _missed(missed).value,
             "enabled": bool(enabled),
             "next_at": next_occurrence(expression, tz, now or self.store.now()),
@@ -339,6 +343,7 @@ class Schedules:
             idempotency_key=occurrence_key(schedule.name, occurrence),
             max_attempts=schedule.max_attempts or DEFAULT_MAX_ATTEMPTS,
             priority=schedule.priority,
+            group_key=schedule.group or "",
         )
 
     def _set_enabled(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -33,6 +34,7 @@ from .errors import (
     QueueFull,
     TickqError,
 )
+from .fairness import GROUPS_TTL_SECONDS, FairState, GroupStats
 from .ids import new_id, new_ids
 from .jobs import (
     DEFAULT_LEASE_SECONDS,
@@ -85,6 +87,7 @@ _BASE_COLUMNS = tuple(
         ("backoff_factor", "backoff.factor"),
         ("backoff_max", "backoff.max"),
         ("backoff_jitter", "backoff.jitter"),
+        ("group_key", "group_key"),
     )
 )
 
@@ -95,12 +98,21 @@ class PostgresStore(DerivedOperations):
     With an autocommit connection each operation is one statement, one round trip, its own
     transaction. With a connection inside the caller's transaction, operations join it.
     `user_id` scopes every operation to that user's rows through row-level security.
+    `groups_ttl_seconds` and `rand` tune the fair claim (see queue_core.fairness).
     """
 
-    def __init__(self, conn: psycopg.Connection[Any], *, user_id: UUID | None = None) -> None:
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        *,
+        user_id: UUID | None = None,
+        groups_ttl_seconds: float = GROUPS_TTL_SECONDS,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
         self.conn = conn
         self.user_id = user_id
         self._limits: tuple[float, LimitsConfigured] | None = None
+        self._fair = FairState(groups_ttl_seconds, rand)
         self.paused = PausedQueues()
         self._threads = threading.local()
 
@@ -269,10 +281,13 @@ class PostgresStore(DerivedOperations):
         now: datetime | None = None,
     ) -> tuple[set[UUID], ClaimedBatch]:
         """finish_and_claim, leaving the claimed rows unparsed until `jobs()`, so a caller
-        can parse them while the connection runs its next statement. Under type limits the
-        claim is a statement of its own (jobs_claim_limited)."""
+        can parse them while the connection runs its next statement. Taking turns across
+        groups, or under caps per group, the claim is jobs_finish_and_claim_fair; under type
+        limits alone, a statement of its own (jobs_claim_limited)."""
         if limit:  # paused queues are left out of the claim (queue_core/pauses.py)
             queues, limit = claimable(queues, limit, self.paused.current(self._paused_queues))
+        if limit and self._claims_fairly(queues):
+            return self._finish_and_claim_fair(outcomes, queues, limit, lease_seconds, now)
         if limit and self.limits_configured().types:
             held = self.finish(outcomes, now=now)
             params = {
@@ -283,19 +298,8 @@ class PostgresStore(DerivedOperations):
             }
             jobs = self._rows("jobs_claim_limited", params, _jobs, binary=True)
             return held, JobList(sorted(jobs, key=transitions.claim_order))
-        ids: list[UUID] = []
-        tokens: list[UUID] = []
-        others: list[str] = []
-        for o in outcomes:
-            if o.is_plain_success:
-                ids.append(o.job_id)
-                tokens.append(o.lease_token)
-            else:
-                others.append(_outcome_json(o))
         params = {
-            "outcomes": "[" + ",".join(others) + "]",
-            "succeeded_ids": ids,
-            "succeeded_tokens": tokens,
+            **_outcome_params(outcomes),
             "queue": queues[0] if len(queues) == 1 else None,
             "queues": list(queues),
             "limit": limit,
@@ -321,6 +325,60 @@ class PostgresStore(DerivedOperations):
             cur.close()
             return set(first[0] or ()), NO_JOBS
         return set(first[0] or ()), ClaimedRows(cur, first, _job_columns_at(statement, cur))
+
+    def _claims_fairly(self, queues: Sequence[str]) -> bool:
+        """Whether the claim must take turns across groups: a cap per group is set, or a
+        queue's waiting jobs span more than one group (re-read every GROUPS_TTL_SECONDS).
+        Otherwise the plain statements run, unchanged."""
+        if self.limits_configured().per_group:
+            return True
+        for queue in queues:
+            mixed = self._fair.mixed_known(queue)
+            if mixed is None:
+                first, last = self._rows("jobs_groups_span", {"queue": queue}, None)[0]
+                mixed = self._fair.remember_mixed(queue, first, last)
+            if mixed:
+                return True
+        return False
+
+    def _finish_and_claim_fair(
+        self,
+        outcomes: Sequence[Outcome],
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: int,
+        now: datetime | None,
+    ) -> tuple[set[UUID], ClaimedBatch]:
+        """Persist the outcomes and lease up to `limit` jobs taking turns across groups, in
+        one statement for the first queue (jobs_finish_and_claim_fair), then queue by queue
+        in the order given; each queue's sweep resumes where this store's last one ended."""
+        params = {
+            **_outcome_params(outcomes),
+            **self._fair_params(queues[0], limit, lease_seconds, now),
+        }
+        rows = self._rows("jobs_finish_and_claim_fair", params, _ids_and_jobs, binary=True)
+        held = set(rows[0][0] or ())
+        jobs = [job for _, job in rows if job is not None]
+        self._fair.advance(queues[0], jobs)
+        for queue in queues[1:]:
+            if len(jobs) >= limit:
+                break
+            params = self._fair_params(queue, limit - len(jobs), lease_seconds, now)
+            taken = self._rows("jobs_claim_fair", params, _jobs, binary=True)
+            self._fair.advance(queue, taken)
+            jobs += taken
+        return held, JobList(sorted(jobs, key=transitions.claim_order))
+
+    def _fair_params(
+        self, queue: str, limit: int, lease_seconds: int, now: datetime | None
+    ) -> dict[str, Any]:
+        return {
+            "queue": queue,
+            "limit": limit,
+            "lease_seconds": lease_seconds,
+            "now": now,
+            "after": self._fair.after.get(queue),
+        }
 
     def reclaim(self, *, limit: int = 1000, now: datetime | None = None) -> list[Job]:
         """Expired leases back to retrying or dead; returns the jobs as they now stand."""
@@ -475,12 +533,27 @@ class PostgresStore(DerivedOperations):
             self.conn.execute(QUERIES["role_worker"])
             return self.stats(now=now)
 
+    def group_stats(self, *, now: datetime | None = None) -> list[GroupStats]:
+        """Per queue and fairness group: waiting, running, oldest runnable age."""
+        rows = self._rows("jobs_stats_groups", {"now": now}, None)
+        return [
+            GroupStats(q, g, w, r, None if age is None else float(age)) for q, g, w, r, age in rows
+        ]
+
+    def group_stats_all_users(self, *, now: datetime | None = None) -> list[GroupStats]:
+        """`group_stats` over every user's jobs, as `stats_all_users` does."""
+        with translate_errors(), self.conn.transaction():
+            self.conn.execute(QUERIES["role_worker"])
+            return self.group_stats(now=now)
+
     def limits_configured(self) -> LimitsConfigured:
-        """Whether any type or queue limit exists, re-read every LIMITS_TTL_SECONDS."""
+        """Whether any type or queue limit or cap per group exists, re-read every
+        LIMITS_TTL_SECONDS."""
         checked = time.monotonic()
         if self._limits is None or checked - self._limits[0] >= LIMITS_TTL_SECONDS:
-            types, queues = self._rows("limits_configured", {}, None)[0]
-            self._limits = (checked, LimitsConfigured(bool(types), bool(queues)))
+            types, queues, per_group = self._rows("limits_configured", {}, None)[0]
+            configured = LimitsConfigured(bool(types), bool(queues), bool(per_group))
+            self._limits = (checked, configured)
         return self._limits[1]
 
     def _paused_queues(self) -> list[str]:
@@ -614,6 +687,7 @@ def _one_job_params(spec: JobSpec, now: datetime | None) -> dict[str, Any]:
         "backoff_factor": spec.backoff.factor,
         "backoff_max": spec.backoff.max,
         "backoff_jitter": spec.backoff.jitter,
+        "group_key": spec.group_key,
     }
 
 
@@ -643,6 +717,25 @@ def _uuid(value: UUID | str) -> UUID:
         return UUID(str(value))
     except ValueError:
         raise JobNotFound(value) from None
+
+
+def _outcome_params(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """The outcomes as jobs_finish_and_claim takes them: plain successes as two binary uuid
+    arrays, the rest as JSON text."""
+    ids: list[UUID] = []
+    tokens: list[UUID] = []
+    others: list[str] = []
+    for o in outcomes:
+        if o.is_plain_success:
+            ids.append(o.job_id)
+            tokens.append(o.lease_token)
+        else:
+            others.append(_outcome_json(o))
+    return {
+        "outcomes": "[" + ",".join(others) + "]",
+        "succeeded_ids": ids,
+        "succeeded_tokens": tokens,
+    }
 
 
 def _outcome_json(o: Outcome) -> str:

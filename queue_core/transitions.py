@@ -67,6 +67,7 @@ def new_job(
         updated_at=now,
         started_at=None,
         finished_at=None,
+        group_key=spec.group_key,
     )
 
 

@@ -137,6 +137,7 @@ def job_spec(
     delay: Any = None,
     lease_seconds: Any = None,
     backoff_policy: Any = None,
+    group: Any = None,
     known_types: Collection[str] | None = None,
     max_payload_bytes: int = MAX_PAYLOAD_BYTES,
 ) -> JobSpec:
@@ -147,11 +148,12 @@ def job_spec(
     payload_json = json_object({} if payload is None else payload, "payload", max_payload_bytes)
     if run_after is not None and delay is not None:
         raise InvalidJob("run_after", "give either run_after or delay, not both")
+    owner = None if user_id is None else uuid(user_id, "user_id")
     return JobSpec(
         type=type_,
         payload_json=payload_json,
         queue=DEFAULT_QUEUE if queue is None else name(queue, "queue"),
-        user_id=None if user_id is None else uuid(user_id, "user_id"),
+        user_id=owner,
         idempotency_key=(
             None if idempotency_key is None else text(idempotency_key, "idempotency_key", MAX_KEY)
         ),
@@ -169,7 +171,15 @@ def job_spec(
             else integer(lease_seconds, "lease_seconds", 1, MAX_LEASE_SECONDS)
         ),
         backoff=DEFAULT_BACKOFF if backoff_policy is None else backoff(backoff_policy),
+        group_key=default_group(None if group is None else name(group, "group"), owner),
     )
+
+
+def default_group(group: str | None, user_id: UUID | None) -> str:
+    """A job's fairness group: the one given, else its owner's id, else the shared ''."""
+    if group is not None:
+        return group
+    return "" if user_id is None else str(user_id)
 
 
 def _utf8(value: str, field: str) -> bytes:

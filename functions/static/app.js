@@ -6,7 +6,7 @@ const REFRESH_MS = 5000;
 const PAGE_SIZE = 50;
 const WAITING = new Set(["queued", "retrying", "waiting"]);
 const RETRYABLE = new Set(["dead", "cancelled"]);
-const FILTERS = ["status", "type", "queue", "error", "from", "to"];
+const FILTERS = ["status", "type", "queue", "group", "error", "from", "to"];
 
 const state = {
   view: "jobs", scope: "mine", cursor: null, jobs: [], operator: false, timer: null,
@@ -132,6 +132,7 @@ function readUrl() {
   $("filter-status").value = params.get("status") || "";
   $("filter-type").value = params.get("type") || "";
   $("filter-queue").value = params.get("queue") || "";
+  $("filter-group").value = params.get("group") || "";
   $("filter-error").value = params.get("error") || "";
   $("filter-from").value = localInput(params.get("from"));
   $("filter-to").value = localInput(params.get("to"));
@@ -171,6 +172,7 @@ function filters() {
     status: $("filter-status").value,
     type: $("filter-type").value.trim(),
     queue: $("filter-queue").value.trim(),
+    group: $("filter-group").value.trim(),
     error: $("filter-error").value.trim(),
     from: isoFromInput($("filter-from").value),
     to: isoFromInput($("filter-to").value),
@@ -386,6 +388,13 @@ async function loadOperator() {
   queues.sort((a, b) => a.queue.localeCompare(b.queue));
   state.queues = queues.map((q) => q.queue);
   $("queues").tBodies[0].replaceChildren(...queues.map((q) => queueRow(q, pauses.get(q.queue))));
+  const groups = (stats.groups || []).map((g) => el("tr", { dataGroup: g.group },
+    el("td", {}, g.queue),
+    el("td", {}, g.group || "(shared)"),
+    el("td", { className: "num" }, g.waiting),
+    el("td", { className: "num" }, g.running),
+    el("td", { className: "num" }, age(g.oldest_runnable_seconds))));
+  $("groups").tBodies[0].replaceChildren(...groups);
   const chosen = $("chart-queue").value || state.chartQueue || "";
   $("chart-queue").replaceChildren(el("option", { value: "" }, "every queue"),
     ...state.queues.map((name) => el("option", { value: name }, name)));

@@ -151,22 +151,24 @@ $$;
 -- Every user's jobs for the operator list: what identifies a job and how it went, never
 -- its payload or result. Newest first, a page after the (created_at, id) cursor.
 create function tickq.operator_jobs(
-    p_statuses text[], p_types text[], p_queues text[], p_error text,
+    p_statuses text[], p_types text[], p_queues text[], p_groups text[], p_error text,
     p_created_from timestamptz, p_created_to timestamptz,
     p_after_created timestamptz, p_after_id uuid, p_limit integer)
-    returns table (id uuid, queue text, type text, user_id uuid, status text,
+    returns table (id uuid, queue text, type text, user_id uuid, group_key text, status text,
                    attempts integer, max_attempts integer, priority integer,
                    progress jsonb, error text, run_after timestamptz,
                    created_at timestamptz, updated_at timestamptz, finished_at timestamptz)
     language sql stable security definer
     set search_path = pg_catalog, pg_temp
     as $$
-select j.id, j.queue, j.type, j.user_id, j.status, j.attempts, j.max_attempts, j.priority,
-       j.progress, j.error, j.run_after, j.created_at, j.updated_at, j.finished_at
+select j.id, j.queue, j.type, j.user_id, j.group_key, j.status, j.attempts, j.max_attempts,
+       j.priority, j.progress, j.error, j.run_after, j.created_at, j.updated_at,
+       j.finished_at
 from tickq.jobs j
 where (p_statuses is null or j.status = any(p_statuses))
   and (p_types is null or j.type = any(p_types))
   and (p_queues is null or j.queue = any(p_queues))
+  and (p_groups is null or j.group_key = any(p_groups))
   and (p_error is null or strpos(lower(j.error), lower(p_error)) > 0)
   and (p_created_from is null or j.created_at >= p_created_from)
   and (p_created_to is null or j.created_at < p_created_to)
@@ -178,17 +180,17 @@ $$;
 -- One job of any user for the operator's detail view: operator_jobs' columns and the error
 -- history, never the payload or result.
 create function tickq.operator_job(p_id uuid)
-    returns table (id uuid, queue text, type text, user_id uuid, status text,
-                   attempts integer, max_attempts integer, priority integer,
+    returns table (id uuid, queue text, type text, user_id uuid, group_key text,
+                   status text, attempts integer, max_attempts integer, priority integer,
                    progress jsonb, error text, errors jsonb, run_after timestamptz,
                    lease_until timestamptz, created_at timestamptz, updated_at timestamptz,
                    started_at timestamptz, finished_at timestamptz)
     language sql stable security definer
     set search_path = pg_catalog, pg_temp
     as $$
-select j.id, j.queue, j.type, j.user_id, j.status, j.attempts, j.max_attempts, j.priority,
-       j.progress, j.error, j.errors, j.run_after, j.lease_until, j.created_at, j.updated_at,
-       j.started_at, j.finished_at
+select j.id, j.queue, j.type, j.user_id, j.group_key, j.status, j.attempts, j.max_attempts,
+       j.priority, j.progress, j.error, j.errors, j.run_after, j.lease_until, j.created_at,
+       j.updated_at, j.started_at, j.finished_at
 from tickq.jobs j
 where j.id = p_id
 $$;
@@ -318,8 +320,8 @@ revoke all on function
     tickq.queue_pause(text, text, text, timestamptz), tickq.queue_resume(text),
     tickq.queue_pauses_list(), tickq.throughput(timestamptz, integer, text, timestamptz),
     tickq.depth_history(timestamptz, text),
-    tickq.operator_jobs(text[], text[], text[], text, timestamptz, timestamptz, timestamptz,
-                        uuid, integer),
+    tickq.operator_jobs(text[], text[], text[], text[], text, timestamptz, timestamptz,
+                        timestamptz, uuid, integer),
     tickq.operator_job(uuid),
     tickq.operator_retry(uuid[], timestamptz), tickq.operator_cancel(uuid[], timestamptz),
     tickq.operator_count_dead(text[], text[]),
@@ -329,8 +331,8 @@ grant execute on function
     tickq.queue_pause(text, text, text, timestamptz), tickq.queue_resume(text),
     tickq.queue_pauses_list(), tickq.throughput(timestamptz, integer, text, timestamptz),
     tickq.depth_history(timestamptz, text),
-    tickq.operator_jobs(text[], text[], text[], text, timestamptz, timestamptz, timestamptz,
-                        uuid, integer),
+    tickq.operator_jobs(text[], text[], text[], text[], text, timestamptz, timestamptz,
+                        timestamptz, uuid, integer),
     tickq.operator_job(uuid),
     tickq.operator_retry(uuid[], timestamptz), tickq.operator_cancel(uuid[], timestamptz),
     tickq.operator_count_dead(text[], text[]),

@@ -48,17 +48,18 @@ from tickq.depth_history(%(since)s::timestamptz, %(queue)s);
 
 -- name: operator_jobs
 -- Every user's jobs matching the filter, newest first, without payloads or results.
-select id, queue, type, user_id, status, attempts, max_attempts, priority, progress, error,
-       run_after, created_at, updated_at, finished_at
+select id, queue, type, user_id, group_key, status, attempts, max_attempts, priority,
+       progress, error, run_after, created_at, updated_at, finished_at
 from tickq.operator_jobs(%(statuses)s::text[], %(types)s::text[], %(queues)s::text[],
-                         %(error)s, %(created_from)s::timestamptz,
+                         %(groups)s::text[], %(error)s, %(created_from)s::timestamptz,
                          %(created_to)s::timestamptz, %(after_created)s::timestamptz,
                          %(after_id)s::uuid, %(limit)s);
 
 -- name: operator_job
 -- One job of any user, without its payload or result.
-select id, queue, type, user_id, status, attempts, max_attempts, priority, progress, error,
-       errors, run_after, lease_until, created_at, updated_at, started_at, finished_at
+select id, queue, type, user_id, group_key, status, attempts, max_attempts, priority,
+       progress, error, errors, run_after, lease_until, created_at, updated_at, started_at,
+       finished_at
 from tickq.operator_job(%(id)s::uuid);
 
 -- name: operator_retry
@@ -85,11 +86,12 @@ from tickq.operator_retry_dead(%(types)s::text[], %(queues)s::text[], %(expected
 select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key
 from tickq.jobs
 where (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
   and (%(types)s::text[] is null or type = any(%(types)s::text[]))
   and (%(queues)s::text[] is null or queue = any(%(queues)s::text[]))
+  and (%(groups)s::text[] is null or group_key = any(%(groups)s::text[]))
   and (%(error)s::text is null or strpos(lower(error), lower(%(error)s::text)) > 0)
   and (%(created_from)s::timestamptz is null or created_at >= %(created_from)s::timestamptz)
   and (%(created_to)s::timestamptz is null or created_at < %(created_to)s::timestamptz)

@@ -22,15 +22,16 @@ with clock as materialized (
                 %(each_priority)b::integer[], %(each_run_after)b::timestamptz[],
                 %(each_delay)b::float8[], %(each_lease_seconds)b::integer[],
                 %(each_backoff_base)b::float8[], %(each_backoff_factor)b::float8[],
-                %(each_backoff_max)b::float8[], %(each_backoff_jitter)b::float8[])
+                %(each_backoff_max)b::float8[], %(each_backoff_jitter)b::float8[],
+                %(each_group_key)b::text[])
         as i (id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
               run_after, delay, lease_seconds, backoff_base, backoff_factor, backoff_max,
-              backoff_jitter)
+              backoff_jitter, group_key)
 ), inserted as (
     insert into tickq.jobs as j (
         id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
         run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-        created_at, updated_at)
+        group_key, created_at, updated_at)
     select i.id,
            coalesce(i.queue, %(all_queue)s::text),
            coalesce(i.type, %(all_type)s::text),
@@ -46,6 +47,7 @@ with clock as materialized (
            coalesce(i.backoff_factor, %(all_backoff_factor)s::float8),
            coalesce(i.backoff_max, %(all_backoff_max)s::float8),
            coalesce(i.backoff_jitter, %(all_backoff_jitter)s::float8),
+           coalesce(i.group_key, %(all_group_key)s::text),
            clock.now, clock.now
     from input i, clock
     -- Keys are inserted in one global order: two batches that share uncommitted keys then
@@ -76,14 +78,14 @@ with inserted as (
     insert into tickq.jobs as j (
         id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
         run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-        created_at, updated_at)
+        group_key, created_at, updated_at)
     values (%(id)s, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
             %(key)s::text, %(max_attempts)s, %(priority)s,
             coalesce(%(run_after)s::timestamptz,
                      coalesce(%(now)s::timestamptz, now())
                      + %(delay)s::float8 * interval '1 second'),
             %(lease_seconds)s::integer, %(backoff_base)s, %(backoff_factor)s,
-            %(backoff_max)s, %(backoff_jitter)s,
+            %(backoff_max)s, %(backoff_jitter)s, %(group_key)s::text,
             coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
     -- Same arbiter as jobs_enqueue: the partial unique index decides duplicates.
     on conflict (idempotency_key, user_id)
@@ -92,7 +94,8 @@ with inserted as (
     returning id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
         priority, run_after, lease_until, lease_token, progress, result, error, errors,
         lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-        cancel_requested, created_at, updated_at, started_at, finished_at, false as duplicate
+        cancel_requested, created_at, updated_at, started_at, finished_at, group_key,
+        false as duplicate
 )
 select * from inserted
 union all
@@ -100,7 +103,7 @@ select j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
     j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token, j.progress,
     j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
     j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
-    j.started_at, j.finished_at, true as duplicate
+    j.started_at, j.finished_at, j.group_key, true as duplicate
 from tickq.jobs j
 where %(key)s::text is not null
   and j.idempotency_key = %(key)s::text
@@ -116,14 +119,14 @@ where %(key)s::text is not null
 insert into tickq.jobs (
     id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
     run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    created_at, updated_at)
+    group_key, created_at, updated_at)
 values (%(id)s, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
         null, %(max_attempts)s, %(priority)s,
         coalesce(%(run_after)s::timestamptz,
                  coalesce(%(now)s::timestamptz, now())
                  + %(delay)s::float8 * interval '1 second'),
         %(lease_seconds)s::integer, %(backoff_base)s, %(backoff_factor)s,
-        %(backoff_max)s, %(backoff_jitter)s,
+        %(backoff_max)s, %(backoff_jitter)s, %(group_key)s::text,
         coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
 returning payload, run_after, created_at;
 
@@ -202,7 +205,7 @@ with clock as materialized (
         j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
         j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested,
-        j.created_at, j.updated_at, j.started_at, j.finished_at
+        j.created_at, j.updated_at, j.started_at, j.finished_at, j.group_key
 )
 -- The ids come on the first row only: repeated on every row they cost more to parse than
 -- the jobs themselves.
@@ -284,7 +287,7 @@ with clock as materialized (
         j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
         j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested,
-        j.created_at, j.updated_at, j.started_at, j.finished_at
+        j.created_at, j.updated_at, j.started_at, j.finished_at, j.group_key
 )
 -- The ids come on the first row only: repeated on every row they cost more to parse than
 -- the jobs themselves.
@@ -334,7 +337,7 @@ returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_k
     j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token, j.progress,
     j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
     j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
-    j.started_at, j.finished_at;
+    j.started_at, j.finished_at, j.group_key;
 
 -- name: jobs_extend_lease
 -- Push a running job's lease out; fenced by its lease token.
@@ -357,7 +360,7 @@ returning cancel_requested;
 select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key
 from tickq.jobs where id = %(id)s;
 
 -- name: jobs_list
@@ -365,7 +368,7 @@ from tickq.jobs where id = %(id)s;
 select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key
 from tickq.jobs
 where (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
   and (%(types)s::text[] is null or type = any(%(types)s::text[]))
@@ -388,7 +391,7 @@ where id = any(%(ids)s::uuid[]) and status in ('queued', 'retrying', 'running')
 returning id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at;
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key;
 
 -- name: jobs_retry
 -- Send dead (or, by id, cancelled) jobs back to the queue with fresh attempts. A job whose
@@ -429,7 +432,7 @@ returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_k
     j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token, j.progress,
     j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
     j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
-    j.started_at, j.finished_at;
+    j.started_at, j.finished_at, j.group_key;
 
 -- name: jobs_pending_exist
 -- Whether any job of these queues is waiting or running (`tickq work --until-empty`).
@@ -476,29 +479,32 @@ select set_config('tickq.user_id', %(user_id)s, true);
 -- Create a schedule, or replace one of the same name when %(replace)s; no row: it exists.
 insert into tickq.schedules as s (
     name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-    next_at, created_at, updated_at)
+    next_at, created_at, updated_at, group_key)
 values (%(name)s, %(cron)s, %(timezone)s, %(type)s, %(payload)s::jsonb, %(queue)s,
         %(priority)s, %(max_attempts)s, %(missed)s, %(enabled)s, %(next_at)s,
-        coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
+        coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()),
+        %(group_key)s::text)
 on conflict (name) do update
     set cron = excluded.cron, timezone = excluded.timezone, type = excluded.type,
         payload = excluded.payload, queue = excluded.queue, priority = excluded.priority,
         max_attempts = excluded.max_attempts, missed = excluded.missed,
         enabled = excluded.enabled, next_at = excluded.next_at,
-        updated_at = excluded.updated_at
+        updated_at = excluded.updated_at, group_key = excluded.group_key
     where %(replace)s
 returning name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-       last_fired, next_at, created_at, updated_at;
+       last_fired, next_at, created_at, updated_at, group_key as "group";
 
 -- name: schedules_list
 -- Every schedule, by name.
 select name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-       last_fired, next_at, created_at, updated_at from tickq.schedules order by name;
+       last_fired, next_at, created_at, updated_at, group_key as "group"
+from tickq.schedules order by name;
 
 -- name: schedules_get
 -- One schedule by name.
 select name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-       last_fired, next_at, created_at, updated_at from tickq.schedules where name = %(name)s;
+       last_fired, next_at, created_at, updated_at, group_key as "group"
+from tickq.schedules where name = %(name)s;
 
 -- name: schedules_set_enabled
 -- Switch a schedule on or off; switching on restarts it at its next occurrence from now.
@@ -508,7 +514,7 @@ set enabled = %(enabled)s,
     updated_at = coalesce(%(now)s::timestamptz, now())
 where name = %(name)s
 returning name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-       last_fired, next_at, created_at, updated_at;
+       last_fired, next_at, created_at, updated_at, group_key as "group";
 
 -- name: schedules_remove
 -- Delete a schedule; jobs it already enqueued stay.
@@ -525,7 +531,8 @@ order by next_at, name;
 -- firing right now is theirs; after they commit its next_at is in the future and it no
 -- longer matches, so overlapping runs never fire one occurrence twice.
 select name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-       last_fired, next_at, created_at, updated_at from tickq.schedules
+       last_fired, next_at, created_at, updated_at, group_key as "group"
+from tickq.schedules
 where name = %(name)s and enabled and next_at <= coalesce(%(now)s::timestamptz, now())
 for update skip locked;
 
@@ -540,9 +547,11 @@ where name = %(name)s;
 -- Per-type and per-queue limits (queue_core/limits.py)
 
 -- name: limits_configured
--- Whether any type limit and any queue limit exist: without them the plain claim and enqueue
--- statements run.
-select exists (select from tickq.type_limits), exists (select from tickq.queue_limits);
+-- Whether any type limit, any queue limit and any cap per group exist: without them the
+-- plain claim and enqueue statements run.
+select exists (select from tickq.type_limits), exists (select from tickq.queue_limits),
+       exists (select from tickq.type_limits where max_running_per_group is not null)
+       or exists (select from tickq.queue_group_limits);
 
 -- name: jobs_claim_limited
 -- The claim of jobs_finish_and_claim under the type limits: see tickq.claim_limited in
@@ -550,7 +559,8 @@ select exists (select from tickq.type_limits), exists (select from tickq.queue_l
 select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at from tickq.claim_limited(
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key
+from tickq.claim_limited(
     %(queues)s::text[], %(limit)s, %(lease_seconds)s, %(now)s::timestamptz);
 
 -- name: queue_limits_admit
@@ -560,16 +570,19 @@ select queue, depth, max_depth from tickq.queue_admit(%(queues)s::text[], %(coun
 
 -- name: type_limits_set
 -- Create or change a type's limits; the rate log survives a change of the numbers.
-insert into tickq.type_limits as l (type, max_running, rate_limit, rate_period_seconds)
-values (%(type)s, %(max_running)s, %(rate_limit)s, %(rate_period_seconds)s)
+insert into tickq.type_limits as l (
+    type, max_running, rate_limit, rate_period_seconds, max_running_per_group)
+values (%(type)s, %(max_running)s, %(rate_limit)s, %(rate_period_seconds)s,
+        %(max_running_per_group)s)
 on conflict (type) do update
     set max_running = excluded.max_running, rate_limit = excluded.rate_limit,
-        rate_period_seconds = excluded.rate_period_seconds, updated_at = now()
-returning type, max_running, rate_limit, rate_period_seconds;
+        rate_period_seconds = excluded.rate_period_seconds,
+        max_running_per_group = excluded.max_running_per_group, updated_at = now()
+returning type, max_running, rate_limit, rate_period_seconds, max_running_per_group;
 
 -- name: type_limits_list
 -- Every type limit, with the jobs of the type running now.
-select l.type, l.max_running, l.rate_limit, l.rate_period_seconds,
+select l.type, l.max_running, l.rate_limit, l.rate_period_seconds, l.max_running_per_group,
        (select count(*) from tickq.jobs j where j.status = 'running' and j.type = l.type)
            as running
 from tickq.type_limits l
@@ -597,6 +610,149 @@ order by l.queue;
 -- name: queue_limits_clear
 -- Remove a queue's maximum depth.
 delete from tickq.queue_limits where queue = %(queue)s returning queue;
+
+-- Fairness across groups (queue_core/fairness.py, migration 0010)
+
+-- name: jobs_groups_span
+-- The least and greatest group with jobs waiting in a queue (nulls: none), looked at level
+-- by level from the best priority down, stopping at the first level of several groups:
+-- only when they differ does the claim need to take turns (jobs_claim_fair). Per level, one
+-- probe of jobs_claim_idx (the next level) and two of jobs_fair_idx (its first and last
+-- group), however many jobs wait.
+with recursive levels (priority, first, last) as (
+    select l.priority,
+           (select min(j.group_key) from tickq.jobs j
+            where j.status in ('queued', 'retrying') and j.queue = %(queue)s
+              and j.priority = l.priority),
+           (select max(j.group_key) from tickq.jobs j
+            where j.status in ('queued', 'retrying') and j.queue = %(queue)s
+              and j.priority = l.priority)
+    from (select priority from tickq.jobs
+          where status in ('queued', 'retrying') and queue = %(queue)s
+          order by priority desc
+          limit 1) l
+    union all
+    select n.priority,
+           (select min(j.group_key) from tickq.jobs j
+            where j.status in ('queued', 'retrying') and j.queue = %(queue)s
+              and j.priority = n.priority),
+           (select max(j.group_key) from tickq.jobs j
+            where j.status in ('queued', 'retrying') and j.queue = %(queue)s
+              and j.priority = n.priority)
+    from levels v
+    cross join lateral (
+        select priority from tickq.jobs
+        where status in ('queued', 'retrying') and queue = %(queue)s and priority < v.priority
+        order by priority desc
+        limit 1) n
+    where v.first = v.last
+)
+select min(first), max(last) from levels;
+
+-- name: jobs_finish_and_claim_fair
+-- jobs_finish_and_claim with the fair claim (tickq.claim_fair, migration 0010) in place of
+-- the plain one: one round trip and one commit per batch, as on the plain path (a separate
+-- finishing statement halved a drain's rate). The finishing part is the plain statement's,
+-- word for word (tests/unit/test_fairness.py holds them equal). A job finished back to the
+-- queue by this statement may be leased again by it, as by the next statement.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), outcome as (
+    select *
+    from jsonb_to_recordset(%(outcomes)s::jsonb)
+        as o (id uuid, lease_token uuid, status text, result jsonb, error text,
+              delay float8, extra_attempt boolean)
+    -- Plain successes (no result, no error), the bulk of any batch, come as two binary
+    -- uuid arrays: spelling each as JSON text cost more client time than its update.
+    union all
+    select s.id, s.lease_token, 'succeeded', null, null, null, null
+    from unnest(%(succeeded_ids)b::uuid[], %(succeeded_tokens)b::uuid[])
+        as s (id, lease_token)
+), finished as (
+    -- Only rows still leased under the given token change, so a worker that lost its
+    -- lease cannot overwrite a newer attempt.
+    update tickq.jobs j
+    set status = o.status,
+        result = coalesce(o.result, j.result),
+        error = coalesce(o.error, j.error),
+        errors = case when o.error is null then j.errors
+                      else tickq.error_history(j.errors, jsonb_build_object(
+                          'attempt', j.attempts, 'at', clock.now, 'error', o.error)) end,
+        run_after = case when o.status in ('queued', 'retrying')
+                         then clock.now + o.delay * interval '1 second' else j.run_after end,
+        max_attempts = j.max_attempts + case when o.extra_attempt then 1 else 0 end,
+        lease_until = null,
+        lease_token = null,
+        cancel_requested = false,
+        updated_at = clock.now,
+        finished_at = case when o.status in ('succeeded', 'dead', 'cancelled')
+                           then clock.now end
+    from outcome o, clock
+    where j.id = o.id
+      and j.id = any(array(select id from outcome))
+      and j.lease_token = o.lease_token
+      and j.status = 'running'
+    returning j.id
+), claimed as (
+    select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
+        priority, run_after, lease_until, lease_token, progress, result, error, errors,
+        lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
+        cancel_requested, created_at, updated_at, started_at, finished_at, group_key
+    from tickq.claim_fair(
+        %(queue)s, %(limit)s, %(lease_seconds)s, %(now)s::timestamptz, %(after)s::text)
+)
+-- The ids come on the first row only, as in jobs_finish_and_claim.
+select case when row_number() over () = 1 then f.ids end as ids, c.*
+from (select array_agg(id) as ids from finished) f
+left join claimed c on true;
+
+-- name: jobs_claim_fair
+-- The claim taking turns across groups, under every limit: see tickq.claim_fair in
+-- migration 0010. %(after)s is the group this worker's last fair claim ended with.
+select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
+    priority, run_after, lease_until, lease_token, progress, result, error, errors,
+    lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key
+from tickq.claim_fair(
+    %(queue)s, %(limit)s, %(lease_seconds)s, %(now)s::timestamptz, %(after)s::text);
+
+-- name: jobs_stats_groups
+-- Per queue and group: jobs waiting (runnable now), running, and the age of the oldest
+-- runnable job; only groups with live jobs (jobs_fair_idx and the running rows).
+select queue, group_key,
+       count(*) filter (where status in ('queued', 'retrying')
+                          and run_after <= coalesce(%(now)s::timestamptz, now())) as waiting,
+       count(*) filter (where status = 'running') as running,
+       extract(epoch from coalesce(%(now)s::timestamptz, now())
+               - min(run_after) filter (
+                   where status in ('queued', 'retrying')
+                     and run_after <= coalesce(%(now)s::timestamptz, now())))
+           as oldest_runnable_seconds
+from tickq.jobs
+where status in ('queued', 'retrying', 'running')
+group by queue, group_key
+order by queue, group_key;
+
+-- name: queue_group_limits_set
+-- Create or change a queue's cap of running jobs per group.
+insert into tickq.queue_group_limits as l (queue, max_running_per_group)
+values (%(queue)s, %(max_running_per_group)s)
+on conflict (queue) do update
+    set max_running_per_group = excluded.max_running_per_group, updated_at = now()
+returning queue, max_running_per_group;
+
+-- name: queue_group_limits_list
+-- Every queue's cap per group, with the most jobs one group of it runs now.
+select l.queue, l.max_running_per_group,
+       coalesce((select max(n) from (select count(*) as n from tickq.jobs j
+                                     where j.status = 'running' and j.queue = l.queue
+                                     group by j.group_key) g), 0) as busiest
+from tickq.queue_group_limits l
+order by l.queue;
+
+-- name: queue_group_limits_clear
+-- Remove a queue's cap per group.
+delete from tickq.queue_group_limits where queue = %(queue)s returning queue;
 
 -- Retention (queue_core/retention.py)
 

@@ -144,4 +144,12 @@ def test_operator_view_counts_every_users_jobs_per_queue(
     name, depth, oldest, running, retrying, dead, total = queue[:7]
     assert (name, depth, running, retrying, dead, total) == ("default", "2", "0", "0", "1", "4")
     assert oldest.endswith(("s", "min", "h"))
-    page.screenshot(path=ARTIFACTS / "operator-view.png")
+    # And each user's waiting job shows under the user's fairness group
+    page.wait_for_selector("#groups tbody tr")
+    groups = page.evaluate(
+        "[...document.querySelectorAll('#groups tbody tr')]"
+        ".map(r => [...r.cells].map(c => c.textContent))"
+    )
+    assert sorted((g[1], g[2], g[3]) for g in groups) == sorted(
+        (str(who.owner_id()), "1", "0") for who in (ALICE, BOB)
+    )

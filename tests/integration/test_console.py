@@ -311,3 +311,20 @@ def test_an_operator_login_reads_no_job_row_but_may_use_the_console(conn, operat
         assert OperatorConsole(operator).count_dead(types=None, queues=None) == 1
         QueuePauses(operator).pause("default", by="olivia")
         assert [p.queue for p in QueuePauses(operator).all()] == ["default"]
+
+
+def test_the_lists_filter_by_fairness_group(conn, app_login_url):
+    store = PostgresStore(conn)
+    enqueue(store, 2, user_id=ALICE, group="tenant-a")
+    enqueue(store, 1, user_id=ALICE, group="tenant-b")
+    enqueue(store, 1, user_id=BOB, group="tenant-a")
+    app = psycopg.connect(app_login_url, autocommit=True)
+    alice = PostgresStore(app, user_id=ALICE)
+
+    mine = alice.search_jobs(JobFilter.of(groups=["tenant-a"]).params()).jobs
+    everyone = OperatorConsole(conn).jobs(JobFilter.of(groups=["tenant-a"])).jobs
+
+    assert [(j.user_id, j.group_key) for j in mine] == [(ALICE, "tenant-a")] * 2
+    assert sorted(j["user_id"] for j in everyone) == sorted([str(ALICE)] * 2 + [str(BOB)])
+    assert {j["group_key"] for j in everyone} == {"tenant-a"}
+    app.close()

@@ -57,6 +57,7 @@ def observable(job: Job) -> tuple[Any, ...]:
         job.finished_at,
         job.result,
         job.progress,
+        job.group_key,
     )
 
 
@@ -116,6 +117,7 @@ class StoreVersusModel(RuleBasedStateMachine):
         max_attempts=st.integers(1, 3),
         delay=st.sampled_from([0, 0, 1, 5]),
         lease_seconds=st.sampled_from([None, 5]),
+        group=st.sampled_from([None, None, "a", "b"]),
     )
     def enqueue(
         self,
@@ -124,6 +126,7 @@ class StoreVersusModel(RuleBasedStateMachine):
         max_attempts: int,
         delay: int,
         lease_seconds: int | None,
+        group: str | None,
     ) -> None:
         spec = validation.job_spec(
             "model",
@@ -133,6 +136,7 @@ class StoreVersusModel(RuleBasedStateMachine):
             max_attempts=max_attempts,
             delay=delay,
             lease_seconds=lease_seconds,
+            group=group,
         )
         holder = self.key_holder(key)
         result = self.store.enqueue(spec, now=self.now)
@@ -161,16 +165,29 @@ class StoreVersusModel(RuleBasedStateMachine):
         )
         assert len(claimed) == min(limit, len(runnable))
         chosen = {j.id for j in claimed}
-        worst_taken = max((transitions.claim_order(self.model[i]) for i in chosen), default=None)
         for job in runnable:
             if job.id not in chosen:
-                # Skipped only if no better than every job taken (ties may go either way).
-                assert worst_taken is None or transitions.claim_order(job) >= worst_taken
+                self.check_skipped(job, [self.model[i] for i in chosen])
         for job in claimed:
             assert job.lease_token is not None
             self.model[job.id] = transitions.claim(
                 self.model[job.id], now=self.now, lease_seconds=LEASE, token=job.lease_token
             )
+
+    @staticmethod
+    def check_skipped(job: Job, taken: list[Job]) -> None:
+        """A job left behind is no better than the jobs taken (ties may go either way):
+        overall when one group waits, else by priority, and within its own group (the
+        claim takes turns across the groups of a level, SPEC §10)."""
+        if not taken:
+            return
+        if {t.group_key for t in taken} | {job.group_key} == {job.group_key}:
+            assert transitions.claim_order(job) >= max(map(transitions.claim_order, taken))
+            return
+        assert job.priority <= min(t.priority for t in taken)
+        same = [t for t in taken if t.group_key == job.group_key and t.priority == job.priority]
+        if same:
+            assert transitions.claim_order(job) >= max(map(transitions.claim_order, same))
 
     @precondition(lambda self: self.running())
     @rule(data=st.data(), result=st.sampled_from([None, 1, {"ok": True}]))

@@ -63,6 +63,7 @@ def test_depth_by_queue_adds_waiting_jobs_and_keeps_the_oldest_age():
         {"statuses": ["deadish"]},
         {"types": ["bad type"]},
         {"queues": [""]},
+        {"groups": ["a group"]},
         {"error": ""},
         {"error": "x" * 201},
         {"created_from": datetime(2030, 1, 1)},  # naive
@@ -82,6 +83,7 @@ def test_an_empty_filter_matches_everything():
         "statuses": None,
         "types": None,
         "queues": None,
+        "groups": None,
         "error": None,
         "created_from": None,
         "created_to": None,

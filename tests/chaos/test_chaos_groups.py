@@ -1,0 +1,138 @@
+"""Chaos soak with fairness groups and a cap per group: worker processes drain jobs of
+several tenants while being SIGKILLed, while handlers crash their own process, and while
+PostgreSQL restarts. Besides the soak's invariants, at no sampled moment may a group run
+more jobs of the capped type than its cap, and every job must finish.
+
+Bounded for CI (well under a minute of chaos); TICKQ_SOAK_SECONDS and TICKQ_SOAK_SEED
+reproduce or lengthen a run, as for the main soak.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from queue_core import validation
+from queue_core.limits import Limits, type_limit
+from queue_core.store import PostgresStore
+from tests.chaos import invariants
+from tests.chaos.harness import Database, Supervisor
+
+CHAOS_SECONDS = min(float(os.environ.get("TICKQ_SOAK_SECONDS", "20")), 600.0)
+JOBS = 400
+GROUPS = 5
+CAP = 2
+DRAIN_SECONDS = 150.0
+SEED = int(os.environ.get("TICKQ_SOAK_SEED", str(random.randrange(1_000_000))))
+
+OVER_CAP = """
+    select j.type, j.group_key, count(*), l.max_running_per_group
+    from tickq.jobs j join tickq.type_limits l on l.type = j.type
+    where j.status = 'running' and l.max_running_per_group is not null
+    group by j.type, j.group_key, l.max_running_per_group
+    having count(*) > l.max_running_per_group
+"""
+BUSIEST = """
+    select coalesce(max(n), 0) from (
+        select count(*) as n from tickq.jobs where status = 'running' group by group_key) g
+"""
+
+
+class CapMonitor(threading.Thread):
+    """The soak's invariants plus "no running count above a per-group cap", checked every
+    100 ms from its own connection across database restarts; never raises."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True, name="chaos-cap-monitor")
+        self.url = url
+        self.stop_event = threading.Event()
+        self.violations: list[str] = []
+        self.busiest = 0
+        self.rounds = 0
+
+    def run(self) -> None:
+        checks = {**invariants.CHECKS, "running count above a per-group cap": OVER_CAP}
+        conn: psycopg.Connection[Any] | None = None
+        while not self.stop_event.wait(0.1):
+            try:
+                if conn is None or conn.closed or conn.broken:
+                    conn = psycopg.connect(self.url, autocommit=True, connect_timeout=2)
+                found = invariants.violations(conn, checks)
+                self.busiest = max(self.busiest, conn.execute(BUSIEST).fetchone()[0])
+            except psycopg.OperationalError:
+                conn = None
+                continue
+            self.rounds += 1
+            self.violations += [v for v in found if v not in self.violations]
+        if conn is not None:
+            conn.close()
+
+
+def unfinished(url: str) -> int | None:
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
+            row = conn.execute(
+                "select count(*) from tickq.jobs"
+                " where status not in ('succeeded', 'dead', 'cancelled')"
+            ).fetchone()
+    except psycopg.OperationalError:
+        return None
+    return None if row is None else int(row[0])
+
+
+def prepare(url: str) -> None:
+    specs = [
+        validation.job_spec("chaos", {"n": n}, group=f"tenant-{n % GROUPS}", priority=n % 2)
+        for n in range(JOBS)
+    ]
+    with psycopg.connect(url, autocommit=True) as conn:
+        Limits(conn).set_type(type_limit("chaos", max_running_per_group=CAP))
+        PostgresStore(conn).enqueue_many(specs)
+
+
+def test_no_group_runs_above_its_cap_under_kills_crashes_and_a_restart(tmp_path: Path) -> None:
+    rng = random.Random(SEED)
+    db = Database(tmp_path / "pgdata")
+    db.start()
+    db.create()
+    supervisor = Supervisor(db.url, logs=tmp_path, works=2, ticks=1, functions=1)
+    monitor = CapMonitor(db.url)
+    try:
+        prepare(db.url)
+        monitor.start()
+        started = time.monotonic()
+        restart_at = started + CHAOS_SECONDS * 0.5
+        next_kill = started + rng.uniform(1, 4)
+        while (now := time.monotonic()) < started + CHAOS_SECONDS:
+            supervisor.fill()
+            if now >= next_kill:
+                supervisor.kill_one(rng)
+                next_kill = now + rng.uniform(1, 4)
+            if restart_at and now >= restart_at:
+                restart_at = 0.0
+                db.restart()
+            time.sleep(0.2)
+        drain_deadline = time.monotonic() + DRAIN_SECONDS
+        while time.monotonic() < drain_deadline and unfinished(db.url) != 0:
+            supervisor.fill()
+            time.sleep(0.5)
+        supervisor.stop()
+        monitor.stop_event.set()
+        monitor.join()
+        with psycopg.connect(db.url, autocommit=True) as conn:
+            final = invariants.violations(conn, {**invariants.CHECKS, **invariants.FINAL_CHECKS})
+    finally:
+        supervisor.stop()
+        monitor.stop_event.set()
+        db.stop()
+
+    summary = {"seed": SEED, "kills": supervisor.kills, "restarts": db.restarts}
+    assert monitor.violations + final == [], summary
+    assert monitor.rounds > 50 and supervisor.kills > 0 and db.restarts == 1, summary
+    assert monitor.busiest == CAP, {**summary, "busiest": monitor.busiest}  # the cap was reached
