@@ -75,7 +75,11 @@ def _stats(conn: psycopg.Connection[Any]) -> dict[str, Any]:
 
 
 def measure(
-    admin_url: str, *, finished_rows: int, runnable: int = 10_000, samples: int = 100,
+    admin_url: str,
+    *,
+    finished_rows: int,
+    runnable: int = 10_000,
+    samples: int = 100,
     batch: int = 100,
 ) -> dict[str, Any]:
     """Median claim seconds with 0 and with `finished_rows` finished jobs, and their ratio.

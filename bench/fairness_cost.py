@@ -57,7 +57,7 @@ class FairStore(PostgresStore):
 
 def fill(conn: psycopg.Connection[Any], jobs: int, groups: int) -> None:
     """`jobs` runnable jobs spread evenly over `groups` groups, oldest first."""
-    conn.execute("truncate tickq.jobs")
+    conn.execute("truncate tickq.jobs cascade")
     conn.execute(
         "insert into tickq.jobs (type, group_key, run_after, created_at)"
         " select 'work', 'tenant-' || (g %% %(groups)s),"
@@ -190,7 +190,7 @@ def enqueues(with_index: str, without_index: str, *, jobs: int, rounds: int) -> 
     for round_ in range(rounds):
         for name in list(urls) if round_ % 2 else list(reversed(urls)):
             with psycopg.connect(urls[name], autocommit=True) as conn:
-                conn.execute("truncate tickq.jobs")
+                conn.execute("truncate tickq.jobs cascade")
                 store = PostgresStore(conn)
                 store.limits_configured()
                 server, client = backend_cpu(conn), time.thread_time_ns()

@@ -44,9 +44,7 @@ DRAINS = (
 )
 
 
-def run_once(
-    admin_url: str, sizes: Sizes, samples: Samples, log: Callable[[str], None]
-) -> None:
+def run_once(admin_url: str, sizes: Sizes, samples: Samples, log: Callable[[str], None]) -> None:
     for system in all_systems():
         with fresh_database(admin_url, system.name.replace("-", "_")) as url:
             system.install(url)

@@ -72,7 +72,7 @@ def _drain(url: str, claimers: int, batch: int) -> tuple[int, float]:
 
 def _round(url: str, jobs: int, claimers: int, batch: int, capped: bool) -> float:
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("truncate tickq.jobs, tickq.type_limits")
+        conn.execute("truncate tickq.jobs, tickq.type_limits cascade")
         if capped:
             Limits(conn).set_type(type_limit("embed", max_running=5))
         PostgresStore(conn).enqueue_many([job_spec("work", {"i": i}) for i in range(jobs)])

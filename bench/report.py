@@ -62,28 +62,40 @@ def summarize(samples: Samples, extra: dict[str, Any]) -> dict[str, Any]:
             continue
         per_run = [a / b for a, b in zip(top, bottom, strict=True)]
         median = statistics.median(per_run)
-        ratios.append({
-            "metric": target.metric,
-            "ratio": f"{target.numerator} / {target.denominator}",
-            "target": target.at_least,
-            **spread(per_run),
-            "met": median >= target.at_least,
-        })
+        ratios.append(
+            {
+                "metric": target.metric,
+                "ratio": f"{target.numerator} / {target.denominator}",
+                "target": target.at_least,
+                **spread(per_run),
+                "met": median >= target.at_least,
+            }
+        )
     ratios += _peer_ratios(samples)
     claim = extra.get("claim_cost")
     if claim:
-        ratios.append({
-            "metric": "claim_cost", "ratio": "claim with finished rows / with none",
-            "target_at_most": 1.2, "median": claim["ratio"], "min": claim["ratio"],
-            "max": claim["ratio"], "met": claim["ratio"] <= 1.2,
-        })
+        ratios.append(
+            {
+                "metric": "claim_cost",
+                "ratio": "claim with finished rows / with none",
+                "target_at_most": 1.2,
+                "median": claim["ratio"],
+                "min": claim["ratio"],
+                "max": claim["ratio"],
+                "met": claim["ratio"] <= 1.2,
+            }
+        )
     trips = extra.get("round_trips_per_batch")
     if trips:
         constant = len(set(trips.values())) == 1
-        ratios.append({
-            "metric": "round_trips_per_batch", "ratio": "by batch size",
-            "values": trips, "met": constant,
-        })
+        ratios.append(
+            {
+                "metric": "round_trips_per_batch",
+                "ratio": "by batch size",
+                "values": trips,
+                "met": constant,
+            }
+        )
     return {"table": table, "ratios": ratios, **extra}
 
 

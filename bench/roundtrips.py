@@ -33,6 +33,7 @@ def count_round_trips(conn: Any) -> Iterator[RoundTrips]:
             conn.pgconn.untrace()
             trace.seek(0)
             counter.count = sum(
-                1 for line in trace.read().decode(errors="replace").splitlines()
+                1
+                for line in trace.read().decode(errors="replace").splitlines()
                 if line.startswith("B\t") and "\tReadyForQuery" in line
             )

@@ -88,10 +88,12 @@ def main(argv: list[str] | None = None) -> int:
                 tickq_side.install(url)
                 # Start from stock settings whatever migration 0006 chose, then apply each.
                 with psycopg.connect(url, autocommit=True) as conn:
-                    conn.execute("alter table tickq.jobs reset (fillfactor,"
-                                 " autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold,"
-                                 " autovacuum_vacuum_insert_scale_factor,"
-                                 " autovacuum_analyze_scale_factor, autovacuum_vacuum_cost_delay)")
+                    conn.execute(
+                        "alter table tickq.jobs reset (fillfactor,"
+                        " autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold,"
+                        " autovacuum_vacuum_insert_scale_factor,"
+                        " autovacuum_analyze_scale_factor, autovacuum_vacuum_cost_delay)"
+                    )
                 started = time.perf_counter()
                 results[name] = churn(url, args.jobs, storage)
                 results[name]["seconds"] = round(time.perf_counter() - started, 1)

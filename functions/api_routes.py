@@ -14,7 +14,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.metrics import MetricUnit
 
-from queue_core import Job
+from queue_core import Job, JobBatch, dependencies
 
 from . import console_routes
 from .errors import BadRequest
@@ -35,14 +35,19 @@ def enqueue_job() -> Response:
         if request.idempotency_key not in (None, header_key):
             raise BadRequest("the Idempotency-Key header and idempotency_key in the body differ")
         request = request.model_copy(update={"idempotency_key": header_key})
-    result = store(user_id=owner).enqueue(request.spec(tasks(), user_id=owner))
+    spec = request.spec(tasks(), user_id=owner)
+    parents = dependencies.parents(request.after)
+    if parents:  # row-level security makes another user's job "not found"
+        result = store(user_id=owner).enqueue_after(JobBatch.of([spec]), [parents])[0]
+    else:
+        result = store(user_id=owner).enqueue(spec)
     job = result.job or store(user_id=owner).get(result.id)
     logger.info("enqueued", extra={"job_id": str(job.id), "job_type": job.type})
     if not result.duplicate:
         metrics.add_metric(name="enqueued", unit=MetricUnit.Count, value=1)
         kick_tick()
     status = HTTPStatus.OK if result.duplicate else HTTPStatus.ACCEPTED
-    return _json(status, job.to_dict(), Location=f"/jobs/{job.id}")
+    return _json(status, _with_family(job), Location=f"/jobs/{job.id}")
 
 
 @router.get("/jobs")
@@ -62,7 +67,7 @@ def list_jobs() -> Response:
 
 @router.get("/jobs/<job_id>")
 def get_job(job_id: str) -> Response:
-    return _job(store(user_id=_caller()).get(job_id))
+    return _json(HTTPStatus.OK, _with_family(store(user_id=_caller()).get(job_id)))
 
 
 @router.post("/jobs/<job_id>/retry")
@@ -90,6 +95,12 @@ def _limit(value: str | None) -> int:
         return int(value)
     except ValueError:
         raise BadRequest(f"limit must be an integer, got {value[:40]!r}") from None
+
+
+def _with_family(job: Job) -> dict[str, Any]:
+    """The job with its parents ("after") and children, each with its type and status."""
+    relatives = store(user_id=_caller()).relatives(job.id)
+    return {**job.to_dict(), **dependencies.family(relatives)}
 
 
 def _job(job: Job) -> Response:

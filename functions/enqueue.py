@@ -1,7 +1,9 @@
 """EnqueueFunction: other functions of the account enqueue jobs by invoking this directly.
 
 Event: {"type": ..., "payload": {...}, ...options} or {"jobs": [request, ...]}; options are
-those of POST /jobs plus "user_id". Answer: {"jobs": [{"id", "status", "duplicate"}, ...]}.
+those of POST /jobs plus "user_id"; in "jobs", "after" may also name the position of an
+earlier request, so a whole graph is enqueued by one event (a parent must have the same
+owner). Answer: {"jobs": [{"id", "status", "duplicate"}, ...]}.
 Bad input is answered ({"error", "message", "index", ...}) rather than raised, so an
 asynchronous caller's retries do not repeat it; database failures are raised and retried.
 Every request of a batch is checked before any is written, so a bad one writes nothing.
@@ -21,7 +23,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from queue_core import DatabaseError, InvalidJob, JobSpec
+from queue_core import DatabaseError, InvalidJob, JobBatch, JobSpec, dependencies
 
 from . import db
 from .errors import BadRequest, problem
@@ -40,11 +42,17 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     try:
         requests = _requests(event)
         specs: list[JobSpec] = []
+        after: list[tuple[dependencies.ParentRef, ...]] = []
         registry = tasks()
         for index, request in enumerate(requests):
-            specs.append(parse(TrustedEnqueueRequest, request, f"jobs[{index}]").spec(registry))
+            parsed = parse(TrustedEnqueueRequest, request, f"jobs[{index}]")
+            specs.append(parsed.spec(registry))
+            after.append(dependencies.graph_parents(parsed.after, position=index))
         index = None
-        results = store().enqueue_many(specs)
+        if any(after):  # a graph: "after" names job ids or earlier positions of this event
+            results = store().enqueue_after(JobBatch.of(specs), after)
+        else:
+            results = store().enqueue_many(specs)
     except (BadRequest, InvalidJob) as exc:
         logger.warning("enqueue refused", extra={"error": str(exc), "index": index})
         answer = problem(exc).body()

@@ -67,16 +67,22 @@ def record_tick(report: TickReport) -> None:
 
 
 def record_depth(rows: Iterable[StatsRow]) -> dict[tuple[str, str], dict[str, float]]:
-    """Emit queue depth and oldest-runnable age per queue and type; returns what was sent."""
+    """Emit queue depth, jobs waiting for parents and oldest-runnable age per queue and type;
+    returns what was sent."""
     waiting: dict[tuple[str, str], dict[str, float]] = {}
     for row in rows:
-        entry = waiting.setdefault((row.queue, row.type), {"depth": 0, "oldest_age": 0.0})
+        entry = waiting.setdefault(
+            (row.queue, row.type), {"depth": 0, "waiting": 0, "oldest_age": 0.0}
+        )
         if row.status.value in ("queued", "retrying"):
             entry["depth"] += row.count
+        elif row.status.value == "waiting":
+            entry["waiting"] += row.count
         if row.oldest_runnable_seconds is not None:
             entry["oldest_age"] = max(entry["oldest_age"], row.oldest_runnable_seconds)
     for (queue, type_), values in waiting.items():
         _single("queue_depth", MetricUnit.Count, values["depth"], queue, type_)
+        _single("waiting_for_parents", MetricUnit.Count, values["waiting"], queue, type_)
         _single("oldest_runnable_age", MetricUnit.Seconds, values["oldest_age"], queue, type_)
     # Totals on the service dimension alone, for alarms that must not list every queue.
     total = sum(v["depth"] for v in waiting.values())

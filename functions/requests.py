@@ -11,9 +11,10 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
-from pydantic import AwareDatetime, BaseModel, ConfigDict, StrictInt, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from queue_core import JobSpec, Registry
+from queue_core.dependencies import MAX_PARENTS
 from queue_core.validation import MAX_PAYLOAD_BYTES
 
 from .errors import BadRequest
@@ -39,6 +40,8 @@ class EnqueueRequest(BaseModel):
     run_after: AwareDatetime | None = None
     lease_seconds: StrictInt | None = None
     backoff: dict[str, float] | None = None
+    # Jobs of the caller's own that must succeed first (another user's job is "not found").
+    after: list[UUID] | None = Field(default=None, max_length=MAX_PARENTS)
     # A fairness group within the caller's own share: stored as "<caller>/<group>", so no
     # caller can join, or use up the per-group caps of, another caller's group.
     group: str | None = None
@@ -71,6 +74,8 @@ class TrustedEnqueueRequest(EnqueueRequest):
     any fairness group (default: the owner)."""
 
     user_id: UUID | None = None
+    # In a batch, a parent may also be the position of an earlier job of the same event.
+    after: list[UUID | StrictInt] | None = Field(default=None, max_length=MAX_PARENTS)  # type: ignore[assignment]
 
     def spec(self, registry: Registry, *, user_id: UUID | None = None) -> JobSpec:
         return super().spec(registry, user_id=user_id or self.user_id)

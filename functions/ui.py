@@ -62,6 +62,7 @@ class QueueOverview:
     queue: str
     depth: int  # waiting: queued or retrying
     oldest_runnable_seconds: float | None
+    waiting: int  # for parent jobs (dependencies)
     running: int
     retrying: int
     dead: int
@@ -136,6 +137,7 @@ def queue_overview(rows: Iterable[StatsRow]) -> list[QueueOverview]:
             queue=queue,
             depth=entry.get(Status.QUEUED, 0) + entry.get(Status.RETRYING, 0),
             oldest_runnable_seconds=entry["oldest"],
+            waiting=entry.get(Status.WAITING, 0),
             running=entry.get(Status.RUNNING, 0),
             retrying=entry.get(Status.RETRYING, 0),
             dead=entry.get(Status.DEAD, 0),

@@ -23,9 +23,13 @@ from typing import Any
 from uuid import UUID
 
 from rich.table import Table
+from rich.tree import Tree
 
+from queue_core import dependencies
 from queue_core import migrate as migrations
+from queue_core.batch import JobBatch
 from queue_core.config import Settings
+from queue_core.dependencies import Relative
 from queue_core.errors import ConfigurationError, DatabaseError, InvalidJob, TickqError
 from queue_core.fairness import GroupStats
 from queue_core.jobs import TERMINAL, Job, Status
@@ -55,6 +59,7 @@ from .cli_common import (
 
 
 STATUS_STYLE = {
+    "waiting": "blue",
     "queued": "cyan",
     "running": "yellow",
     "retrying": "magenta",
@@ -128,8 +133,13 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         "group": args.group,
     }
     specs = [reg.spec(args.type, payload, **options) for _ in range(args.count)]
+    parents = dependencies.parents(args.after)
     with database() as conn:
-        results = PostgresStore(conn).enqueue_many(specs)
+        store = PostgresStore(conn)
+        if parents:
+            results = store.enqueue_after(JobBatch.of(specs), [parents] * len(specs))
+        else:
+            results = store.enqueue_many(specs)
     rows = [{"id": str(r.id), "status": r.status.value, "duplicate": r.duplicate} for r in results]
 
     def human() -> None:
@@ -227,7 +237,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     with database() as conn:
-        job = PostgresStore(conn).get(args.id)
+        store = PostgresStore(conn)
+        job = store.get(args.id)
+        relatives = store.relatives(job.id)
 
     def human() -> None:
         table = Table(show_header=False, title=f"job {job.id}")
@@ -236,10 +248,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         for key, value in job.to_dict().items():
             shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
             table.add_row(key, _status(shown) if key == "status" else shown)
+        for relation, title in (("parent", "after"), ("child", "children")):
+            lines = [_relative(r) for r in relatives if r.relation == relation]
+            if lines:
+                table.add_row(title, "\n".join(lines))
         out.print(table)
 
-    emit(args, job.to_dict(), human)
+    emit(args, {**job.to_dict(), **dependencies.family(relatives)}, human)
     return 0
+
+
+def _relative(r: Relative) -> str:
+    return f"{r.id} {r.type} {_status(r.status.value)}"
 
 
 def cmd_dead(args: argparse.Namespace) -> int:
@@ -434,7 +454,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         store = PostgresStore(conn)
         specs = [demo.demo.spec(**r, user_id=owner) for r in demo.requests()]
         results = store.enqueue_many(specs)
-        ids = list(dict.fromkeys(r.id for r in results))
+        graph = [demo.demo.spec(**_without(r, "after"), user_id=owner) for r in demo.pipeline()]
+        after = [tuple(r.get("after", ())) for r in demo.pipeline()]
+        steps = [r.id for r in store.enqueue_after(JobBatch.of(graph), after)]
+        ids = list(dict.fromkeys([*(r.id for r in results), *steps]))
         duplicates = sum(r.duplicate for r in results)
         if not args.json:
             out.print(
@@ -455,6 +478,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     break
                 time.sleep(0.1)
         jobs = [store.get(i) for i in ids]
+        tree = _pipeline_tree(store, steps[0])
 
     def human() -> None:
         table = Table(title="demo outcomes")
@@ -473,6 +497,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for job in jobs:
             if job.status == Status.DEAD:
                 out.print(f"[bold red]dead letter[/] {job.id} ({job.type}): {job.error}")
+        out.print(tree)
         out.print(
             f"ticks ran {total.batches} batches: {total.succeeded} succeeded, "
             f"{total.retried} retried, {total.snoozed} snoozed, {total.dead} dead"
@@ -481,6 +506,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
     emit(args, {"jobs": [j.to_dict() for j in jobs], "report": total.as_dict()}, human)
     unfinished = [j for j in jobs if j.status not in TERMINAL]
     return EXIT_REFUSED if unfinished else 0
+
+
+def _without(request: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in request.items() if k != key}
+
+
+def _pipeline_tree(store: PostgresStore, root: UUID) -> Tree:
+    """The demo pipeline as a tree from its first job: each job with its children under it
+    (a job after several parents shows under each of them)."""
+
+    def label(id_: UUID, type_: str, status: Status) -> str:
+        return f"{type_} …{str(id_)[-8:]} {_status(status.value)}"
+
+    first = store.get(root)
+    tree = Tree(f"pipeline: {label(first.id, first.type, first.status)}")
+    frontier = [(tree, first.id)]
+    while frontier:
+        node, job_id = frontier.pop(0)
+        for r in store.relatives(job_id):
+            if r.relation == "child":
+                frontier.append((node.add(label(r.id, r.type, r.status)), r.id))
+    return tree
 
 
 def _demo_owner(user: str | None) -> UUID | None:
@@ -648,7 +695,8 @@ def build_parser() -> argparse.ArgumentParser:
         "enqueue a job",
         "  tickq enqueue embed --payload '{\"doc\": 1}' --key doc-1\n"
         "  tickq enqueue reindex --payload @job.json --delay 60 --priority 5\n"
-        "  tickq enqueue embed --count 1000 --queue bulk",
+        "  tickq enqueue embed --count 1000 --queue bulk\n"
+        "  tickq enqueue reindex --after 0192f4c3-... --after 0192f4c4-...",
     )
     p.add_argument("type", help="job type (handler name)")
     p.add_argument("--payload", help="JSON object, or @file.json")
@@ -661,6 +709,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user", help="owner's user id (UUID)")
     p.add_argument("--group", help="fairness group (default: the owner, else one shared group)")
     p.add_argument("--count", type=positive, default=1, help="enqueue this many copies")
+    p.add_argument(
+        "--after",
+        action="append",
+        metavar="ID",
+        help="run only after this job succeeds (repeatable); waits as status waiting",
+    )
     p.add_argument("--tasks", nargs="*", help="handler modules, for defaults and type checks")
 
     p = command(

@@ -38,11 +38,37 @@ def connector_sync(job: JobContext) -> dict[str, Any]:
     return {"synced": job.payload.get("source", "drive"), "documents": 42}
 
 
+@demo.task("extract", max_attempts=3, backoff=_FAST)
+def extract(job: JobContext) -> dict[str, Any]:
+    return {"doc": job.payload.get("doc"), "chunks": int(job.payload.get("chunks", 3))}
+
+
 @demo.task("reindex", max_attempts=3, backoff=_FAST)
 def reindex(job: JobContext) -> dict[str, Any]:
     if job.payload.get("index") == "missing":
         raise PermanentError("index 'missing' does not exist; retrying cannot help")
+    if job.payload.get("after_embeddings"):  # the pipeline's last step: sums its parents
+        vectors = sum(int(result["vectors"]) for result in job.parent_results.values())
+        return {"reindexed": job.payload.get("index"), "vectors": vectors}
     return {"reindexed": job.payload.get("index")}
+
+
+def pipeline() -> list[dict[str, Any]]:
+    """A small graph enqueued in one call: extract, then three embeds after it, then a
+    reindex after all three ("after" names earlier positions of the same call)."""
+    parts = [
+        {"type": "embed", "payload": {"doc": "report.pdf", "part": n, "chunks": 2}, "after": [0]}
+        for n in range(1, 4)
+    ]
+    return [
+        {"type": "extract", "payload": {"doc": "report.pdf", "chunks": 3}},
+        *parts,
+        {
+            "type": "reindex",
+            "payload": {"index": "reports", "after_embeddings": True},
+            "after": [1, 2, 3],
+        },
+    ]
 
 
 def requests() -> list[dict[str, Any]]:

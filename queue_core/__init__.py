@@ -15,15 +15,19 @@ import weakref
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 import psycopg
 
+from . import dependencies
 from .backoff import Backoff
+from .batch import JobBatch
 from .context import JobContext
 from .errors import (
     ConfigurationError,
     DatabaseError,
     InvalidJob,
+    InvalidParent,
     InvalidTransition,
     JobCancelled,
     JobNotFound,
@@ -48,8 +52,10 @@ __all__ = [
     "DatabaseError",
     "EnqueueResult",
     "InvalidJob",
+    "InvalidParent",
     "InvalidTransition",
     "Job",
+    "JobBatch",
     "JobCancelled",
     "JobContext",
     "JobNotFound",
@@ -80,12 +86,17 @@ def enqueue(
     *,
     using: Registry | None = None,
     now: datetime | None = None,
+    after: Iterable[UUID | str] | None = None,
     **options: Any,
 ) -> EnqueueResult:
     """Enqueue one job on the caller's connection; inside the caller's transaction it commits
-    or rolls back with the caller's own writes."""
+    or rolls back with the caller's own writes. With `after` (job ids) it waits for those
+    jobs to succeed, and is cancelled if one of them ends dead or cancelled."""
     spec = (using or registry).spec(type, payload, **options)
-    return _store(conn).enqueue(spec, now=now)
+    parents = dependencies.parents(after)
+    if not parents:
+        return _store(conn).enqueue(spec, now=now)
+    return _store(conn).enqueue_after(JobBatch.of([spec]), [parents], now=now)[0]
 
 
 def enqueue_many(
@@ -95,9 +106,24 @@ def enqueue_many(
     using: Registry | None = None,
     now: datetime | None = None,
 ) -> list[EnqueueResult]:
-    """Enqueue many jobs in one round trip; each request is a dict of enqueue's arguments."""
-    batch = (using or registry).batch(requests)
-    return _store(conn).enqueue_batch(batch, now=now)
+    """Enqueue many jobs in one round trip; each request is a dict of enqueue's arguments.
+
+    A request's "after" may name, besides job ids, the positions of earlier requests of the
+    same call, so a whole graph is enqueued at once (two statements, one transaction).
+    """
+    requests = list(requests)
+    if not any(isinstance(r, Mapping) and "after" in r for r in requests):
+        return _store(conn).enqueue_batch((using or registry).batch(requests), now=now)
+    after = [
+        dependencies.graph_parents(r.get("after"), position=i, field=f"jobs[{i}].after")
+        for i, r in enumerate(requests)
+    ]
+    batch = (using or registry).batch([_without_after(r) for r in requests])
+    return _store(conn).enqueue_after(batch, after, now=now)
+
+
+def _without_after(request: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in request.items() if key != "after"}
 
 
 # One store per connection, so the store's short-lived cache of "are any limits set?" spares

@@ -22,7 +22,7 @@ import psycopg.errors
 import psycopg.rows
 
 from . import validation
-from .errors import InvalidJob, JobNotFound, TickqError
+from .errors import InvalidJob, InvalidTransition, JobNotFound, TickqError
 from .jobs import Status
 from .queries import QUERIES
 from .store import MAX_PAGE, PostgresStore, decode_cursor, translate_errors
@@ -107,12 +107,13 @@ class JobFilter:
 @dataclass(frozen=True, slots=True)
 class ActionResult:
     """What a bulk action did to one job: `outcome` is retried, cancelled, asked to stop,
-    not found, not retryable, not cancellable or key taken; `status` is the job's status
-    after it (or before, when nothing changed)."""
+    not found, not retryable, not cancellable, parents unfinished or key taken; `status` is
+    the job's status after it (or before, when nothing changed)."""
 
     id: UUID
     outcome: str
     status: str | None = None
+    reason: str | None = None  # why a user's job was refused (its key is held, a parent...)
 
     @property
     def changed(self) -> bool:
@@ -156,9 +157,9 @@ def act_as_user(
         except JobNotFound:
             results.append(ActionResult(job_id, "not found"))
             continue
-        except TickqError as exc:
-            status = getattr(exc, "status", None)
-            results.append(ActionResult(job_id, _refusal(action, str(exc)), status))
+        except InvalidTransition as exc:
+            refused = "not retryable" if action is BulkAction.RETRY else "not cancellable"
+            results.append(ActionResult(job_id, refused, str(exc.status), str(exc)))
             continue
         if action is BulkAction.RETRY:
             results.append(ActionResult(job_id, "retried", job.status.value))
@@ -166,12 +167,6 @@ def act_as_user(
             outcome = "asked to stop" if job.cancel_requested else "cancelled"
             results.append(ActionResult(job_id, outcome, job.status.value))
     return results
-
-
-def _refusal(action: BulkAction, message: str) -> str:
-    if action is BulkAction.RETRY:
-        return "key taken" if "idempotency key" in message else "not retryable"
-    return "not cancellable"
 
 
 @contextmanager

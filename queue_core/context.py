@@ -14,12 +14,13 @@ class JobContext:
     """Passed to handlers as `job`. Progress and heartbeats raise JobCancelled when someone
     asked the job to cancel, and LeaseLost when another worker has taken it over."""
 
-    __slots__ = ("_job", "_keeper", "_lease_seconds")
+    __slots__ = ("_job", "_keeper", "_lease_seconds", "_parent_results")
 
     def __init__(self, job: Job, keeper: LeaseKeeper, lease_seconds: int) -> None:
         self._job = job
         self._keeper = keeper
         self._lease_seconds = job.lease_seconds or lease_seconds or DEFAULT_LEASE_SECONDS
+        self._parent_results: dict[UUID, Any] | None = None
 
     @property
     def id(self) -> UUID:
@@ -52,6 +53,15 @@ class JobContext:
     @property
     def idempotency_key(self) -> str | None:
         return self._job.idempotency_key
+
+    @property
+    def parent_results(self) -> dict[UUID, Any]:
+        """The result of each job this one was enqueued after, by parent id (empty without
+        parents). Read on first use, so jobs that never ask pay nothing; retention keeps the
+        parents of unfinished jobs, so the results are there whenever it runs."""
+        if self._parent_results is None:
+            self._parent_results = self._keeper.parent_results(self._job.id)
+        return self._parent_results
 
     @property
     def row(self) -> Job:

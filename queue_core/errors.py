@@ -32,6 +32,14 @@ class UnknownJobType(InvalidJob):
         super().__init__("type", f"no handler is registered for {type_!r} (known: {listed})")
 
 
+class InvalidParent(InvalidJob):
+    """A job named in `after` cannot be waited for; nothing was enqueued."""
+
+    def __init__(self, parent_id: UUID | str, reason: str) -> None:
+        self.parent_id = parent_id
+        super().__init__("after", f"job {parent_id} {reason}")
+
+
 class JobNotFound(TickqError):
     """No such job (or it belongs to someone else)."""
 

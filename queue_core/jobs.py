@@ -13,6 +13,7 @@ from .backoff import Backoff
 
 
 class Status(enum.StrEnum):
+    WAITING = "waiting"  # for parent jobs to finish (dependencies); never claimed
     QUEUED = "queued"
     RUNNING = "running"
     RETRYING = "retrying"
@@ -24,7 +25,11 @@ class Status(enum.StrEnum):
 RUNNABLE = frozenset({Status.QUEUED, Status.RETRYING})
 TERMINAL = frozenset({Status.SUCCEEDED, Status.DEAD, Status.CANCELLED})
 # Statuses whose idempotency key is still taken (the partial unique index covers these).
-KEY_HOLDING = frozenset({Status.QUEUED, Status.RUNNING, Status.RETRYING, Status.SUCCEEDED})
+KEY_HOLDING = frozenset(
+    {Status.WAITING, Status.QUEUED, Status.RUNNING, Status.RETRYING, Status.SUCCEEDED}
+)
+# Statuses a job can be cancelled from at once (a running one is only asked to stop).
+CANCELLABLE = frozenset({Status.WAITING, Status.QUEUED, Status.RETRYING})
 
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 3
@@ -64,6 +69,8 @@ class Job:
     started_at: datetime | None
     finished_at: datetime | None
     group_key: str = ""  # fairness group (SPEC §10): given, else the owner, else shared ''
+    # Some job was enqueued after this one (dependencies): its end settles them.
+    has_children: bool = False
 
     @property
     def backoff(self) -> Backoff:
@@ -132,7 +139,7 @@ class EnqueueResult:
     id: UUID
     status: Status
     duplicate: bool
-    job: Job | None = None  # the whole row, for callers that show it (single enqueue)
+    job: Job | None = None  # the whole row, for callers that show it (single, without after)
 
 
 class Verdict(enum.StrEnum):

@@ -4,7 +4,8 @@ For fast tests of what sits on the port (the runner's drain, its pipelining, the
 context) without a database. It keeps the Postgres store's promises that the model-based
 test checks (claim order, lease fencing, one live holder per idempotency key); it knows
 nothing of row-level security, limits, fairness across groups (it claims in plain order),
-schedules or retention.
+schedules, retention or dependencies (no job of it is ever enqueued after another, so none
+has parent results).
 """
 
 from __future__ import annotations
@@ -169,6 +170,13 @@ class MemoryStore(DerivedOperations):
             )
             assert job.lease_until is not None
             return LeaseState(job.lease_until, job.cancel_requested)
+
+    def parent_results(self, job_id: UUID) -> dict[UUID, Any]:
+        """Always empty: this store has no dependencies, so no job has parents."""
+        with self._lock:
+            if job_id not in self._jobs:
+                raise JobNotFound(job_id)
+        return {}
 
     def report_progress(
         self, job_id: UUID, lease_token: UUID, progress: Any, *, now: datetime | None = None

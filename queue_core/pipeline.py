@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from .jobs import Job, Outcome
+from .jobs import TERMINAL, Job, Outcome
 from .ports import NO_JOBS, ClaimedBatch, JobList, Store
 from .report import TickReport
 
@@ -46,6 +46,9 @@ class Pipeline:
         self._unsaved: tuple[list[Job], list[Outcome]] | None = None
         # Whether the last batch ran quickly enough to lease the next one before running it.
         self._quick = False
+        # Whether a persisted batch ended a job that has children (dependencies): they may
+        # be queued now, so the caller should claim again rather than stop or sleep.
+        self._ended_parents = False
 
     @property
     def leased_ahead(self) -> bool:
@@ -57,6 +60,11 @@ class Pipeline:
     def settled(self) -> bool:
         """Nothing leased ahead and nothing run but unsaved."""
         return not self._next and self._unsaved is None
+
+    def take_ended_parents(self) -> bool:
+        """Whether a batch persisted since the last call ended a job that has children."""
+        ended, self._ended_parents = self._ended_parents, False
+        return ended
 
     def close(self) -> None:
         if self._database is not None:
@@ -116,6 +124,7 @@ class Pipeline:
             held, self._next = in_flight.result()
             if unsaved is not None:
                 report.record(*unsaved, held)
+                self._note_parents(*unsaved)
         if self._next:
             self._unsaved = (jobs, outcomes)
             return len(jobs)
@@ -127,7 +136,14 @@ class Pipeline:
             lease_seconds=self.lease_seconds,
         )
         report.record(jobs, outcomes, held)
+        self._note_parents(jobs, outcomes)
         return len(jobs)
+
+    def _note_parents(self, jobs: Sequence[Job], outcomes: Sequence[Outcome]) -> None:
+        for job, outcome in zip(jobs, outcomes, strict=True):
+            if job.has_children and outcome.status in TERMINAL:
+                self._ended_parents = True
+                return
 
     def _claims_ahead(self, size: int) -> bool:
         """Lease the next batch before this one runs only when this one is full, the last

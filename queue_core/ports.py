@@ -99,6 +99,10 @@ class LeaseKeeper(Protocol):
         self, job_id: UUID, lease_token: UUID, progress: Any, *, now: datetime | None = None
     ) -> bool: ...
 
+    def parent_results(self, job_id: UUID) -> dict[UUID, Any]:
+        """The results of the jobs `job_id` was enqueued after (dependencies), by id."""
+        ...
+
 
 class Store(LeaseKeeper, Protocol):
     """One queue, one session: enqueue, the worker's claim/finish cycle, and operations."""

@@ -23,8 +23,9 @@ from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.rows import dict_row
 
-from . import transitions, validation
+from . import dependencies, transitions, validation
 from .batch import JobBatch
+from .dependencies import Relative
 from .errors import (
     DatabaseError,
     InvalidJob,
@@ -151,6 +152,88 @@ class PostgresStore(DerivedOperations):
             return []
         with self._admission(batch.bases):
             return self._enqueue_batch(batch, now)
+
+    def enqueue_after(
+        self,
+        batch: JobBatch,
+        after: Sequence[Sequence[dependencies.ParentRef]],
+        *,
+        now: datetime | None = None,
+    ) -> list[EnqueueResult]:
+        """Enqueue jobs that wait for parents (SPEC §9): `after[i]` names job i's parents,
+        existing job ids or positions of earlier jobs of the batch. All or nothing, in the
+        caller's transaction when it has one: a bad parent (InvalidParent) writes nothing."""
+        if not len(batch):
+            return []
+        with self._admission(batch.bases), self._atomic():
+            if not dependencies.is_sequential(batch.keys, after):
+                return self._enqueue_linked(batch, after, now, ENQUEUE_ROUNDS)
+            results: list[EnqueueResult | None] = []
+            for index in range(len(batch)):
+                named = dependencies.resolve(after[index], results)
+                results += self._enqueue_linked(batch.take([index]), [named], now, ENQUEUE_ROUNDS)
+            return [r for r in results if r is not None]
+
+    def _enqueue_linked(
+        self,
+        batch: JobBatch,
+        after: Sequence[Sequence[dependencies.ParentRef]],
+        now: datetime | None,
+        rounds: int,
+    ) -> list[EnqueueResult]:
+        """Lock the existing parents, decide (dependencies.plan), insert jobs and edges."""
+        ids = new_ids(len(batch))
+        named = sorted({ref for refs in after for ref in refs if isinstance(ref, UUID)})
+        found: dict[UUID, dependencies.ParentRow] = {}
+        if named:
+            for id_, status, user_id in self._rows("jobs_parents_lock", {"ids": named}, None):
+                found[id_] = dependencies.ParentRow(Status(status), user_id)
+        plan = dependencies.plan(ids, batch.user_ids(), after, found)
+        params: dict[str, Any] = {
+            "now": now,
+            "id": ids,
+            "payload": batch.payloads,
+            "idempotency_key": batch.keys,
+            "status": [s.value for s in plan.statuses],
+            "pending_parents": plan.pending,
+            "has_children": plan.has_children,
+            "child_ids": plan.child_ids,
+            "parent_ids": plan.parent_ids,
+            "earlier_parents": plan.earlier_parents,
+        }
+        for column, value_of in _BASE_COLUMNS:
+            params[column] = list(map(value_of, batch.bases))
+        refused = {row[0]: row for row in self._rows("jobs_enqueue_after", params, None)}
+        results: list[EnqueueResult | None] = []
+        for id_, status in zip(ids, plan.statuses, strict=True):
+            row = refused.get(id_)
+            if row is None:
+                results.append(EnqueueResult(id_, status, False))
+            elif row[1] is None:
+                results.append(None)  # the key's holder committed after this statement began
+            else:
+                results.append(EnqueueResult(row[1], Status(row[2]), True))
+        for index, result in enumerate(results):
+            if result is None:
+                if rounds <= 1:
+                    raise DatabaseError(UNSETTLED)
+                parents = dependencies.resolve(after[index], results)
+                results[index] = self._enqueue_linked(
+                    batch.take([index]), [parents], now, rounds - 1
+                )[0]
+        return [r for r in results if r is not None]
+
+    @contextmanager
+    def _atomic(self) -> Iterator[None]:
+        """Several statements as one: a savepoint inside the caller's transaction, a
+        transaction of its own on an autocommit connection. A connection that is neither
+        (no transaction begun yet) starts the caller's with the first statement."""
+        status = self.conn.info.transaction_status
+        if not self.conn.autocommit and status == pq.TransactionStatus.IDLE:
+            yield
+            return
+        with translate_errors(), self.conn.transaction():
+            yield
 
     @contextmanager
     def _admission(self, specs: Sequence[JobSpec]) -> Iterator[None]:
@@ -433,7 +516,18 @@ class PostgresStore(DerivedOperations):
                 woken = True
         return woken
 
+    def parent_results(self, job_id: UUID) -> dict[UUID, Any]:
+        """The results of the jobs `job_id` was enqueued after, by parent id."""
+        return dict(self._rows("job_parent_results", {"id": job_id}, None))
+
     # Reading and operating
+
+    def relatives(self, job_id: UUID | str) -> list[Relative]:
+        """A job's parents, then its children, each with its type and status."""
+        rows = self._rows("job_relatives", {"id": _uuid(job_id)}, None)
+        return [
+            Relative(relation, id_, type_, Status(status)) for relation, id_, type_, status in rows
+        ]
 
     def get(self, job_id: UUID | str) -> Job:
         rows = self._rows("jobs_get", {"id": _uuid(job_id)}, _jobs)
@@ -491,6 +585,11 @@ class PostgresStore(DerivedOperations):
             return rows[0]
         job = self.get(job_id)
         if job.status in (Status.DEAD, Status.CANCELLED):
+            for r in self.relatives(job.id):
+                if r.relation == "parent" and r.status != Status.SUCCEEDED:
+                    raise InvalidTransition(
+                        job.id, job.status, f"retry (its parent {r.id} is {r.status.value})"
+                    )
             raise InvalidTransition(
                 job.id, job.status, "retry (its idempotency key is held by a live job)"
             )

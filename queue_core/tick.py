@@ -70,6 +70,9 @@ class Runner:
     def leased_ahead(self) -> bool:
         return self.pipeline.leased_ahead
 
+    def take_ended_parents(self) -> bool:
+        return self.pipeline.take_ended_parents()
+
     def jitter(self) -> float:
         """A factor in [0.5, 1] for idle pauses, so idle workers do not poll in lockstep."""
         return 0.5 + self.rand() / 2
@@ -122,7 +125,11 @@ class Runner:
             claimed = self.run_batch(report, claim_next=claim_next, overlap=True)
             if after_batch is not None:
                 after_batch(claimed)
-            if not self.pipeline.leased_ahead:
+            # Ending a parent may have queued its children (dependencies): they are part of
+            # the backlog this drain is for, so it claims once more.
+            if not self.pipeline.leased_ahead and not (
+                self.pipeline.take_ended_parents() and claimed and claim_next()
+            ):
                 return
 
     def reclaim(self, report: TickReport) -> None:

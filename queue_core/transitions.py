@@ -15,6 +15,7 @@ from uuid import UUID
 from . import validation
 from .errors import InvalidTransition, LeaseLost
 from .jobs import (
+    CANCELLABLE,
     ERROR_HISTORY,
     RUNNABLE,
     TERMINAL,
@@ -35,16 +36,18 @@ def new_job(
     now: datetime,
     payload: dict[str, Any] | None = None,
     run_after: datetime | None = None,
+    waiting: bool = False,
 ) -> Job:
     """The row an enqueue inserts. A store passes the payload and run_after the database
-    stored (jsonb normalizes the one, the database clock decides the other)."""
+    stored (jsonb normalizes the one, the database clock decides the other). `waiting`: some
+    parent it was enqueued after has not succeeded yet."""
     run_after = run_after or spec.run_after or now + timedelta(seconds=spec.delay)
     return Job(
         id=id,
         queue=spec.queue,
         type=spec.type,
         user_id=spec.user_id,
-        status=Status.QUEUED,
+        status=Status.WAITING if waiting else Status.QUEUED,
         payload=json.loads(spec.payload_json) if payload is None else payload,
         idempotency_key=spec.idempotency_key,
         attempts=0,
@@ -171,12 +174,42 @@ def report_progress(job: Job, *, token: UUID, progress: Any, now: datetime) -> J
 
 
 def cancel(job: Job, *, now: datetime) -> Job:
-    """Waiting jobs are cancelled at once; a running one is asked to stop at its next heartbeat."""
-    if job.status in RUNNABLE:
+    """Jobs not yet running are cancelled at once; a running one is asked to stop at its next
+    heartbeat. Cancelling a job also cancels its waiting descendants (`dependencies.settle`)."""
+    if job.status in CANCELLABLE:
         return replace(job, status=Status.CANCELLED, updated_at=now, finished_at=now)
     if job.status == Status.RUNNING:
         return replace(job, cancel_requested=True, updated_at=now)
     raise InvalidTransition(job.id, job.status, "cancel")
+
+
+# Dependencies (SPEC §9): what a parent's end does to a waiting child. Which children, and
+# when, is decided over the graph by `dependencies.settle`.
+
+
+def release(job: Job, *, now: datetime) -> Job:
+    """A waiting job whose last parent succeeded becomes claimable, keeping its run_after."""
+    if job.status != Status.WAITING:
+        raise InvalidTransition(job.id, job.status, "release")
+    return replace(job, status=Status.QUEUED, updated_at=now)
+
+
+def cancel_for_parent(job: Job, *, parent: Job, now: datetime) -> Job:
+    """A waiting job whose ancestor `parent` ended dead or cancelled can never run."""
+    if job.status != Status.WAITING or parent.status not in (Status.DEAD, Status.CANCELLED):
+        raise InvalidTransition(job.id, job.status, "cancel for its parent")
+    return replace(
+        job,
+        status=Status.CANCELLED,
+        error=parent_failed_error(parent.id, parent.status),
+        updated_at=now,
+        finished_at=now,
+    )
+
+
+def parent_failed_error(parent_id: UUID, status: Status) -> str:
+    """The error of a job cancelled because of a parent (the same text tickq.jobs_settle writes)."""
+    return f"parent {parent_id} is {status.value}"
 
 
 def retry(job: Job, *, now: datetime) -> Job:

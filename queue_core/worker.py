@@ -34,6 +34,8 @@ class Batches(Protocol):
 
     def jitter(self) -> float: ...
 
+    def take_ended_parents(self) -> bool: ...
+
 
 def work(
     runner: Batches,
@@ -74,7 +76,8 @@ def work(
         total.add(report)
         if on_tick is not None and (claimed or report.reclaimed):
             on_tick(report)
-        if claimed < runner.batch_size:
+        # Ending a parent may have queued its children: claim again at once.
+        if claimed < runner.batch_size and not runner.take_ended_parents():
             # Jitter keeps many idle workers from polling in lockstep.
             pause = poll_interval * runner.jitter()
             if listening is runner.store:

@@ -78,9 +78,7 @@ def prepare_drain(url: str, batch: int, variant: str) -> Callable[[], int]:
         done += 1
 
     def run() -> int:
-        loop.run_until_complete(
-            manager.run(batch_size=batch, mode=QueueExecutionMode.drain)
-        )
+        loop.run_until_complete(manager.run(batch_size=batch, mode=QueueExecutionMode.drain))
         loop.run_until_complete(conn.close())
         loop.close()
         return done

@@ -80,9 +80,7 @@ def prepare_drain(url: str, batch: int, variant: str) -> Callable[[], int]:
 
     def run() -> int:
         loop.run_until_complete(
-            app.run_worker_async(
-                wait=False, concurrency=CONCURRENCY, install_signal_handlers=False
-            )
+            app.run_worker_async(wait=False, concurrency=CONCURRENCY, install_signal_handlers=False)
         )
         loop.run_until_complete(opened.__aexit__(None, None, None))
         loop.close()

@@ -382,7 +382,7 @@ async function loadOperator() {
   const queues = stats.queues || [];
   for (const queue of pauses.keys()) {
     if (!queues.some((q) => q.queue === queue)) {
-      queues.push({ queue, depth: 0, oldest_runnable_seconds: null, running: 0, retrying: 0, dead: 0, total: 0 });
+      queues.push({ queue, depth: 0, oldest_runnable_seconds: null, waiting: 0, running: 0, retrying: 0, dead: 0, total: 0 });
     }
   }
   queues.sort((a, b) => a.queue.localeCompare(b.queue));
@@ -422,6 +422,7 @@ function queueRow(q, pause) {
     el("td", {}, q.queue),
     el("td", { className: "num" }, q.depth),
     el("td", { className: "num" }, age(q.oldest_runnable_seconds)),
+    el("td", { className: "num" }, q.waiting ?? 0),
     el("td", { className: "num" }, q.running),
     el("td", { className: "num" }, q.retrying),
     el("td", { className: q.dead ? "num dead" : "num" }, q.dead),

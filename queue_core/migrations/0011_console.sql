@@ -197,7 +197,8 @@ $$;
 
 -- Send dead or cancelled jobs of any user back to the queue, as jobs_retry does by id, and
 -- say per requested id what happened: retried, not found, not retryable (with its status),
--- or key taken (a live job holds its idempotency key).
+-- parents unfinished (a parent has not succeeded, so it must not run yet), or key taken (a
+-- live job holds its idempotency key).
 create function tickq.operator_retry(p_ids uuid[], p_now timestamptz)
     returns table (id uuid, status text, outcome text)
     language sql volatile security definer
@@ -210,9 +211,15 @@ with requested as (
     from tickq.jobs j
     where j.id in (select r.id from requested r) and j.status in ('dead', 'cancelled')
     for update skip locked
+), blocked as (
+    select c.id from candidates c
+    where exists (select from tickq.job_dependencies d
+                  join tickq.jobs p on p.id = d.parent_id
+                  where d.child_id = c.id and p.status <> 'succeeded')
 ), chosen as (
     select c.id from candidates c
-    where c.idempotency_key is null
+    where c.id not in (select b.id from blocked b)
+      and (c.idempotency_key is null
        or (not exists (select from tickq.jobs o
                        where o.idempotency_key = c.idempotency_key
                          and o.user_id is not distinct from c.user_id
@@ -220,7 +227,7 @@ with requested as (
            and not exists (select from candidates n
                            where n.idempotency_key = c.idempotency_key
                              and n.user_id is not distinct from c.user_id
-                             and (n.finished_at, n.id) > (c.finished_at, c.id)))
+                             and (n.finished_at, n.id) > (c.finished_at, c.id))))
 ), retried as (
     update tickq.jobs j
     set status = 'queued',
@@ -238,15 +245,18 @@ select r.id,
        case when t.id is not null then 'retried'
             when j.id is null then 'not found'
             when j.status not in ('dead', 'cancelled') then 'not retryable'
+            when b.id is not null then 'parents unfinished'
             else 'key taken' end
 from requested r
 left join retried t on t.id = r.id
+left join blocked b on b.id = r.id
 left join tickq.jobs j on j.id = r.id
 order by r.id
 $$;
 
--- Cancel jobs of any user, as jobs_cancel does: waiting ones at once, running ones asked
--- to stop at their next heartbeat; per requested id what happened.
+-- Cancel jobs of any user, as jobs_cancel does: jobs not yet running at once (with their
+-- waiting descendants, tickq.jobs_settle), running ones asked to stop at their next
+-- heartbeat; per requested id what happened.
 create function tickq.operator_cancel(p_ids uuid[], p_now timestamptz)
     returns table (id uuid, status text, outcome text)
     language sql volatile security definer
@@ -262,8 +272,15 @@ with requested as (
                            else coalesce(p_now, now()) end,
         updated_at = coalesce(p_now, now())
     where j.id in (select r.id from requested r)
-      and j.status in ('queued', 'retrying', 'running')
-    returning j.id, j.status, j.cancel_requested
+      and j.status in ('waiting', 'queued', 'retrying', 'running')
+    returning j.id, j.status, j.cancel_requested, j.has_children
+), settled as (
+    select case when count(*) > 0
+                then tickq.jobs_settle(array_agg(c.id), array_agg(c.status),
+                                       coalesce(p_now, now()))
+           end as children
+    from cancelled c
+    where c.has_children and c.status = 'cancelled'
 )
 select r.id,
        coalesce(c.status, j.status),
@@ -272,6 +289,7 @@ select r.id,
             when j.id is null then 'not found'
             else 'not cancellable' end
 from requested r
+cross join settled
 left join cancelled c on c.id = r.id
 left join tickq.jobs j on j.id = r.id
 order by r.id

@@ -86,7 +86,7 @@ from tickq.operator_retry_dead(%(types)s::text[], %(queues)s::text[], %(expected
 select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at, group_key
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
 from tickq.jobs
 where (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
   and (%(types)s::text[] is null or type = any(%(types)s::text[]))

@@ -94,7 +94,7 @@ with inserted as (
     returning id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
         priority, run_after, lease_until, lease_token, progress, result, error, errors,
         lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-        cancel_requested, created_at, updated_at, started_at, finished_at, group_key,
+        cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
         false as duplicate
 )
 select * from inserted
@@ -103,7 +103,7 @@ select j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
     j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token, j.progress,
     j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
     j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
-    j.started_at, j.finished_at, j.group_key, true as duplicate
+    j.started_at, j.finished_at, j.group_key, j.has_children, true as duplicate
 from tickq.jobs j
 where %(key)s::text is not null
   and j.idempotency_key = %(key)s::text
@@ -172,7 +172,7 @@ with clock as materialized (
       and j.id = any(array(select id from outcome))
       and j.lease_token = o.lease_token
       and j.status = 'running'
-    returning j.id
+    returning j.id, j.status, j.has_children
 ), picked as materialized (
     -- MATERIALIZED and LIMIT inside the CTE: the lock is taken on exactly these rows
     -- (a bare "id in (select ... limit n for update skip locked)" can lock more than n,
@@ -205,12 +205,22 @@ with clock as materialized (
         j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
         j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested,
-        j.created_at, j.updated_at, j.started_at, j.finished_at, j.group_key
+        j.created_at, j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children
 )
 -- The ids come on the first row only: repeated on every row they cost more to parse than
 -- the jobs themselves.
 select case when row_number() over () = 1 then f.ids end as ids, c.*
-from (select array_agg(id) as ids from finished) f
+from (select array_agg(id) as ids,
+             -- Children of the jobs finished above are released or cancelled in this
+             -- statement's transaction (SPEC §9), by a function called only when a finished
+             -- job has some (has_children): a batch of plain jobs pays a boolean per job,
+             -- no lookup. Computed in the pass that collects the ids: a CTE of its own cost
+             -- a measurable part of a plain drain.
+             case when bool_or(has_children) then tickq.jobs_settle(
+                 array_agg(id) filter (where has_children),
+                 array_agg(status) filter (where has_children),
+                 (select now from clock)) end as children
+      from finished) f
 left join claimed c on true;
 
 
@@ -254,7 +264,7 @@ with clock as materialized (
       and j.id = any(array(select id from outcome))
       and j.lease_token = o.lease_token
       and j.status = 'running'
-    returning j.id
+    returning j.id, j.status, j.has_children
 ), picked as materialized (
     -- MATERIALIZED and LIMIT inside the CTE: the lock is taken on exactly these rows
     -- (a bare "id in (select ... limit n for update skip locked)" can lock more than n,
@@ -287,12 +297,22 @@ with clock as materialized (
         j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
         j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested,
-        j.created_at, j.updated_at, j.started_at, j.finished_at, j.group_key
+        j.created_at, j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children
 )
 -- The ids come on the first row only: repeated on every row they cost more to parse than
 -- the jobs themselves.
 select case when row_number() over () = 1 then f.ids end as ids, c.*
-from (select array_agg(id) as ids from finished) f
+from (select array_agg(id) as ids,
+             -- Children of the jobs finished above are released or cancelled in this
+             -- statement's transaction (SPEC §9), by a function called only when a finished
+             -- job has some (has_children): a batch of plain jobs pays a boolean per job,
+             -- no lookup. Computed in the pass that collects the ids: a CTE of its own cost
+             -- a measurable part of a plain drain.
+             case when bool_or(has_children) then tickq.jobs_settle(
+                 array_agg(id) filter (where has_children),
+                 array_agg(status) filter (where has_children),
+                 (select now from clock)) end as children
+      from finished) f
 left join claimed c on true;
 -- name: jobs_reclaim
 -- Return jobs whose lease expired to retrying (a failed attempt, with backoff), or to dead
@@ -315,29 +335,42 @@ with clock as materialized (
            case when j.cancel_requested then 'cancelled while running'
                 else 'lease expired' end as error
     from tickq.jobs j join expired using (id)
+), reclaimed as (
+    update tickq.jobs j
+    set status = d.status,
+        error = d.error,
+        errors = tickq.error_history(j.errors, jsonb_build_object(
+            'attempt', j.attempts, 'at', clock.now, 'error', d.error)),
+        run_after = case when d.status = 'retrying'
+                         then clock.now + tickq.backoff_seconds(
+                             j.attempts, j.backoff_base, j.backoff_factor, j.backoff_max,
+                             j.backoff_jitter) * interval '1 second'
+                         else j.run_after end,
+        lease_until = null,
+        lease_token = null,
+        cancel_requested = false,
+        updated_at = clock.now,
+        finished_at = case when d.status <> 'retrying' then clock.now end
+    from decided d, clock
+    where j.id = d.id
+    returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
+        j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
+        j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
+        j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at,
+        j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children
+), settled as (
+    -- A job that went dead or cancelled here takes its waiting descendants with it.
+    select case when count(*) > 0
+                then tickq.jobs_settle(array_agg(r.id), array_agg(r.status), min(clock.now))
+           end as children
+    from reclaimed r, clock
+    where r.has_children and r.status <> 'retrying'
 )
-update tickq.jobs j
-set status = d.status,
-    error = d.error,
-    errors = tickq.error_history(j.errors, jsonb_build_object(
-        'attempt', j.attempts, 'at', clock.now, 'error', d.error)),
-    run_after = case when d.status = 'retrying'
-                     then clock.now + tickq.backoff_seconds(
-                         j.attempts, j.backoff_base, j.backoff_factor, j.backoff_max,
-                         j.backoff_jitter) * interval '1 second'
-                     else j.run_after end,
-    lease_until = null,
-    lease_token = null,
-    cancel_requested = false,
-    updated_at = clock.now,
-    finished_at = case when d.status <> 'retrying' then clock.now end
-from decided d, clock
-where j.id = d.id
-returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key, j.attempts,
-    j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token, j.progress,
-    j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
-    j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
-    j.started_at, j.finished_at, j.group_key;
+select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
+    priority, run_after, lease_until, lease_token, progress, result, error, errors,
+    lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
+from reclaimed cross join settled;
 
 -- name: jobs_extend_lease
 -- Push a running job's lease out; fenced by its lease token.
@@ -360,7 +393,7 @@ returning cancel_requested;
 select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at, group_key
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
 from tickq.jobs where id = %(id)s;
 
 -- name: jobs_list
@@ -368,7 +401,7 @@ from tickq.jobs where id = %(id)s;
 select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at, group_key
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
 from tickq.jobs
 where (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
   and (%(types)s::text[] is null or type = any(%(types)s::text[]))
@@ -380,23 +413,42 @@ order by created_at desc, id desc
 limit %(limit)s;
 
 -- name: jobs_cancel
--- Cancel waiting jobs at once and ask running ones to stop at their next heartbeat.
-update tickq.jobs
-set status = case when status = 'running' then status else 'cancelled' end,
-    cancel_requested = (status = 'running'),
-    finished_at = case when status = 'running' then null
-                       else coalesce(%(now)s::timestamptz, now()) end,
-    updated_at = coalesce(%(now)s::timestamptz, now())
-where id = any(%(ids)s::uuid[]) and status in ('queued', 'retrying', 'running')
-returning id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
+-- Cancel jobs not yet running at once (with their waiting descendants) and ask running ones
+-- to stop at their next heartbeat.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), cancelled as (
+    update tickq.jobs j
+    set status = case when j.status = 'running' then j.status else 'cancelled' end,
+        cancel_requested = (j.status = 'running'),
+        finished_at = case when j.status = 'running' then null else clock.now end,
+        updated_at = clock.now
+    from clock
+    where j.id = any(%(ids)s::uuid[])
+      and j.status in ('waiting', 'queued', 'retrying', 'running')
+    returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
+        j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
+        j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
+        j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at,
+        j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children
+), settled as (
+    select case when count(*) > 0
+                then tickq.jobs_settle(array_agg(c.id), array_agg(c.status), min(clock.now))
+           end as children
+    from cancelled c, clock
+    where c.has_children and c.status = 'cancelled'
+)
+select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at, group_key;
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
+from cancelled cross join settled;
 
 -- name: jobs_retry
 -- Send dead (or, by id, cancelled) jobs back to the queue with fresh attempts. A job whose
 -- idempotency key a live job has taken meanwhile is skipped, and so is all but the newest
--- of several finished jobs sharing one key, since the key can be live only once.
+-- of several finished jobs sharing one key, since the key can be live only once; and so is
+-- a job with a parent that has not succeeded (dependencies), which must not run yet.
 with candidates as (
     select id, idempotency_key, user_id, finished_at
     from tickq.jobs
@@ -409,7 +461,10 @@ with candidates as (
     for update skip locked
 ), chosen as (
     select id from candidates c
-    where c.idempotency_key is null
+    where not exists (select from tickq.job_dependencies d
+                      join tickq.jobs p on p.id = d.parent_id
+                      where d.child_id = c.id and p.status <> 'succeeded')
+      and (c.idempotency_key is null
        or (not exists (select from tickq.jobs o
                        where o.idempotency_key = c.idempotency_key
                          and o.user_id is not distinct from c.user_id
@@ -417,7 +472,7 @@ with candidates as (
            and not exists (select from candidates n
                            where n.idempotency_key = c.idempotency_key
                              and n.user_id is not distinct from c.user_id
-                             and (n.finished_at, n.id) > (c.finished_at, c.id)))
+                             and (n.finished_at, n.id) > (c.finished_at, c.id))))
 )
 update tickq.jobs j
 set status = 'queued',
@@ -432,7 +487,7 @@ returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_k
     j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token, j.progress,
     j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
     j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
-    j.started_at, j.finished_at, j.group_key;
+    j.started_at, j.finished_at, j.group_key, j.has_children;
 
 -- name: jobs_pending_exist
 -- Whether any job of these queues is waiting or running (`tickq work --until-empty`).
@@ -559,7 +614,7 @@ select exists (select from tickq.type_limits), exists (select from tickq.queue_l
 select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at, group_key
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
 from tickq.claim_limited(
     %(queues)s::text[], %(limit)s, %(lease_seconds)s, %(now)s::timestamptz);
 
@@ -692,18 +747,28 @@ with clock as materialized (
       and j.id = any(array(select id from outcome))
       and j.lease_token = o.lease_token
       and j.status = 'running'
-    returning j.id
+    returning j.id, j.status, j.has_children
 ), claimed as (
     select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
         priority, run_after, lease_until, lease_token, progress, result, error, errors,
         lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-        cancel_requested, created_at, updated_at, started_at, finished_at, group_key
+        cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
     from tickq.claim_fair(
         %(queue)s, %(limit)s, %(lease_seconds)s, %(now)s::timestamptz, %(after)s::text)
 )
 -- The ids come on the first row only, as in jobs_finish_and_claim.
 select case when row_number() over () = 1 then f.ids end as ids, c.*
-from (select array_agg(id) as ids from finished) f
+from (select array_agg(id) as ids,
+             -- Children of the jobs finished above are released or cancelled in this
+             -- statement's transaction (SPEC §9), by a function called only when a finished
+             -- job has some (has_children): a batch of plain jobs pays a boolean per job,
+             -- no lookup. Computed in the pass that collects the ids: a CTE of its own cost
+             -- a measurable part of a plain drain.
+             case when bool_or(has_children) then tickq.jobs_settle(
+                 array_agg(id) filter (where has_children),
+                 array_agg(status) filter (where has_children),
+                 (select now from clock)) end as children
+      from finished) f
 left join claimed c on true;
 
 -- name: jobs_claim_fair
@@ -712,7 +777,7 @@ left join claimed c on true;
 select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at, group_key
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
 from tickq.claim_fair(
     %(queue)s, %(limit)s, %(lease_seconds)s, %(now)s::timestamptz, %(after)s::text);
 
@@ -753,6 +818,97 @@ order by l.queue;
 -- name: queue_group_limits_clear
 -- Remove a queue's cap per group.
 delete from tickq.queue_group_limits where queue = %(queue)s returning queue;
+
+-- Dependencies (queue_core/dependencies.py)
+
+-- name: jobs_parents_lock
+-- The parents a dependent enqueue names, locked until it commits, so none finishes unseen
+-- in between: a parent finishing right now is waited for and its outcome read here, and a
+-- parent finishing later finds the new child (see tickq.jobs_settle in migration 0009).
+-- Locked in id order so two enqueues naming the same parents cannot deadlock.
+select id, status, user_id
+from tickq.jobs
+where id = any(%(ids)s::uuid[])
+order by id
+for no key update;
+
+-- name: jobs_enqueue_after
+-- Insert jobs that wait for parents, and their edges, in one statement. Each job comes with
+-- its status (waiting, or queued when every parent already succeeded), its count of
+-- unfinished parents and whether a later job of the same call waits for it, all decided
+-- under jobs_parents_lock. Returns the requests that did not insert, as jobs_enqueue does;
+-- a request that did not insert adds no edge.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), input as materialized (
+    select *
+    from unnest(%(id)s::uuid[], %(queue)s::text[], %(type)s::text[], %(user_id)s::uuid[],
+                %(payload)s::text[], %(idempotency_key)s::text[], %(max_attempts)s::integer[],
+                %(priority)s::integer[], %(run_after)s::timestamptz[], %(delay)s::float8[],
+                %(lease_seconds)s::integer[], %(backoff_base)s::float8[],
+                %(backoff_factor)s::float8[], %(backoff_max)s::float8[],
+                %(backoff_jitter)s::float8[], %(group_key)s::text[], %(status)s::text[],
+                %(pending_parents)s::integer[], %(has_children)s::boolean[])
+        as i (id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
+              run_after, delay, lease_seconds, backoff_base, backoff_factor, backoff_max,
+              backoff_jitter, group_key, status, pending_parents, has_children)
+), inserted as (
+    insert into tickq.jobs as j (
+        id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
+        run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
+        group_key, status, pending_parents, has_children, created_at, updated_at)
+    select i.id, i.queue, i.type, i.user_id, i.payload::jsonb, i.idempotency_key,
+           i.max_attempts, i.priority,
+           coalesce(i.run_after, clock.now + i.delay * interval '1 second'),
+           i.lease_seconds, i.backoff_base, i.backoff_factor, i.backoff_max, i.backoff_jitter,
+           i.group_key, i.status, i.pending_parents, i.has_children, clock.now, clock.now
+    from input i, clock
+    order by i.idempotency_key, i.user_id  -- one global key order, as in jobs_enqueue
+    on conflict (idempotency_key, user_id)
+        where idempotency_key is not null and status not in ('dead', 'cancelled')
+        do nothing
+    returning j.id, j.user_id
+), linked as (
+    insert into tickq.job_dependencies (child_id, parent_id, user_id)
+    select e.child_id, e.parent_id, n.user_id
+    from unnest(%(child_ids)s::uuid[], %(parent_ids)s::uuid[]) as e (child_id, parent_id)
+    join inserted n on n.id = e.child_id
+    returning parent_id
+), flagged as (
+    -- Parents enqueued earlier learn that they have children (has_children, migration 0009).
+    update tickq.jobs p
+    set has_children = true
+    where p.id = any(%(earlier_parents)s::uuid[])
+      and not p.has_children
+      and p.id in (select parent_id from linked)
+)
+select i.id, j.id, j.status
+from input i
+left join tickq.jobs j
+    on j.idempotency_key = i.idempotency_key
+   and j.user_id is not distinct from i.user_id
+   and j.status not in ('dead', 'cancelled')
+where not exists (select from inserted where inserted.id = i.id);
+
+-- name: job_parent_results
+-- The results of a job's parents, for job.parent_results (read when a handler asks for it).
+select d.parent_id, p.result
+from tickq.job_dependencies d
+join tickq.jobs p on p.id = d.parent_id
+where d.child_id = %(id)s;
+
+-- name: job_relatives
+-- A job's parents and children with their type and status, for `tickq show` and the API.
+select 'parent' as relation, p.id, p.type, p.status
+from tickq.job_dependencies d
+join tickq.jobs p on p.id = d.parent_id
+where d.child_id = %(id)s
+union all
+select 'child', c.id, c.type, c.status
+from tickq.job_dependencies d
+join tickq.jobs c on c.id = d.child_id
+where d.parent_id = %(id)s
+order by relation desc, id;
 
 -- Retention (queue_core/retention.py)
 
@@ -817,6 +973,12 @@ with clock as materialized (
           or %(keep_last)s::integer = 0
           or (%(keep_last)s::integer is not null
               and (j.finished_at, j.id) < (select finished_at, id from cutoff)))
+      -- A parent stays while any child is unfinished: the child reads its result when it
+      -- runs (job.parent_results). has_children spares other jobs the lookup.
+      and not (j.has_children and exists (
+          select from tickq.job_dependencies d join tickq.jobs c on c.id = d.child_id
+          where d.parent_id = j.id
+            and c.status not in ('succeeded', 'dead', 'cancelled')))
     limit %(batch)s
     for update of j skip locked
 )
@@ -860,6 +1022,12 @@ with clock as materialized (
           or %(keep_last)s::integer = 0
           or (%(keep_last)s::integer is not null
               and (j.finished_at, j.id) < (select finished_at, id from cutoff)))
+      -- A parent stays while any child is unfinished: the child reads its result when it
+      -- runs (job.parent_results). has_children spares other jobs the lookup.
+      and not (j.has_children and exists (
+          select from tickq.job_dependencies d join tickq.jobs c on c.id = d.child_id
+          where d.parent_id = j.id
+            and c.status not in ('succeeded', 'dead', 'cancelled')))
 )
 select j.status, count(*)
 from tickq.jobs j

@@ -9,6 +9,7 @@ import psycopg
 import pytest
 from playwright.sync_api import Page, expect
 
+import queue_core
 from infra.serve import DevIdentity
 from queue_core import PostgresStore, Registry, Status
 
@@ -110,6 +111,31 @@ def test_detail_view_shows_payload_and_result(
     expect(page.locator("#detail-result")).to_contain_text('"vectors": 20')
 
 
+def test_detail_view_links_a_job_to_its_parents_and_children(
+    page: Page, conn: psycopg.Connection, serve_as: Serve
+) -> None:
+    # Given Alice's pipeline: extract, then embed after it
+    owner = ALICE.owner_id()
+    extract = queue_core.enqueue(conn, "extract", {"doc": "a.pdf"}, user_id=owner).id
+    embed = queue_core.enqueue(conn, "embed", after=[extract], user_id=owner).id
+    server = serve_as(ALICE)
+    open_page(page, server.url)
+    assert rows(page)[str(embed)] == "waiting"
+
+    # When she opens the waiting job, then follows its parent's link
+    page.click(f'tr[data-job-id="{embed}"] a.job-link')
+    expect(page.locator("#detail-parents")).to_contain_text(str(extract)[-8:])
+    expect(page.locator("#detail-fields")).to_contain_text("waiting")
+    expect(page.locator("#detail-children")).to_have_text("none")
+    page.screenshot(path=ARTIFACTS / "job-graph.png")
+    page.click(f'#detail-parents a[data-job-id="{extract}"]')
+
+    # Then the dialog shows the parent, with the waiting job among its children
+    expect(page.locator("#detail-title")).to_contain_text(str(extract))
+    expect(page.locator("#detail-children")).to_contain_text(str(embed)[-8:])
+    expect(page.locator("#detail-children")).to_contain_text("waiting")
+
+
 def test_status_filter_narrows_the_list(
     page: Page, conn: psycopg.Connection, serve_as: Serve
 ) -> None:
@@ -141,8 +167,9 @@ def test_operator_view_counts_every_users_jobs_per_queue(
     queue = page.locator("#queues tbody tr").first.locator("td").all_inner_texts()
 
     # Then the default queue shows both users' jobs: 2 waiting, 1 dead, 4 in all
-    name, depth, oldest, running, retrying, dead, total = queue[:7]
+    name, depth, oldest, after_parents, running, retrying, dead, total = queue[:8]
     assert (name, depth, running, retrying, dead, total) == ("default", "2", "0", "0", "1", "4")
+    assert after_parents == "0"
     assert oldest.endswith(("s", "min", "h"))
     # And each user's waiting job shows under the user's fairness group
     page.wait_for_selector("#groups tbody tr")

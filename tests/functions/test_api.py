@@ -274,3 +274,48 @@ def test_malformed_http_events_are_400_and_write_nothing(
     assert response["statusCode"] == status
     assert json.loads(response["body"])["message"]
     assert count_jobs(conn) == 0
+
+
+def test_a_job_posted_after_the_callers_own_job_waits_and_shows_its_family(
+    call_api: Invoke,
+) -> None:
+    _, parent = call_api("POST", "/jobs", body={"type": "extract"}, sub=ALICE)
+
+    status, child = call_api(
+        "POST", "/jobs", body={"type": "embed", "after": [parent["id"]]}, sub=ALICE
+    )
+
+    assert status == 202 and child["status"] == "waiting"
+    assert child["after"] == [{"id": parent["id"], "type": "extract", "status": "queued"}]
+    _, fetched = call_api("GET", f"/jobs/{parent['id']}", sub=ALICE)
+    assert fetched["children"] == [{"id": child["id"], "type": "embed", "status": "waiting"}]
+    assert fetched["after"] == []
+
+
+def test_another_users_job_is_not_found_as_a_parent(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    _, bobs = call_api("POST", "/jobs", body={"type": "extract"}, sub=BOB)
+
+    status, body = call_api(
+        "POST", "/jobs", body={"type": "embed", "after": [bobs["id"]]}, sub=ALICE
+    )
+
+    assert status == 422 and body["message"] == f"invalid after: job {bobs['id']} not found"
+    assert count_jobs(conn) == 1
+    assert conn.execute("select has_children from tickq.jobs").fetchone() == (False,)
+
+
+def test_cancelling_a_waiting_job_through_the_api_cancels_its_descendants(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    _, a = call_api("POST", "/jobs", body={"type": "extract"}, sub=ALICE)
+    _, b = call_api("POST", "/jobs", body={"type": "embed", "after": [a["id"]]}, sub=ALICE)
+    _, c = call_api("POST", "/jobs", body={"type": "reindex", "after": [b["id"]]}, sub=ALICE)
+
+    status, cancelled = call_api("POST", f"/jobs/{b['id']}/cancel", sub=ALICE)
+
+    assert status == 200 and cancelled["status"] == "cancelled"
+    _, grandchild = call_api("GET", f"/jobs/{c['id']}", sub=ALICE)
+    assert grandchild["status"] == "cancelled"
+    assert grandchild["error"] == f"parent {b['id']} is cancelled"

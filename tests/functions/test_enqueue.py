@@ -122,3 +122,54 @@ def test_kicks_the_tick_function_after_a_new_job(
 
     assert [(k["FunctionName"], k["InvocationType"]) for k in kicks] == [("tickq-tick", "Event")]
     assert json.loads(kicks[0]["Payload"]) == {"source": "tickq.kick"}
+
+
+def test_a_whole_graph_is_enqueued_by_one_event(
+    conn: psycopg.Connection, lambda_context: FakeContext
+) -> None:
+    event = {
+        "jobs": [
+            {"type": "extract"},
+            {"type": "embed", "after": [0]},
+            {"type": "embed", "after": [0]},
+            {"type": "reindex", "after": [1, 2]},
+        ]
+    }
+
+    answer = enqueue.handler(event, lambda_context)
+
+    assert [j["status"] for j in answer["jobs"]] == ["queued", "waiting", "waiting", "waiting"]
+    edges = conn.execute("select count(*) from tickq.job_dependencies").fetchone()
+    assert edges == (4,)
+
+
+@pytest.mark.parametrize(
+    ("after", "phrase"),
+    [
+        ([1], "not an earlier request"),
+        (["0190c0de-0000-7000-8000-0000000000ff"], "not found"),
+        (["nope"], "after"),
+    ],
+)
+def test_bad_after_is_refused_with_nothing_written(
+    conn: psycopg.Connection, lambda_context: FakeContext, after: list[Any], phrase: str
+) -> None:
+    answer = enqueue.handler(
+        {"jobs": [{"type": "a"}, {"type": "b", "after": after}]}, lambda_context
+    )
+
+    assert phrase in answer["message"]
+    assert rows(conn) == []
+
+
+def test_a_parent_of_another_owner_is_not_found(
+    conn: psycopg.Connection, lambda_context: FakeContext
+) -> None:
+    theirs = enqueue.handler({"type": "t", "user_id": str(uuid4())}, lambda_context)["jobs"][0]
+
+    answer = enqueue.handler(
+        {"type": "t", "user_id": str(uuid4()), "after": [theirs["id"]]}, lambda_context
+    )
+
+    assert answer["error"] == "InvalidParent" and "not found" in answer["message"]
+    assert len(rows(conn)) == 1

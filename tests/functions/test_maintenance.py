@@ -80,3 +80,29 @@ def test_prunes_finished_jobs_by_retention_policy(
     assert answer["pruned"]["deleted"] == 1 and answer["pruned"]["complete"]
     remaining = [row[0] for row in conn.execute("select id from tickq.jobs")]
     assert remaining == [fresh.id] and old.id not in remaining
+
+
+def test_counts_jobs_waiting_for_parents_per_queue_and_type(
+    conn: psycopg.Connection,
+    lambda_context: FakeContext,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parent = enqueue(conn, "extract")
+    for _ in range(2):
+        enqueue(conn, "embed", queue="vectors", after=[parent.id])
+
+    answer = maintenance.handler({}, lambda_context)
+
+    by_key = {(q["queue"], q["type"]): q for q in answer["queues"]}
+    assert by_key[("vectors", "embed")]["waiting"] == 2
+    assert by_key[("vectors", "embed")]["depth"] == 0  # waiting jobs are not runnable
+    assert (by_key[("default", "extract")]["depth"], by_key[("default", "extract")]["waiting"]) == (
+        1,
+        0,
+    )
+    blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    waiting = [b for b in blobs if "waiting_for_parents" in b]
+    assert {(b["queue"], b["type"], b["waiting_for_parents"][0]) for b in waiting} == {
+        ("vectors", "embed", 2.0),
+        ("default", "extract", 0.0),
+    }

@@ -50,8 +50,6 @@ def registry() -> Registry:
     return reg
 
 
-
-
 @pytest.mark.parametrize(
     ("request_", "error", "field"),
     [

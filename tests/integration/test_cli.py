@@ -55,7 +55,14 @@ def count_jobs(conn: psycopg.Connection) -> int:
 
 def test_enqueue_prints_the_new_job(cli: Cli, conn: psycopg.Connection) -> None:
     code, data, _ = cli(
-        "enqueue", "embed", "--payload", '{"doc": 1}', "--key", "doc-1", "--priority", "3",
+        "enqueue",
+        "embed",
+        "--payload",
+        '{"doc": 1}',
+        "--key",
+        "doc-1",
+        "--priority",
+        "3",
         "--json",
     )
 

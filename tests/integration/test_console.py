@@ -11,7 +11,6 @@ import psycopg
 import pytest
 
 from queue_core.console import (
-    ActionResult,
     BulkAction,
     CountChanged,
     JobFilter,
@@ -230,8 +229,9 @@ def test_users_act_only_on_their_own_jobs(conn, app_login_url):
 
     assert [r.outcome for r in results] == ["retried", "retried", "not found", "not found"]
     assert bob.get(theirs[0]).status == "dead"
-    again = act_as_user(alice, BulkAction.RETRY, mine[:1])
-    assert again == [ActionResult(mine[0], "not retryable", "queued")]
+    (again,) = act_as_user(alice, BulkAction.RETRY, mine[:1])
+    assert (again.id, again.outcome, again.status) == (mine[0], "not retryable", "queued")
+    assert again.reason is not None and "queued" in again.reason
     cancelled = act_as_user(alice, BulkAction.CANCEL, mine)
     assert [r.outcome for r in cancelled] == ["cancelled", "cancelled"]
     app.close()
@@ -328,3 +328,19 @@ def test_the_lists_filter_by_fairness_group(conn, app_login_url):
     assert sorted(j["user_id"] for j in everyone) == sorted([str(ALICE)] * 2 + [str(BOB)])
     assert {j["group_key"] for j in everyone} == {"tenant-a"}
     app.close()
+
+
+def test_operators_cancel_a_parent_with_its_waiting_children(conn):
+    import queue_core
+
+    parent = queue_core.enqueue(conn, "extract", {"doc": "a.pdf"}, user_id=ALICE).id
+    child = queue_core.enqueue(conn, "embed", {}, after=[parent], user_id=ALICE).id
+    console = OperatorConsole(conn)
+
+    (cancelled,) = console.act(BulkAction.CANCEL, [parent])
+    (blocked,) = console.act(BulkAction.RETRY, [child])
+
+    assert (cancelled.outcome, cancelled.status) == ("cancelled", "cancelled")
+    assert PostgresStore(conn).get(child).status == "cancelled"
+    # The child may not run while its parent has not succeeded
+    assert (blocked.outcome, blocked.status) == ("parents unfinished", "cancelled")

@@ -150,7 +150,7 @@ class PlainClaimStore(PostgresStore):
 @budget(ci=30, long=400)
 @given(steps=STEPS)
 def test_the_fair_claim_keeps_the_round_robin_bound(conn, steps):
-    conn.execute("truncate tickq.jobs")
+    conn.execute("truncate tickq.jobs cascade")
     # Probing for groups before every claim: the bound holds from the first claim after a
     # second group arrives (a worker's cached probe adds up to GROUPS_TTL_SECONDS).
     checker = play(PostgresStore(conn, groups_ttl_seconds=0, rand=random.Random(7).random), steps)
@@ -161,7 +161,7 @@ def test_the_checker_catches_a_claim_blind_to_groups(conn):
     """The property can fail: today's claim breaks it on a backlog and a late small group."""
     steps = [("burst", "big", 30, 0), ("burst", "small", 5, 0), ("claim", 10), ("claim", 10)]
     assert play(PlainClaimStore(conn), steps).violations
-    conn.execute("truncate tickq.jobs")
+    conn.execute("truncate tickq.jobs cascade")
     assert not play(
         PostgresStore(conn, groups_ttl_seconds=0, rand=random.Random(7).random), steps
     ).violations

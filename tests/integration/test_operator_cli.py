@@ -16,9 +16,7 @@ from queue_core import PostgresStore, Registry, Status
 
 
 @pytest.fixture
-def tickq(
-    conn: psycopg.Connection, database_url: str, monkeypatch: pytest.MonkeyPatch
-) -> Any:
+def tickq(conn: psycopg.Connection, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("TICKQ_DATABASE_URL", database_url)
     return cli.main
 
@@ -153,9 +151,7 @@ def test_operator_endpoint_on_a_login_that_cannot_act_as_worker_is_refused_clear
     from infra.serve import api_handler
 
     login = f"tickq_api_{secrets.token_hex(4)}"
-    conn.execute(
-        sql.SQL("create role {} login in role tickq_app").format(sql.Identifier(login))
-    )
+    conn.execute(sql.SQL("create role {} login in role tickq_app").format(sql.Identifier(login)))
     monkeypatch.setenv("TICKQ_DATABASE_URL", make_conninfo(database_url, user=login))
     operator = DevIdentity("olivia", operator_group="tickq-operators")
     event = http_api_event(

@@ -104,9 +104,7 @@ def test_a_user_cannot_cancel_another_users_job(
     assert PostgresStore(conn).get(bobs_job).status == Status.QUEUED
 
 
-def test_a_user_cannot_retry_another_users_dead_job(
-    login: Login, conn: psycopg.Connection
-) -> None:
+def test_a_user_cannot_retry_another_users_dead_job(login: Login, conn: psycopg.Connection) -> None:
     worker = PostgresStore(conn)
     dead = worker.enqueue(job_spec("embed", user_id=BOB, max_attempts=1)).id
     (job,) = worker.claim()
@@ -133,9 +131,7 @@ def test_a_user_cannot_enqueue_a_job_owned_by_someone_else(
     assert count_jobs(conn) == 0
 
 
-def test_the_application_role_without_a_user_sees_nothing(
-    login: Login, bobs_job: UUID
-) -> None:
+def test_the_application_role_without_a_user_sees_nothing(login: Login, bobs_job: UUID) -> None:
     anonymous = PostgresStore(login("tickq_app"))
 
     with pytest.raises(JobNotFound):

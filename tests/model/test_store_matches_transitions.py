@@ -77,7 +77,7 @@ class StoreVersusModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.conn = psycopg.connect(self.database_url, autocommit=True)
-        self.conn.execute("truncate tickq.jobs")
+        self.conn.execute("truncate tickq.jobs cascade")
         self.store = PostgresStore(self.conn)
         self.now = T0
         self.model: dict[UUID, Job] = {}

@@ -15,7 +15,7 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from queue_core import validation
+from queue_core import InvalidParent, JobBatch, validation
 from queue_core.store import PostgresStore
 from tests.security.conftest import RoleConnect
 
@@ -225,3 +225,63 @@ def test_worker_runs_the_whole_job_lifecycle(
     assert {j.id for j in claimed} == set(jobs.values())
     statuses = conn.execute("select distinct status from tickq.jobs").fetchall()
     assert statuses == [("succeeded",)]
+
+
+def test_app_enqueues_after_its_own_jobs_and_never_after_someone_elses(
+    as_app: RoleConnect, conn: psycopg.Connection, jobs: dict[str, UUID], alice: UUID
+) -> None:
+    store = PostgresStore(as_app(), user_id=alice)
+    spec = validation.job_spec("report", user_id=alice)
+    batch = JobBatch.of([spec])
+
+    (child,) = store.enqueue_after(batch, [(jobs["alice"],)])
+    with pytest.raises(InvalidParent, match="not found"):
+        store.enqueue_after(batch, [(jobs["bob"],)])
+    with pytest.raises(InvalidParent, match="not found"):
+        store.enqueue_after(batch, [(jobs["nobody"],)])
+
+    assert child.status == "waiting"
+    edges = conn.execute("select child_id, parent_id, user_id from tickq.job_dependencies")
+    assert edges.fetchall() == [(child.id, jobs["alice"], alice)]
+    flagged = conn.execute("select id from tickq.jobs where has_children").fetchall()
+    assert flagged == [(jobs["alice"],)]
+
+
+def test_app_sees_and_writes_only_its_own_edges(
+    as_app: RoleConnect, conn: psycopg.Connection, jobs: dict[str, UUID], alice: UUID, bob: UUID
+) -> None:
+    parent = seed(conn, bob)
+    PostgresStore(conn).enqueue_after(
+        JobBatch.of([validation.job_spec("report", user_id=bob)]), [(parent,)]
+    )
+    with scoped(as_app(), alice) as c:
+        assert c.execute("select count(*) from tickq.job_dependencies").fetchone() == (0,)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), scoped(as_app(), alice) as c:
+        c.execute(
+            "insert into tickq.job_dependencies (child_id, parent_id, user_id) values (%s, %s, %s)",
+            (jobs["alice"], jobs["bob"], bob),
+        )
+    assert conn.execute("select count(*) from tickq.job_dependencies").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("status", ["running", "succeeded", "dead"])
+def test_app_inserts_only_queued_or_waiting_jobs(
+    as_app: RoleConnect, conn: psycopg.Connection, alice: UUID, status: str
+) -> None:
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), scoped(as_app(), alice) as c:
+        c.execute(
+            "insert into tickq.jobs (type, user_id, status) values ('r', %s, %s)", (alice, status)
+        )
+    assert snapshot(conn) == []
+
+
+def test_app_marks_a_parent_only_without_changing_anything_else(
+    as_app: RoleConnect, conn: psycopg.Connection, jobs: dict[str, UUID], alice: UUID
+) -> None:
+    before = snapshot(conn)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), scoped(as_app(), alice) as c:
+        c.execute(
+            "update tickq.jobs set has_children = true, error = 'x' where id = %s",
+            (jobs["alice"],),
+        )
+    assert snapshot(conn) == before

@@ -43,10 +43,11 @@ def test_queue_overview_sums_types_and_keeps_the_oldest_runnable_age() -> None:
         StatsRow("default", "reindex", Status.RETRYING, 4, 40.0),
         StatsRow("default", "reindex", Status.RUNNING, 3, None),
         StatsRow("default", "reindex", Status.SUCCEEDED, 10, None),
+        StatsRow("default", "reindex", Status.WAITING, 7, None),
     ]
     assert queue_overview(rows) == [
-        QueueOverview("bulk", 5, 12.0, 0, 0, 0, 5),
-        QueueOverview("default", 6, 40.0, 3, 4, 1, 20),
+        QueueOverview("bulk", 5, 12.0, 0, 0, 0, 0, 5),
+        QueueOverview("default", 6, 40.0, 7, 3, 4, 1, 27),
     ]
 
 
@@ -95,8 +96,13 @@ def test_binary_bodies_travel_base64_both_ways() -> None:
     )
     assert event["isBase64Encoded"] and base64.b64decode(event["body"]) == b"\xff\x00"
     status, headers, body = response_parts(
-        {"statusCode": 201, "headers": {"X-A": "1"}, "cookies": ["s=1"],
-         "body": base64.b64encode(b"\x01").decode(), "isBase64Encoded": True}
+        {
+            "statusCode": 201,
+            "headers": {"X-A": "1"},
+            "cookies": ["s=1"],
+            "body": base64.b64encode(b"\x01").decode(),
+            "isBase64Encoded": True,
+        }
     )
     assert (status, body) == (201, b"\x01")
     assert ("X-A", "1") in headers and ("Set-Cookie", "s=1") in headers
