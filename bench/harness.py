@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .processes import new_event, new_queue, start_process, timed_in_processes
+from .processes import new_queue, start_process, timed_in_processes
 from .server import fresh_database
 from .systems import System, all_systems, tickq_side
 
@@ -98,14 +98,13 @@ def _latency(
 ) -> None:
     """Enqueue committed → handler started, with the worker idle between jobs."""
     assert system.latency_worker is not None and system.latency_producer is not None
-    stop, ready, out = new_event(), new_queue(), new_queue()
-    worker = start_process(system.latency_worker, url, stop, ready, out)
+    expected, ready, out = new_queue(), new_queue(), new_queue()
+    worker = start_process(system.latency_worker, url, expected, ready, out)
     ready.get(timeout=120)
     time.sleep(1.0)  # let the worker reach its idle state
     committed = system.latency_producer(url, sizes.latency_samples, sizes.latency_interval)
-    time.sleep(2.0)  # the slowest idle poll (tickq without notifications) is 1 s
-    stop.set()
-    started: dict[str, float] = out.get(timeout=60)
+    expected.put(len(committed))  # the worker stops once it has started that many
+    started: dict[str, float] = out.get(timeout=180)
     worker.join(timeout=30)
     delays = [started[job] - at for job, at in committed.items() if job in started]
     if len(delays) < len(committed):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 # Spawn, not fork: a forked child would inherit the parent's open database sockets.
@@ -62,8 +62,14 @@ def start_process(target: Callable[..., None], *args: Any) -> Any:
     return proc
 
 
-def new_event() -> Any:
-    return _CTX.Event()
+def await_starts(expected: Any, started: Mapping[str, float], timeout: float = 120.0) -> None:
+    """Block until the harness says how many latency jobs it committed, then until the
+    worker has started that many (or `timeout` passes): a fixed grace period is too short
+    for a slow peer on a loaded machine, and too long for a fast one."""
+    want = expected.get()
+    deadline = time.monotonic() + timeout
+    while len(started) < want and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def new_queue() -> Any:

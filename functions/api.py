@@ -45,7 +45,19 @@ def _error(exc: Exception) -> Response:
 def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     if not _is_http_event(event):
         return _as_dict(_response(Problem(400, "BadRequest", "not an HTTP API (v2) event")))
-    return app.resolve(event, context)
+    return _hardened(app.resolve(event, context))
+
+
+# Answers hold one user's jobs: no cache along the way may keep them, and no browser may
+# read them as anything but the declared type. The page's assets set their own caching.
+RESPONSE_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+
+
+def _hardened(response: dict[str, Any]) -> dict[str, Any]:
+    headers = dict(response.get("headers") or {})
+    present = {name.lower() for name in headers}
+    headers.update({k: v for k, v in RESPONSE_HEADERS.items() if k.lower() not in present})
+    return {**response, "headers": headers}
 
 
 def _problem(exc: Exception) -> Problem:
@@ -85,7 +97,7 @@ def _response(found: Problem) -> Response:
 def _as_dict(response: Response) -> dict[str, Any]:
     return {
         "statusCode": response.status_code,
-        "headers": {"Content-Type": content_types.APPLICATION_JSON},
+        "headers": {"Content-Type": content_types.APPLICATION_JSON, **RESPONSE_HEADERS},
         "body": response.body,
         "isBase64Encoded": False,
     }

@@ -6,6 +6,8 @@ Every query runs as the caller (row-level security): another user's job is simpl
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
 from uuid import UUID
@@ -14,14 +16,14 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.metrics import MetricUnit
 
-from queue_core import Job, JobBatch, dependencies
+from queue_core import InvalidJob, Job, JobBatch, JobSpec, dependencies
 
 from . import console_routes
 from .errors import BadRequest
 from .identity import caller_id
 from .observability import logger, metrics
 from .requests import EnqueueRequest, json_body, parse
-from .runtime import kick_tick, store, tasks
+from .runtime import kick_tick, settings, store, tasks
 
 router = Router()
 
@@ -35,7 +37,7 @@ def enqueue_job() -> Response:
         if request.idempotency_key not in (None, header_key):
             raise BadRequest("the Idempotency-Key header and idempotency_key in the body differ")
         request = request.model_copy(update={"idempotency_key": header_key})
-    spec = request.spec(tasks(), user_id=owner)
+    spec = _for_outside_caller(request.spec(tasks(), user_id=owner))
     parents = dependencies.parents(request.after)
     if parents:  # row-level security makes another user's job "not found"
         result = store(user_id=owner).enqueue_after(JobBatch.of([spec]), [parents])[0]
@@ -78,6 +80,19 @@ def retry_job(job_id: str) -> Response:
 @router.post("/jobs/<job_id>/cancel")
 def cancel_job(job_id: str) -> Response:
     return _job(store(user_id=_caller()).cancel(job_id))
+
+
+def _for_outside_caller(spec: JobSpec) -> JobSpec:
+    """What an end user may not choose: a queue the deployment does not run (each name is a
+    metric series and an alarm for operators), or a start in the past (which would jump
+    the queue and push the oldest-runnable-age alarm to decades); that becomes now."""
+    queues = settings().queues
+    if spec.queue not in queues:
+        accepted = ", ".join(queues)
+        raise InvalidJob("queue", f"must be one of the queues this API accepts: {accepted}")
+    if spec.run_after is not None and spec.run_after < datetime.now(UTC):
+        spec = replace(spec, run_after=None)
+    return spec
 
 
 def _caller() -> UUID:

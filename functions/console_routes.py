@@ -211,11 +211,10 @@ def _operator() -> str:
     context = router.current_event.raw_event.get("requestContext") or {}
     claims = ((context.get("authorizer") or {}).get("jwt") or {}).get("claims") or {}
     claims = claims if isinstance(claims, Mapping) else {}
-    owner = str(_caller())
-    if not is_operator(claims, owner, os.environ):
+    if not is_operator(claims, os.environ):
         raise NotOperator()
     name = claims.get("username") or claims.get("cognito:username") or claims.get("sub")
-    return str(name or owner)[:200]
+    return str(name or _caller())[:200]
 
 
 def _caller() -> UUID:

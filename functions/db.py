@@ -2,7 +2,13 @@
 
 Reads TICKQ_DATABASE_URL, or TICKQ_DB_SECRET_ARN naming a Secrets Manager secret in the
 RDS format (host, port, username, password, dbname), fetched through Powertools and
-cached for five minutes so a rotated password is picked up without a redeploy.
+cached for five minutes. When the database rejects the cached password (it was rotated),
+the secret is fetched again once and the connection retried, so a warm function recovers
+at once instead of failing until its cache expires or a cold start.
+
+With TICKQ_DB_IAM_AUTH=1 the password is an RDS IAM authentication token instead, signed
+with the function's credentials for the host, port and user of the URL or secret; each
+new connection gets a fresh one (they live 15 minutes), over TLS as RDS requires.
 
 Nothing here pins an RDS Proxy connection beyond a transaction: no session SET, no
 LISTEN, no advisory locks; TICKQ_PREPARE_THRESHOLD=off turns prepared statements off.
@@ -16,7 +22,7 @@ import time
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from queue_core import ConfigurationError, DatabaseError, PostgresStore
 from queue_core.config import Settings
@@ -69,23 +75,63 @@ def _healthy(conn: psycopg.Connection[Any]) -> bool:
 def _open(source: str, settings: Settings) -> psycopg.Connection[Any]:
     if not source:
         raise ConfigurationError("set TICKQ_DATABASE_URL or TICKQ_DB_SECRET_ARN")
+    from_secret = not settings.database_url
     conninfo = settings.database_url or _conninfo_from_secret(source)
     try:
-        return psycopg.connect(
-            conninfo,
-            autocommit=True,
-            prepare_threshold=settings.prepare_threshold,
-            connect_timeout=10,
-            application_name=os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "tickq"),
-        )
+        return _connect(conninfo, settings)
+    except psycopg.OperationalError as exc:
+        if not (from_secret and _rejected_credentials(exc)):
+            raise DatabaseError(f"cannot connect to the database: {exc}".strip()) from exc
+    # The cached secret is stale (rotated): fetch it again, once.
+    try:
+        return _connect(_conninfo_from_secret(source, fresh=True), settings)
     except psycopg.OperationalError as exc:
         raise DatabaseError(f"cannot connect to the database: {exc}".strip()) from exc
 
 
-def _conninfo_from_secret(arn: str) -> str:
+def _connect(conninfo: str, settings: Settings) -> psycopg.Connection[Any]:
+    if iam_auth_enabled():
+        conninfo = with_iam_token(conninfo, _rds_token)
+    return psycopg.connect(
+        conninfo,
+        autocommit=True,
+        prepare_threshold=settings.prepare_threshold,
+        connect_timeout=10,
+        application_name=os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "tickq"),
+    )
+
+
+def _rejected_credentials(exc: psycopg.OperationalError) -> bool:
+    """The server refused the login's password (invalid_password, or a refusal worded so)."""
+    return exc.sqlstate in ("28P01", "28000") or "password authentication failed" in str(exc)
+
+
+def iam_auth_enabled() -> bool:
+    return os.environ.get("TICKQ_DB_IAM_AUTH", "").strip().lower() in ("1", "true", "yes")
+
+
+def with_iam_token(conninfo: str, token: Any) -> str:
+    """`conninfo` with its password replaced by `token(host, port, user)`, over TLS."""
+    params = conninfo_to_dict(conninfo)
+    host, user = params.get("host"), params.get("user")
+    if not host or not user:
+        raise ConfigurationError("TICKQ_DB_IAM_AUTH needs a host and a user in the URL or secret")
+    port = int(params.get("port") or 5432)
+    sslmode = params.get("sslmode") or "require"
+    return make_conninfo(conninfo, password=token(host, port, user), sslmode=sslmode)
+
+
+def _rds_token(host: str, port: int, user: str) -> str:
+    from .aws import clients
+
+    token: str = clients("rds").generate_db_auth_token(DBHostname=host, Port=port, DBUsername=user)
+    return token
+
+
+def _conninfo_from_secret(arn: str, *, fresh: bool = False) -> str:
     from aws_lambda_powertools.utilities import parameters
 
-    secret = parameters.get_secret(arn, transform="json", max_age=SECRET_MAX_AGE)
+    secret = parameters.get_secret(arn, transform="json", max_age=SECRET_MAX_AGE, force_fetch=fresh)
     if not isinstance(secret, dict):
         raise ConfigurationError(f"secret {arn} is not a JSON object in the RDS format")
     missing = [k for k in ("host", "username", "password") if not secret.get(k)]

@@ -23,6 +23,7 @@ from queue_core.console import CountChanged
 from queue_core.pauses import QueueNotPaused
 
 from . import db
+from .app_role import LoginBypassesSecurity
 
 
 class BadRequest(TickqError):
@@ -35,6 +36,16 @@ class BadRequest(TickqError):
 
 class Unauthorized(TickqError):
     """The request carries no caller identity."""
+
+
+# Errors whose message is the whole answer. A login that would bypass row-level security
+# is the service's fault, not the caller's: 503, and the function log says how to fix it.
+PLAIN_STATUS: dict[type[Exception], int] = {
+    Unauthorized: 401,
+    JobNotFound: 404,
+    LeaseLost: 409,
+    LoginBypassesSecurity: 503,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,20 +64,21 @@ def problem(exc: BaseException, request_id: str | None = None) -> Problem:
     name = type(exc).__name__
     if isinstance(exc, BadRequest):
         return Problem(exc.status, name, str(exc))
-    if isinstance(exc, Unauthorized):
-        return Problem(401, name, str(exc))
+    for kind, status in PLAIN_STATUS.items():
+        if isinstance(exc, kind):
+            return Problem(status, name, str(exc))
     if isinstance(exc, UnknownJobType):
         return Problem(422, name, str(exc), {"field": exc.field, "known": exc.known})
     if isinstance(exc, InvalidJob):
         return Problem(422, name, str(exc), {"field": exc.field, "reason": exc.reason})
-    if isinstance(exc, JobNotFound):
-        return Problem(404, name, str(exc))
     if isinstance(exc, InvalidTransition):
         return Problem(409, name, str(exc), {"status": str(exc.status)})
-    if isinstance(exc, LeaseLost | CountChanged | QueueNotPaused):
+    if isinstance(exc, CountChanged | QueueNotPaused):
         return Problem(409, name, str(exc), _conflict(exc))
     if isinstance(exc, QueueFull):
-        return Problem(429, name, str(exc), {"queue": exc.queue, "limit": exc.limit})
+        # The depth counts every user's jobs: an API caller learns only that it is full.
+        message = f"queue {exc.queue!r} is full; try again later"
+        return Problem(429, name, message, {"queue": exc.queue})
     if isinstance(exc, DatabaseError):
         # The connection may be the casualty; the next invocation opens a fresh one.
         db.discard()

@@ -8,7 +8,7 @@ from uuid import UUID
 from queue_core import PostgresStore, Registry, registry
 from queue_core.config import Settings
 
-from . import db
+from . import app_role, db
 from .aws import invoke_async
 
 
@@ -23,8 +23,12 @@ def tasks() -> Registry:
 
 
 def store(*, user_id: UUID | None = None) -> PostgresStore:
-    """A store on the environment's connection, scoped to `user_id` by row-level security."""
-    return PostgresStore(db.connection(), user_id=user_id)
+    """A store on the environment's connection, scoped to `user_id` by row-level security
+    (acting as tickq_app; a login that would bypass it is refused, see app_role)."""
+    conn = db.connection()
+    if user_id is not None:
+        app_role.ensure_scoped(conn)
+    return PostgresStore(conn, user_id=user_id)
 
 
 def kick_tick() -> bool:

@@ -1,10 +1,11 @@
 """The job list page and its operator view, served by ApiFunction next to the /jobs routes.
 
 The page is static HTML and plain JavaScript that calls the same HTTP API as any client,
-so it can do nothing a caller could not do with curl. The operator view reads every
-user's jobs; it is open only to identities named in TICKQ_OPERATORS (JWT `sub`, user
-name, or owner UUID) or carrying a group of TICKQ_OPERATOR_GROUPS (default
-"tickq-operators") in their `cognito:groups` / `groups` claim.
+so it can do nothing a caller could not do with curl. The operator view shows counts
+across users; it is open only to identities whose TICKQ_OPERATOR_CLAIM claim (default
+`sub`) is listed in TICKQ_OPERATORS, or whose TICKQ_OPERATOR_GROUPS_CLAIM claim (default
+`cognito:groups`) holds a group of TICKQ_OPERATOR_GROUPS (default "tickq-operators").
+One named claim each: a user name or an owner UUID never stands in for another claim.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from .identity import caller_id
 from .runtime import store
 
 DEFAULT_OPERATOR_GROUPS = "tickq-operators"
+DEFAULT_OPERATOR_CLAIM = "sub"
+DEFAULT_GROUPS_CLAIM = "cognito:groups"
 SHOWN_GROUPS = 50  # fairness groups in the operator view, the longest-waiting first
 ASSETS = {
     "app.js": "text/javascript; charset=utf-8",
@@ -81,6 +84,10 @@ def page() -> Response:
 
 @router.get("/ui/<asset>")
 def asset(asset: str) -> Response:
+    if asset == "config.json":
+        # Where the page starts its own sign-in (TICKQ_SIGN_IN_URL); it takes a token only
+        # from the answer to that flow, checked by a one-use state.
+        return _json(HTTPStatus.OK, {"sign_in_url": os.environ.get("TICKQ_SIGN_IN_URL") or None})
     if asset not in ASSETS:
         return _json(HTTPStatus.NOT_FOUND, {"error": "NotFound", "message": "no such asset"})
     return _static(asset, ASSETS[asset])
@@ -95,14 +102,14 @@ def me() -> Response:
         {
             "user_id": owner,
             "name": claims.get("username") or claims.get("cognito:username") or claims.get("sub"),
-            "operator": is_operator(claims, owner, os.environ),
+            "operator": is_operator(claims, os.environ),
         },
     )
 
 
 @router.get("/admin/stats")
 def admin_stats() -> Response:
-    if not is_operator(_claims(), _owner(), os.environ):
+    if not is_operator(_claims(), os.environ):
         raise NotOperator()
     queues = queue_overview(store().stats_all_users())
     groups = starved_groups(store().group_stats_all_users())
@@ -112,15 +119,19 @@ def admin_stats() -> Response:
     )
 
 
-def is_operator(claims: Mapping[str, Any], owner: str, env: Mapping[str, str]) -> bool:
-    """Whether the caller is on the operator allow-list, by name or by group."""
+def is_operator(claims: Mapping[str, Any], env: Mapping[str, str]) -> bool:
+    """Whether the caller is on the operator allow-list, by its named claim or a group.
+
+    Never by owner id: owner ids derive from several claims (a non-UUID `sub` and a UUID
+    `sub` can meet), so one must not grant the operator view.
+    """
     names = set(comma_list(env.get("TICKQ_OPERATORS")))
     groups = set(comma_list(env.get("TICKQ_OPERATOR_GROUPS", DEFAULT_OPERATOR_GROUPS)))
-    who = {owner, claims.get("sub"), claims.get("username"), claims.get("cognito:username")}
-    if names & {w for w in who if isinstance(w, str) and w}:
+    who = claims.get(env.get("TICKQ_OPERATOR_CLAIM") or DEFAULT_OPERATOR_CLAIM)
+    if isinstance(who, str) and who in names:
         return True
-    held = _claim_list(claims.get("cognito:groups")) | _claim_list(claims.get("groups"))
-    return bool(groups & held)
+    group_claim = env.get("TICKQ_OPERATOR_GROUPS_CLAIM") or DEFAULT_GROUPS_CLAIM
+    return bool(groups & _claim_list(claims.get(group_claim)))
 
 
 def queue_overview(rows: Iterable[StatsRow]) -> list[QueueOverview]:
@@ -166,12 +177,20 @@ def _owner() -> str:
 
 
 def _claim_list(value: Any) -> set[str]:
-    """A list claim as the JWT authorizer passes it: a JSON list, or "[a b]" flattened."""
-    if isinstance(value, list):
-        return {str(v) for v in value}
-    if not isinstance(value, str):
+    """A list claim: a JSON list (as such or as JSON text), or API Gateway's flattened
+    "[a b]" form, split on whitespace only (Cognito group names hold none). Anything else,
+    a bare string included, holds no group."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = json.loads(text)
+        except ValueError:
+            if not (text.startswith("[") and text.endswith("]")):
+                return set()
+            value = text[1:-1].split()
+    if not isinstance(value, list):
         return set()
-    return {part for part in value.strip("[]").replace(",", " ").split() if part}
+    return {v for v in value if isinstance(v, str) and v}
 
 
 @cache

@@ -198,6 +198,17 @@ def cmd_work(args: argparse.Namespace) -> int:
 
         watcher = threading.Thread(target=until, daemon=True)
         watcher.start()
+        # TICKQ_PREPARE_THRESHOLD=off is the setting for a transaction-mode pooler (RDS
+        # Proxy, PgBouncer), which hands each transaction to any server session: a LISTEN
+        # there would wake nobody, so the worker polls, and says so once.
+        listen = settings.prepare_threshold is not None
+        if not listen:
+            err.print(
+                "tickq work: prepared statements are off (TICKQ_PREPARE_THRESHOLD=off, as "
+                "behind a transaction-mode pooler), where LISTEN cannot wake this worker; "
+                f"polling every {args.poll_interval:g} s instead",
+                highlight=False,
+            )
         shown = not args.json and err.is_terminal
         with runner, live_status(err, status, shown=shown):
             report = runner.work(
@@ -205,6 +216,7 @@ def cmd_work(args: argparse.Namespace) -> int:
                 poll_interval=args.poll_interval,
                 on_tick=status.add,
                 reconnect=connect_store,
+                listen=listen,
             )
         runner.store.close()
     emit(args, report.as_dict(), lambda: out.print(report_table(report)))

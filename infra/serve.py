@@ -3,8 +3,12 @@
 Each request becomes an HTTP API (payload format 2.0) event carrying a development JWT
 identity, the way the API's JWT authorizer would pass it, and the handler runs in this
 process. The server is for one developer's machine: it forges identities, so it listens
-on 127.0.0.1 unless told otherwise, and it serves one request at a time, because the
-handler keeps one database connection per process, exactly as one Lambda environment does.
+on 127.0.0.1 unless told otherwise, and it refuses what a web page elsewhere could send it:
+a Host it does not serve (DNS rebinding), an Origin other than its own, and a request with
+a body or a state change that is not application/json (a cross-site form or text/plain
+POST). Requests are read and answered concurrently, so one slow client stalls nobody; the
+handler runs one at a time, because it keeps one database connection and one request's
+state per process, exactly as one Lambda environment does.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 from uuid import UUID
@@ -37,6 +41,7 @@ from .lambda_context import LocalContext
 Handler = Callable[[dict[str, Any], Any], Mapping[str, Any]]
 
 DEV_ISSUER = "https://tickq.local/serve"
+APP_ROLE = "tickq_app"
 # API Gateway's own limit on a request body; bigger ones get 413 before the handler runs.
 MAX_BODY_BYTES = 10 * 1024 * 1024
 _TEXT_TYPES = ("text/", "application/json", "application/javascript", "image/svg+xml")
@@ -173,8 +178,10 @@ def response_parts(result: Mapping[str, Any]) -> tuple[int, list[tuple[str, str]
     return int(result["statusCode"]), headers, body
 
 
-class ApiServer(HTTPServer):
+class ApiServer(ThreadingHTTPServer):
     """An HTTP server whose every request is one invocation of `handler`."""
+
+    daemon_threads = True
 
     def __init__(
         self,
@@ -187,7 +194,17 @@ class ApiServer(HTTPServer):
         self.handler = handler
         self.identity = identity
         self.log = log
+        # One invocation at a time, as in one Lambda environment; I/O runs concurrently.
+        self.invocation = threading.Lock()
         super().__init__(address, _RequestHandler)
+
+    def allowed_hosts(self) -> set[str]:
+        """The Host headers this server answers: its own address, by name or number."""
+        host, port = self.server_address[:2]
+        names = {str(host), "localhost", "127.0.0.1", "[::1]"}
+        if str(host) in ("0.0.0.0", "::"):
+            return {f"{name}:{port}" for name in names} | {"*"}
+        return {f"{name}:{port}" for name in names}
 
     @property
     def url(self) -> str:
@@ -195,9 +212,32 @@ class ApiServer(HTTPServer):
         return f"http://{host!s}:{port}"
 
 
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# A client that stops sending mid-request is dropped after this long.
+CLIENT_TIMEOUT_SECONDS = 30
+
+
+def refusal(
+    method: str, headers: Mapping[str, str], allowed_hosts: set[str], has_body: bool
+) -> tuple[int, str] | None:
+    """Why a request must not reach the handler (status, message), or None."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    host = lowered.get("host", "")
+    if "*" not in allowed_hosts and host not in allowed_hosts:
+        return 421, f"this server does not answer for Host {host[:100]!r}"
+    origin = lowered.get("origin")
+    if origin is not None and origin != f"http://{host}":
+        return 403, f"cross-origin requests are refused (Origin {origin[:100]!r})"
+    media = lowered.get("content-type", "").split(";")[0].strip().lower()
+    if (has_body or method in STATE_CHANGING) and media != "application/json":
+        return 415, "requests with a body or a change must be application/json"
+    return None
+
+
 class _RequestHandler(BaseHTTPRequestHandler):
     server: ApiServer
     server_version = "tickq-serve"
+    timeout = CLIENT_TIMEOUT_SECONDS
 
     def do_GET(self) -> None:
         self._invoke()
@@ -206,9 +246,23 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _invoke(self) -> None:
         started = time.perf_counter()
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:
+            self._send(400, [("Content-Type", "application/json")], _message("bad Content-Length"))
+            return
         if length > MAX_BODY_BYTES:
-            self._send(413, [("Content-Type", "application/json")], b'{"message":"too large"}')
+            self._send(413, [("Content-Type", "application/json")], _message("too large"))
+            return
+        refused = refusal(
+            self.command, dict(self.headers.items()), self.server.allowed_hosts(), length > 0
+        )
+        if refused is not None:
+            status, message = refused
+            self._send(status, [("Content-Type", "application/json")], _message(message))
+            self._log(status, started)
             return
         body = self.rfile.read(length) if length else b""
         event = http_api_event(
@@ -220,12 +274,17 @@ class _RequestHandler(BaseHTTPRequestHandler):
             source_ip=self.client_address[0],
         )
         try:
-            status, headers, payload = response_parts(self.server.handler(event, LocalContext()))
+            with self.server.invocation:
+                result = self.server.handler(event, LocalContext())
+            status, headers, payload = response_parts(result)
         except Exception as exc:  # a crash in the handler is a 502 from API Gateway too
             print(f"tickq serve: handler raised {type(exc).__name__}: {exc}", file=sys.stderr)
             status, headers = 502, [("Content-Type", "application/json")]
-            payload = json.dumps({"message": "Internal Server Error"}).encode()
+            payload = _message("Internal Server Error")
         self._send(status, headers, payload)
+        self._log(status, started)
+
+    def _log(self, status: int, started: float) -> None:
         if self.server.log is not None:
             elapsed = (time.perf_counter() - started) * 1000
             self.server.log(f"{self.command} {self.path} → {status} ({elapsed:.0f} ms)")
@@ -245,6 +304,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: `ApiServer.log` reports each request once, with its timing."""
+
+
+def _message(text: str) -> bytes:
+    return json.dumps({"message": text}).encode()
 
 
 def api_handler() -> Handler:
@@ -269,8 +332,10 @@ class ServeError(RuntimeError):
 def handler_database_url(conn: psycopg.Connection[Any], url: str | None, role: str | None) -> str:
     """Where the handler connects: the same database as `conn`, acting as `role`.
 
-    Running as tickq_app, as ApiFunction's login does in production, keeps row-level
-    security in force locally even when the given login is a superuser.
+    ApiFunction itself acts as tickq_app in every user's transaction (and refuses to serve
+    on a login that would read past row-level security), so for tickq_app this only checks
+    that the login may; the session keeps the login's own role for the operator counts.
+    Another role is set for the whole session.
     """
     if url is None:
         # The embedded server: its URL without a password, which it does not need.
@@ -285,6 +350,8 @@ def handler_database_url(conn: psycopg.Connection[Any], url: str | None, role: s
             f"this database login cannot act as {role} ({exc.diag.message_primary or exc}); "
             "log in as its owner or a superuser, or pass --role '' to keep the login's own"
         ) from None
+    if role == APP_ROLE:
+        return url
     options = conninfo_to_dict(url).get("options") or ""
     return make_conninfo(url, options=f"{options} -c role={role}".strip())
 

@@ -239,7 +239,8 @@ class PostgresStore(DerivedOperations):
     def _admission(self, specs: Sequence[JobSpec]) -> Iterator[None]:
         """A target queue with a maximum depth is checked in the insert's transaction, under
         a lock on its limit row: QueueFull refuses the whole batch and nothing is written."""
-        if not self.limits_configured().queues:
+        if self.user_id is not None or not self.limits_configured().queues:
+            # Application users' inserts are admitted by the jobs_app_admit trigger.
             yield
             return
         with self.conn.transaction():
@@ -494,12 +495,18 @@ class PostgresStore(DerivedOperations):
     # Waking idle workers (long-running workers only; never in a Lambda tick)
 
     def listen_for_jobs(self) -> bool:
-        """Subscribe to enqueue notifications; False (nothing done) inside a transaction,
-        where LISTEN would wait for the caller's commit."""
+        """Subscribe to enqueue notifications; False (nothing kept) inside a transaction,
+        where LISTEN would wait for the caller's commit, or where the subscription does
+        not stay with this session."""
         if not self.conn.autocommit:
             return False
         self._rows("jobs_listen", {}, None)
-        return True
+        # Behind a transaction-mode pooler the next statement may run in another server
+        # session, one that never listened: then LISTEN cannot wake us.
+        if self._rows("jobs_listening", {}, None) == [(True,)]:
+            return True
+        self._rows("jobs_unlisten", {}, None)
+        return False
 
     def unlisten_jobs(self) -> None:
         self._rows("jobs_unlisten", {}, None)
@@ -623,14 +630,16 @@ class PostgresStore(DerivedOperations):
         ]
 
     def stats_all_users(self, *, now: datetime | None = None) -> list[StatsRow]:
-        """`stats` over every user's jobs, as tickq_worker for one transaction.
+        """`stats` over every user's jobs, for operator views on an application login.
 
-        For operator views on an application login: it must be allowed to SET ROLE
-        tickq_worker without inheriting it, so its other queries stay under row-level security.
+        Counts only, through tickq.operator_stats: the login needs tickq_operator, never
+        the worker role, so it can read no row of another user.
         """
-        with translate_errors(), self.conn.transaction():
-            self.conn.execute(QUERIES["role_worker"])
-            return self.stats(now=now)
+        rows = self._rows("operator_stats", {"now": now}, None)
+        return [
+            StatsRow(q, t, Status(s), c, None if age is None else float(age))
+            for q, t, s, c, age in rows
+        ]
 
     def group_stats(self, *, now: datetime | None = None) -> list[GroupStats]:
         """Per queue and fairness group: waiting, running, oldest runnable age."""
@@ -640,10 +649,11 @@ class PostgresStore(DerivedOperations):
         ]
 
     def group_stats_all_users(self, *, now: datetime | None = None) -> list[GroupStats]:
-        """`group_stats` over every user's jobs, as `stats_all_users` does."""
-        with translate_errors(), self.conn.transaction():
-            self.conn.execute(QUERIES["role_worker"])
-            return self.group_stats(now=now)
+        """`group_stats` over every user's jobs, counts only, as `stats_all_users` does."""
+        rows = self._rows("operator_group_stats", {"now": now}, None)
+        return [
+            GroupStats(q, g, w, r, None if age is None else float(age)) for q, g, w, r, age in rows
+        ]
 
     def limits_configured(self) -> LimitsConfigured:
         """Whether any type or queue limit or cap per group exists, re-read every
@@ -700,6 +710,9 @@ class PostgresStore(DerivedOperations):
             yield
 
 
+QUEUE_FULL_SQLSTATE = "TQ429"
+
+
 @contextmanager
 def translate_errors() -> Iterator[None]:
     """Driver errors become tickq errors here, and only here."""
@@ -724,6 +737,9 @@ def translate_errors() -> Iterator[None]:
     except psycopg.OperationalError as exc:
         raise DatabaseError(f"database unavailable: {exc}") from exc
     except psycopg.Error as exc:
+        if exc.sqlstate == QUEUE_FULL_SQLSTATE:  # raised by the jobs_app_admit trigger
+            limit = int(exc.diag.message_hint or 0)
+            raise QueueFull(exc.diag.message_detail or "", limit, limit) from exc
         raise DatabaseError(f"database error: {exc}") from exc
 
 

@@ -57,8 +57,16 @@ def work(
     while not stop.is_set() or runner.leased_ahead:
         report = TickReport()
         try:
-            if listen and listening is not runner.store and runner.store.listen_for_jobs():
-                listening = runner.store
+            if listen and listening is not runner.store:
+                if runner.store.listen_for_jobs():
+                    listening = runner.store
+                else:
+                    listen = False
+                    log.warning(
+                        "LISTEN does not reach this connection (a transaction or a "
+                        "transaction-mode pooler); waking by polling every %g s",
+                        poll_interval,
+                    )
             if time.monotonic() - last_reclaim >= reclaim_interval:
                 runner.reclaim(report)
                 last_reclaim = time.monotonic()

@@ -13,6 +13,8 @@ from pgqueuer import AsyncpgDriver, Job, QueueManager
 from pgqueuer.domain.types import QueueExecutionMode
 from pgqueuer.queries import Queries
 
+from bench.processes import await_starts
+
 from . import System, tickq_side
 
 
@@ -86,8 +88,9 @@ def prepare_drain(url: str, batch: int, variant: str) -> Callable[[], int]:
     return run
 
 
-def latency_worker(url: str, stop: Any, ready: Any, out: Any) -> None:
-    """A continuous QueueManager (LISTEN/NOTIFY is built in) until `stop` is set."""
+def latency_worker(url: str, expected: Any, ready: Any, out: Any) -> None:
+    """A continuous QueueManager (LISTEN/NOTIFY is built in) until it has started the
+    number of jobs the harness puts on `expected`."""
 
     async def go() -> dict[str, float]:
         conn, queries = await _queries(url)
@@ -99,8 +102,7 @@ def latency_worker(url: str, stop: Any, ready: Any, out: Any) -> None:
             started[str(job.id)] = time.time()
 
         async def watch() -> None:
-            while not stop.is_set():
-                await asyncio.sleep(0.05)
+            await asyncio.to_thread(await_starts, expected, started)
             manager.shutdown.set()
 
         watcher = asyncio.create_task(watch())

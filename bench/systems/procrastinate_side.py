@@ -10,6 +10,8 @@ from typing import Any
 
 import procrastinate
 
+from bench.processes import await_starts
+
 from . import System
 
 CHUNK = 1000
@@ -89,7 +91,7 @@ def prepare_drain(url: str, batch: int, variant: str) -> Callable[[], int]:
     return run
 
 
-def latency_worker(url: str, stop: Any, ready: Any, out: Any) -> None:
+def latency_worker(url: str, expected: Any, ready: Any, out: Any) -> None:
     async def go() -> dict[str, float]:
         app, started, _ = _app(url)
         async with app.open_async():
@@ -97,8 +99,7 @@ def latency_worker(url: str, stop: Any, ready: Any, out: Any) -> None:
                 app.run_worker_async(concurrency=CONCURRENCY, install_signal_handlers=False)
             )
             ready.put(None)
-            while not stop.is_set():
-                await asyncio.sleep(0.05)
+            await asyncio.to_thread(await_starts, expected, started)
             worker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await worker

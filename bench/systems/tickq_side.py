@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 
 import queue_core
+from bench.processes import await_starts
 from queue_core import Job, PostgresStore, Registry, Runner
 from queue_core.migrate import migrate
 
@@ -96,14 +97,15 @@ def prepare_drain(url: str, batch: int, variant: str) -> Callable[[], int]:
     return run
 
 
-def latency_worker(url: str, stop: Any, ready: Any, out: Any) -> None:
-    """A long-running worker idling until stopped; reports each job's handler start time."""
+def latency_worker(url: str, expected: Any, ready: Any, out: Any) -> None:
+    """A long-running worker idling until it has started the number of jobs the harness
+    puts on `expected`; reports each job's handler start time."""
     with psycopg.connect(url, autocommit=True) as conn:
         runner = Runner(PostgresStore(conn), registry, batch_size=100, concurrency=1)
         halt = threading.Event()
 
-        def relay() -> None:  # a multiprocessing event cannot be passed to work() directly
-            stop.wait()
+        def relay() -> None:
+            await_starts(expected, _started)
             halt.set()
 
         threading.Thread(target=relay, daemon=True).start()

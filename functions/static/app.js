@@ -14,17 +14,42 @@ const state = {
 };
 const $ = (id) => document.getElementById(id);
 
-// Identity: API Gateway's JWT authorizer reads the Authorization header. A sign-in page
-// (e.g. the Cognito hosted UI) redirects back with "#id_token=..." in the fragment; the
-// token is kept for this tab only. Locally, `tickq serve` supplies the identity instead.
+// Identity: API Gateway's JWT authorizer reads the Authorization header. The page starts
+// its own sign-in: it sends the browser to the configured sign-in URL (e.g. the Cognito
+// hosted UI's authorize URL, response_type=token) with a one-use random `state` kept for
+// this tab, and takes a token from the "#id_token=...&state=..." it comes back with only
+// when that state matches. A link carrying someone else's token (login CSRF) signs nobody
+// in. Locally, `tickq serve` supplies the identity instead.
+const TOKEN_KEY = "tickq-token";
+const STATE_KEY = "tickq-sign-in-state";
+
 function token() {
   const hash = new URLSearchParams(window.location.hash.slice(1));
   const given = hash.get("id_token") || hash.get("access_token");
   if (given) {
-    sessionStorage.setItem("tickq-token", given);
     history.replaceState(null, "", window.location.pathname + window.location.search);
+    const expected = sessionStorage.getItem(STATE_KEY);
+    sessionStorage.removeItem(STATE_KEY);
+    if (expected && hash.get("state") === expected) sessionStorage.setItem(TOKEN_KEY, given);
   }
-  return sessionStorage.getItem("tickq-token");
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+function signIn(url) {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  const nonce = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  sessionStorage.setItem(STATE_KEY, nonce);
+  const target = new URL(url, document.baseURI);
+  target.searchParams.set("state", nonce);
+  window.location.assign(target.href);
+}
+
+async function offerSignIn() {
+  if (bearer) return;
+  const config = await fetch(new URL("ui/config.json", document.baseURI)).then((r) => r.json());
+  if (!config || !config.sign_in_url) return;
+  $("sign-in").hidden = false;
+  $("sign-in").addEventListener("click", () => signIn(config.sign_in_url));
 }
 const bearer = token();
 
@@ -34,6 +59,7 @@ async function api(method, path, query, body) {
     if (value !== null && value !== undefined && value !== "") url.searchParams.set(key, value);
   }
   const headers = { Accept: "application/json" };
+  if (method !== "GET") headers["Content-Type"] = "application/json";
   if (bearer) headers.Authorization = "Bearer " + bearer;
   const init = { method, headers, credentials: "same-origin" };
   if (body !== undefined) {
@@ -586,6 +612,7 @@ for (const tab of document.querySelectorAll(".tab")) {
   tab.addEventListener("click", () => switchView(tab.dataset.view));
 }
 
+offerSignIn().catch((e) => show(e.message, true));
 readUrl();
 for (const tab of document.querySelectorAll(".tab")) {
   tab.classList.toggle("active", tab.dataset.view === state.view);

@@ -508,13 +508,23 @@ from tickq.jobs
 group by queue, type, status
 order by queue, type, status;
 
--- name: role_worker
--- Act as tickq_worker until this transaction ends (operator views read every user's jobs).
-set local role tickq_worker;
+-- name: operator_group_stats
+-- jobs_stats_groups across every user, through the one function tickq_operator may call.
+select queue, group_key, waiting, running, oldest_runnable_seconds
+from tickq.operator_group_stats(%(now)s::timestamptz);
+
+-- name: operator_stats
+-- jobs_stats across every user, through the one function tickq_operator may call.
+select queue, type, status, count, oldest_runnable_seconds
+from tickq.operator_stats(%(now)s::timestamptz);
 
 -- name: jobs_listen
 -- Subscribe this session to the notification the enqueue trigger sends (migration 0006).
 listen tickq_jobs;
+
+-- name: jobs_listening
+-- Whether the session answering this statement listens for enqueues.
+select 'tickq_jobs' = any(array(select pg_listening_channels()));
 
 -- name: jobs_unlisten
 -- Stop receiving enqueue notifications on this session.
@@ -525,8 +535,18 @@ unlisten tickq_jobs;
 select now();
 
 -- name: user_scope
--- Name the user whose rows this transaction may see (row-level security); local to it.
-select set_config('tickq.user_id', %(user_id)s, true);
+-- Name the user whose rows this transaction may see (row-level security), and act as
+-- tickq_app where the login may: both local to the transaction (migration 0007).
+select set_config('tickq.user_id', %(user_id)s, true), tickq.act_as_app();
+
+-- name: app_role_enter
+-- Act as tickq_app for the rest of this transaction, where the login may.
+select tickq.act_as_app();
+
+-- name: app_role_bypass
+-- Why the current role would read past row-level security (null: it would not), and who
+-- logged in.
+select tickq.rls_bypass_reason(), session_user::text;
 
 -- Cron schedules (queue_core/schedules.py)
 

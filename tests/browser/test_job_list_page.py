@@ -180,3 +180,33 @@ def test_operator_view_counts_every_users_jobs_per_queue(
     assert sorted((g[1], g[2], g[3]) for g in groups) == sorted(
         (str(who.owner_id()), "1", "0") for who in (ALICE, BOB)
     )
+    page.screenshot(path=ARTIFACTS / "operator-view.png")
+
+
+def stored_token(page: Page) -> Any:
+    return page.evaluate("sessionStorage.getItem('tickq-token')")
+
+
+def test_a_token_in_a_link_is_taken_only_from_the_pages_own_sign_in(
+    page: Page, serve_as: Serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a deployment whose sign-in page is configured
+    server = serve_as(ALICE)
+    monkeypatch.setenv("TICKQ_SIGN_IN_URL", f"{server.url}/ui?signed-in=1")
+
+    # When someone opens a link carrying their own token (login CSRF)
+    page.goto(f"{server.url}/ui?from=link#id_token=mallorys-token&state=guess")
+    # Then the page keeps no token and drops it from the address bar
+    assert stored_token(page) is None
+    assert "mallorys-token" not in page.url
+
+    # When the user starts the page's own sign-in
+    expect(page.locator("#sign-in")).to_be_visible()
+    page.evaluate("document.getElementById('sign-in').click()")
+    page.wait_for_function("() => new URL(window.location.href).searchParams.get('state')")
+    state = page.evaluate("new URL(window.location.href).searchParams.get('state')")
+    # and the sign-in page sends the browser back with a token and that state
+    page.goto(f"{server.url}/ui?back=1#id_token=alices-token&state={state}")
+    # Then that token is kept, once
+    page.wait_for_function("() => sessionStorage.getItem('tickq-token') === 'alices-token'")
+    assert page.evaluate("sessionStorage.getItem('tickq-sign-in-state')") is None

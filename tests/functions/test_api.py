@@ -319,3 +319,55 @@ def test_cancelling_a_waiting_job_through_the_api_cancels_its_descendants(
     _, grandchild = call_api("GET", f"/jobs/{c['id']}", sub=ALICE)
     assert grandchild["status"] == "cancelled"
     assert grandchild["error"] == f"parent {b['id']} is cancelled"
+
+
+def test_a_queue_the_deployment_does_not_run_is_refused(
+    call_api: Invoke, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    status, body = call_api("POST", "/jobs", body={"type": "x", "queue": "q-1970"}, sub=ALICE)
+    assert (status, body["field"]) == (422, "queue"), body
+    assert "default" in body["message"]
+    monkeypatch.setenv("TICKQ_QUEUES", "default,bulk")
+    assert call_api("POST", "/jobs", body={"type": "x", "queue": "bulk"}, sub=ALICE)[0] == 202
+    assert count_jobs(conn) == 1
+
+
+def test_a_start_in_the_past_becomes_now_and_a_future_one_is_kept(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    past = {"type": "x", "run_after": "1970-01-01T00:00:00Z"}
+    status, job = call_api("POST", "/jobs", body=past, sub=ALICE)
+    assert status == 202, job
+    row = conn.execute(
+        "select now() - run_after < interval '1 minute' from tickq.jobs where id = %s",
+        (job["id"],),
+    ).fetchone()
+    assert row == (True,)
+    future = {"type": "x", "run_after": "2999-01-01T00:00:00Z"}
+    status, job = call_api("POST", "/jobs", body=future, sub=ALICE)
+    assert job["run_after"].startswith("2999-01-01")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "options"),
+    [
+        ("POST", "/jobs", {"body": {"type": "x"}}),
+        ("GET", "/jobs", {}),
+        ("GET", "/jobs/0d3f5a9e-2b6c-4e57-9c1a-7f2e8b4d6a10", {}),
+        ("POST", "/jobs", {"raw_body": "{"}),
+        ("GET", "/me", {}),
+        ("GET", "/nowhere", {}),
+    ],
+)
+def test_api_answers_are_never_cached_nor_sniffed(
+    as_app: None, lambda_context: FakeContext, method: str, path: str, options: dict
+) -> None:
+    response = api.handler(http_event(method, path, sub=ALICE, **options), lambda_context)
+    headers = {k.lower(): v for k, v in response["headers"].items()}
+    assert headers["cache-control"] == "no-store", response
+    assert headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_not_http_answer_is_never_cached_either(lambda_context: FakeContext) -> None:
+    response = api.handler({"not": "http"}, lambda_context)
+    assert response["headers"]["Cache-Control"] == "no-store"

@@ -140,19 +140,32 @@ def test_operator_endpoint_is_only_for_operators(
         assert (queue["queue"], queue["dead"], queue["depth"]) == ("default", 2, 0)
 
 
-def test_operator_endpoint_on_a_login_that_cannot_act_as_worker_is_refused_clearly(
-    conn: psycopg.Connection, database_url: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("roles", "status"),
+    [(["tickq_app"], 403), (["tickq_app", "tickq_operator"], 200)],
+    ids=["app-only", "as-the-guide-says"],
+)
+def test_operator_endpoint_needs_only_tickq_operator_and_the_login_cannot_become_worker(
+    conn: psycopg.Connection,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    roles: list[str],
+    status: int,
 ) -> None:
-    # Given ApiFunction logged in as a plain member of tickq_app, as in production on PG 15
+    # Given ApiFunction logged in as the operations guide says (tickq_app, tickq_operator)
     from psycopg import sql
     from psycopg.conninfo import make_conninfo
 
     from functions import db
     from infra.serve import api_handler
 
+    make_dead(conn, 2)
     login = f"tickq_api_{secrets.token_hex(4)}"
-    conn.execute(sql.SQL("create role {} login in role tickq_app").format(sql.Identifier(login)))
-    monkeypatch.setenv("TICKQ_DATABASE_URL", make_conninfo(database_url, user=login))
+    conn.execute(sql.SQL("create role {} login").format(sql.Identifier(login)))
+    for role in roles:
+        conn.execute(sql.SQL("grant {} to {}").format(sql.Identifier(role), sql.Identifier(login)))
+    url = make_conninfo(database_url, user=login)
+    monkeypatch.setenv("TICKQ_DATABASE_URL", url)
     operator = DevIdentity("olivia", operator_group="tickq-operators")
     event = http_api_event(
         method="GET", target="/admin/stats", headers={}, body=b"", identity=operator
@@ -160,10 +173,27 @@ def test_operator_endpoint_on_a_login_that_cannot_act_as_worker_is_refused_clear
     try:
         # When an operator asks for the overview
         response = api_handler()(event, LocalContext())
+        # Then the counts come only with tickq_operator, and the login can never take
+        # the worker role nor read or change another user's rows
+        with psycopg.connect(url, autocommit=True) as api_login:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                api_login.execute("set role tickq_worker")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                api_login.execute("select tickq.queue_admit(array['default'], array[1])")
+            assert api_login.execute("select count(*) from tickq.jobs").fetchone() == (0,)
+            updated = api_login.execute("update tickq.jobs set status = 'queued'").rowcount
+            assert updated == 0
     finally:
         db.discard()
+        conn.execute(
+            "select pg_terminate_backend(pid) from pg_stat_activity where usename = %s", (login,)
+        )
         conn.execute(sql.SQL("drop role {}").format(sql.Identifier(login)))
 
-    # Then the answer is 403 and names the missing permission
-    assert response["statusCode"] == 403
-    assert "permission denied to set role" in json.loads(response["body"])["message"]
+    assert response["statusCode"] == status, response["body"]
+    body = json.loads(response["body"])
+    if status == 200:
+        (queue,) = body["queues"]
+        assert (queue["queue"], queue["dead"], queue["depth"]) == ("default", 2, 0)
+    else:
+        assert "permission denied for function operator_stats" in body["message"]

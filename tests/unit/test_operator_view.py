@@ -14,25 +14,46 @@ from queue_core.store import StatsRow
 OWNER = "1a2ed10b-6c47-5e33-95f1-49a6fa430255"
 
 
-def test_operator_by_default_group_in_a_flattened_cognito_claim() -> None:
-    claims = {"sub": "olivia", "cognito:groups": "[readers tickq-operators]"}
-    assert is_operator(claims, OWNER, {})
+@pytest.mark.parametrize(
+    "groups",
+    ["[readers tickq-operators]", '["readers", "tickq-operators"]', ["tickq-operators"]],
+    ids=["flattened", "json-text", "list"],
+)
+def test_operator_by_default_group_in_the_cognito_groups_claim(groups: object) -> None:
+    assert is_operator({"sub": "olivia", "cognito:groups": groups}, {})
 
 
-def test_operator_by_name_or_owner_id_in_the_allow_list() -> None:
-    assert is_operator({"sub": "olivia"}, OWNER, {"TICKQ_OPERATORS": "bob, olivia"})
-    assert is_operator({"sub": "x"}, OWNER, {"TICKQ_OPERATORS": OWNER})
+@pytest.mark.parametrize(
+    "groups",
+    ["tickq-operators", "[readers,tickq-operators]", "readers,tickq-operators", 7, {"a": 1}],
+)
+def test_a_groups_claim_that_is_not_a_list_of_names_grants_nothing(groups: object) -> None:
+    assert not is_operator({"sub": "mallory", "cognito:groups": groups}, {})
+
+
+def test_operator_by_the_one_named_claim_only() -> None:
+    env = {"TICKQ_OPERATORS": "bob, olivia"}
+    assert is_operator({"sub": "olivia"}, env)
+    # Another claim holding the name, or the owner id derived from the token, is not enough.
+    assert not is_operator({"sub": "mallory", "username": "olivia"}, env)
+    assert not is_operator({"sub": "mallory", "cognito:username": "olivia"}, env)
+    assert not is_operator({"sub": "x"}, {"TICKQ_OPERATORS": OWNER})
+    assert is_operator(
+        {"sub": "x", "username": "olivia"}, {**env, "TICKQ_OPERATOR_CLAIM": "username"}
+    )
 
 
 def test_not_an_operator_without_name_or_group() -> None:
-    claims = {"sub": "alice", "groups": ["readers"]}
-    assert not is_operator(claims, OWNER, {"TICKQ_OPERATORS": "olivia"})
+    claims = {"sub": "alice", "cognito:groups": ["readers"]}
+    assert not is_operator(claims, {"TICKQ_OPERATORS": "olivia"})
 
 
-def test_configured_groups_replace_the_default_group() -> None:
-    claims = {"sub": "olivia", "groups": ["tickq-operators"]}
-    assert not is_operator(claims, OWNER, {"TICKQ_OPERATOR_GROUPS": "sre"})
-    assert is_operator({"groups": ["sre"]}, OWNER, {"TICKQ_OPERATOR_GROUPS": "sre"})
+def test_configured_groups_and_groups_claim_replace_the_defaults() -> None:
+    claims = {"sub": "olivia", "cognito:groups": ["tickq-operators"]}
+    assert not is_operator(claims, {"TICKQ_OPERATOR_GROUPS": "sre"})
+    assert not is_operator({"groups": ["sre"]}, {"TICKQ_OPERATOR_GROUPS": "sre"})
+    env = {"TICKQ_OPERATOR_GROUPS": "sre", "TICKQ_OPERATOR_GROUPS_CLAIM": "groups"}
+    assert is_operator({"groups": ["sre"]}, env)
 
 
 def test_queue_overview_sums_types_and_keeps_the_oldest_runnable_age() -> None:
