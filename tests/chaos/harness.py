@@ -1,5 +1,5 @@
 """The soak's moving parts: a restartable PostgreSQL, supervised worker processes, a monitor
-that checks the invariants every ~200 ms, and an enqueuer that adds and cancels jobs."""
+that checks the invariants every ~500 ms, and an enqueuer that adds and cancels jobs."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 from uuid import UUID
@@ -21,11 +22,11 @@ from uuid import UUID
 import psycopg
 
 from infra.localdb import LocalPostgres, create_database
-from queue_core import validation
 from queue_core.errors import DatabaseError, TickqError
+from queue_core.jobs import JobSpec
 from queue_core.migrate import migrate
 from queue_core.store import PostgresStore
-from tests.chaos import invariants, limits
+from tests.chaos import invariants, limits, workload
 
 ROOT = Path(__file__).resolve().parents[2]
 DATABASE = "chaos"
@@ -178,6 +179,8 @@ def _exit_reason(code: int) -> str:
         return "killed"
     if code == limits.CRASH_EXIT_CODE:
         return "handler os._exit"
+    if code == limits.EVIDENCE_LOST_EXIT_CODE:
+        return "execution record not written"
     if code == 3:
         return "database error"
     return f"exit {code}"
@@ -185,37 +188,80 @@ def _exit_reason(code: int) -> str:
 
 class Monitor(threading.Thread):
     """Checks the invariants every `interval` seconds from its own connection, reconnecting
-    across database restarts; violations are collected, never raised from the thread."""
+    across database restarts. Violations are collected, never raised from the thread; so is
+    any failure other than the database being away, which ends the monitor and the test."""
 
-    def __init__(self, url: str, interval: float = 0.2) -> None:
+    def __init__(self, url: str, interval: float = 0.5) -> None:
         super().__init__(daemon=True, name="chaos-monitor")
         self.url = url
         self.interval = interval
         self.stop_event = threading.Event()
         self.violations: list[str] = []
+        self.failures: list[str] = []
         self.rounds = 0
+        self.outages = 0
 
     def run(self) -> None:
         conn: psycopg.Connection[Any] | None = None
-        while not self.stop_event.wait(self.interval):
-            try:
-                if conn is None or conn.closed or conn.broken:
-                    conn = psycopg.connect(self.url, autocommit=True, connect_timeout=2)
-                found = invariants.violations(conn, invariants.CHECKS)
-            except psycopg.OperationalError:
-                conn = None
-                continue
-            self.rounds += 1
-            for violation in found:
-                if violation not in self.violations:
-                    self.violations.append(violation)
-        if conn is not None:
-            conn.close()
+        try:
+            while not self.stop_event.wait(self.interval):
+                try:
+                    if conn is None or conn.closed or conn.broken:
+                        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=2)
+                    found = invariants.violations(conn, invariants.ALWAYS)
+                except psycopg.OperationalError:
+                    self.outages += 1
+                    conn = None
+                    continue
+                self.rounds += 1
+                for violation in found:
+                    if violation not in self.violations:
+                        self.violations.append(violation)
+        except Exception as exc:  # any other failure is the test's, not the database's
+            self.failures.append(f"monitor failed: {type(exc).__name__}: {exc}")
+        finally:
+            if conn is not None:
+                conn.close()
+
+
+RECORD_ENQUEUE = """
+insert into chaos.enqueues (idempotency_key, job_id, duplicate, asked_at)
+values (%(key)s, %(id)s, %(duplicate)s, %(asked_at)s)
+"""
+
+# A running execution that will outlive its lease: cancelling it makes the reclaim, not
+# the handler, decide its fate (cancelled, since it was asked to stop).
+SLEEPER = """
+select job_id from chaos.executions
+where ended_at is null and action = 'sleep_past_lease'
+order by id desc limit 1
+"""
+
+
+def record_enqueues(
+    conn: psycopg.Connection[Any], specs: list[JobSpec], at: datetime, results: list[Any]
+) -> None:
+    """Write what an enqueue was answered, for the idempotency and no-job-lost invariants."""
+    with conn.cursor() as cur:
+        cur.executemany(
+            RECORD_ENQUEUE,
+            [
+                {"key": spec.idempotency_key, "id": r.id, "duplicate": r.duplicate, "asked_at": at}
+                for spec, r in zip(specs, results, strict=True)
+            ],
+        )
+
+
+def database_now(conn: psycopg.Connection[Any]) -> datetime:
+    row = conn.execute("select clock_timestamp()").fetchone()
+    assert row is not None
+    return row[0]
 
 
 class Enqueuer(threading.Thread):
-    """Adds jobs while the soak runs, some under idempotency keys that repeat (a duplicate
-    must return the live job), and cancels a few; remembers every job id it was given."""
+    """Adds jobs of every kind in workload.KINDS while the soak runs and records each
+    answer; cancels a few jobs, often one whose execution is outliving its lease. Any
+    failure other than the database being away ends it and fails the test."""
 
     def __init__(self, url: str, *, until: float, rate: float, seed: int) -> None:
         super().__init__(daemon=True, name="chaos-enqueuer")
@@ -227,30 +273,44 @@ class Enqueuer(threading.Thread):
         self.duplicates = 0
         self.cancels = 0
         self.outages = 0
+        self.failures: list[str] = []
 
     def run(self) -> None:
         conn: psycopg.Connection[Any] | None = None
         n = 0
-        while time.monotonic() < self.until:
-            time.sleep(1 / self.rate)
-            try:
-                if conn is None or conn.closed or conn.broken:
-                    conn = psycopg.connect(self.url, autocommit=True, connect_timeout=2)
-                self.step(PostgresStore(conn), n)
-                n += 1
-            except (DatabaseError, psycopg.OperationalError):
-                self.outages += 1
-                conn = None
-        if conn is not None:
-            conn.close()
+        try:
+            while time.monotonic() < self.until:
+                time.sleep(1 / self.rate)
+                try:
+                    if conn is None or conn.closed or conn.broken:
+                        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=2)
+                    self.step(conn, n)
+                    n += 1
+                except (DatabaseError, psycopg.OperationalError):
+                    self.outages += 1
+                    conn = None
+        except Exception as exc:
+            self.failures.append(f"enqueuer failed: {type(exc).__name__}: {exc}")
+        finally:
+            if conn is not None:
+                conn.close()
 
-    def step(self, store: PostgresStore, n: int) -> None:
-        key = f"key-{self.rng.randrange(200)}" if self.rng.random() < 0.5 else None
-        spec = validation.job_spec("chaos", {"n": n, "late": True}, idempotency_key=key)
+    def step(self, conn: psycopg.Connection[Any], n: int) -> None:
+        store = PostgresStore(conn)
+        spec = workload.draw(self.rng, n)
+        asked_at = database_now(conn)
         result = store.enqueue(spec)
         self.ids.add(result.id)
         self.duplicates += result.duplicate
-        if self.ids and self.rng.random() < 0.05:
+        record_enqueues(conn, [spec], asked_at, [result])
+        roll = self.rng.random()
+        target = None
+        if roll < 0.1:
+            row = conn.execute(SLEEPER).fetchone()
+            target = row[0] if row else None
+        elif roll < 0.13:
+            target = self.rng.choice(sorted(self.ids))
+        if target is not None:
             with contextlib.suppress(TickqError):  # already finished: refused, fine
-                store.cancel(self.rng.choice(sorted(self.ids)))
+                store.cancel(target)
                 self.cancels += 1

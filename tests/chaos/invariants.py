@@ -1,7 +1,18 @@
-"""What must hold in the soak's database at every moment, as SQL returning the offenders.
+"""What must hold in the soak's database, computed from evidence the engine never writes.
 
-`chaos.audit` is filled by a trigger on every update of tickq.jobs; `chaos.effects` by the
-handlers (see chaos_tasks). Each check returns rows only when the invariant is broken.
+Three records, each kept apart from the engine's own bookkeeping:
+
+- `chaos.executions`: written by the handlers themselves (see evidence.py): the lease token
+  and attempt each execution was given, what it did, the outcome it handed back to the
+  runner, and when it started and ended on the database clock.
+- `chaos.versions`: every version of every job row (insert, each update, delete), written
+  by a trigger, old and new values side by side, including `lease_until`.
+- `chaos.enqueues`: what each enqueue asked for and was answered.
+
+Every invariant is a named query that returns the offending rows, so a violation prints
+the rows that prove it. Add an invariant by adding an entry to ALWAYS (checked while the
+soak runs and at the end) or AT_END (checked once the queue has drained); add evidence a
+new job kind needs (steps, dependencies, groups) as new tables in SCHEMA.
 """
 
 from __future__ import annotations
@@ -12,88 +23,233 @@ import psycopg
 
 SCHEMA = """
 create schema chaos;
-create table chaos.effects (
-    id bigserial primary key,
-    job_id uuid not null,
+
+create table chaos.executions (
+    id          bigserial primary key,
+    job_id      uuid not null,
     lease_token uuid not null,
-    attempt integer not null,
-    kind text not null,
-    pid integer not null,
-    at timestamptz not null
+    attempt     integer not null,
+    action      text not null,
+    -- The outcome handed to the runner (see chaos.reports); null while running, and for
+    -- ever when the process died first.
+    reported    text,
+    pid         integer not null,
+    started_at  timestamptz not null,
+    ended_at    timestamptz
 );
-create index on chaos.effects (job_id);
-create table chaos.audit (
-    id bigserial primary key,
-    job_id uuid not null,
-    old_status text not null,
-    new_status text not null,
-    old_token uuid,
-    new_token uuid,
-    attempts integer not null,
-    max_attempts integer not null,
-    error text,
-    at timestamptz not null default clock_timestamp()
+create index on chaos.executions (lease_token);
+create index on chaos.executions (job_id);
+
+-- Which job statuses each reported outcome may lead to when the engine accepts it.
+create table chaos.reports (reported text not null, status text not null);
+insert into chaos.reports values
+    ('succeeded', 'succeeded'), ('failed', 'retrying'), ('failed', 'dead'),
+    ('permanent', 'dead'), ('snoozed', 'queued'), ('cancelled', 'cancelled');
+
+create table chaos.versions (
+    id                   bigserial primary key,
+    op                   text not null,
+    job_id               uuid not null,
+    at                   timestamptz not null default clock_timestamp(),
+    old_status           text,
+    new_status           text,
+    old_token            uuid,
+    new_token            uuid,
+    old_lease_until      timestamptz,
+    new_lease_until      timestamptz,
+    old_attempts         integer,
+    new_attempts         integer,
+    max_attempts         integer,
+    old_run_after        timestamptz,
+    new_run_after        timestamptz,
+    old_cancel_requested boolean,
+    backoff_max          double precision,
+    error                text
 );
-create index on chaos.audit (job_id);
-create function chaos.record_update() returns trigger language plpgsql as $$
+create index on chaos.versions (job_id);
+create index on chaos.versions (old_token) where old_token is not null;
+
+create function chaos.record_version() returns trigger language plpgsql as $$
 begin
-    insert into chaos.audit (job_id, old_status, new_status, old_token, new_token,
-                             attempts, max_attempts, error)
-    values (new.id, old.status, new.status, old.lease_token, new.lease_token,
-            new.attempts, new.max_attempts, new.error);
+    if tg_op = 'INSERT' then
+        insert into chaos.versions (op, job_id, new_status, new_token, new_lease_until,
+                                    new_attempts, max_attempts, new_run_after, backoff_max)
+        values ('insert', new.id, new.status, new.lease_token, new.lease_until,
+                new.attempts, new.max_attempts, new.run_after, new.backoff_max);
+    elsif tg_op = 'UPDATE' then
+        insert into chaos.versions (op, job_id, old_status, new_status, old_token, new_token,
+                                    old_lease_until, new_lease_until, old_attempts,
+                                    new_attempts, max_attempts, old_run_after, new_run_after,
+                                    old_cancel_requested, backoff_max, error)
+        values ('update', new.id, old.status, new.status, old.lease_token, new.lease_token,
+                old.lease_until, new.lease_until, old.attempts, new.attempts,
+                new.max_attempts, old.run_after, new.run_after, old.cancel_requested,
+                new.backoff_max, new.error);
+    else
+        insert into chaos.versions (op, job_id, old_status, old_token)
+        values ('delete', old.id, old.status, old.lease_token);
+    end if;
     return null;
 end $$;
--- Only changes of status or lease matter; progress and lease extensions are left out.
-create trigger jobs_audit after update on tickq.jobs for each row
-    when (old.status is distinct from new.status
-          or old.lease_token is distinct from new.lease_token)
-    execute function chaos.record_update();
+-- Every write, with no WHEN clause: a second 'succeeded' over a 'succeeded' row, a lease
+-- extension and a progress report all leave a version.
+create trigger jobs_versions after insert or update or delete on tickq.jobs
+    for each row execute function chaos.record_version();
+
+create table chaos.enqueues (
+    id              bigserial primary key,
+    idempotency_key text,
+    job_id          uuid not null,
+    duplicate       boolean not null,
+    asked_at        timestamptz not null,
+    answered_at     timestamptz not null default clock_timestamp()
+);
+create index on chaos.enqueues (job_id);
 """
 
-CHECKS: dict[str, str] = {
+# A version that ends a lease: the row leaves a token it held.
+_LEASE_ENDS = """
+    select v.* from chaos.versions v
+    where v.op = 'update' and v.old_token is not null
+      and v.new_token is distinct from v.old_token
+"""
+
+# The holder of the ended lease had already handed back an outcome that explains the new
+# status (the runner persists only after the handler returned).
+_HOLDER_REPORTED = """
+    exists (select from chaos.executions e join chaos.reports r using (reported)
+            where e.lease_token = l.old_token and e.ended_at <= l.at
+              and r.status = l.new_status)
+"""
+
+_LEASED_EXECUTIONS = """
+    select e.id, e.job_id, e.lease_token, e.started_at as lo,
+           least(coalesce(e.ended_at, 'infinity'), lease.until) as hi
+    from chaos.executions e
+    cross join lateral (select max(v.new_lease_until) as until from chaos.versions v
+                        where v.new_token = e.lease_token) lease
+"""
+
+ALWAYS: dict[str, str] = {
+    "more than one accepted completion": """
+        select job_id, count(*) from chaos.versions
+        where op = 'update' and new_status = 'succeeded'
+        group by job_id having count(*) > 1
+    """,
+    "a terminal row written again": """
+        select job_id, old_status, new_status, at from chaos.versions
+        where op = 'update' and old_status in ('succeeded', 'dead', 'cancelled')
+    """,
+    "a lease ended before it expired, by other than its holder's report": f"""
+        with l as ({_LEASE_ENDS})
+        select l.job_id, l.old_status, l.new_status, l.at, l.old_lease_until from l
+        where l.at < l.old_lease_until and not {_HOLDER_REPORTED}
+    """,
+    "an expired lease reclaimed to the wrong state": f"""
+        with l as ({_LEASE_ENDS})
+        select l.job_id, l.new_status, l.old_attempts, l.max_attempts,
+               l.old_cancel_requested, l.at from l
+        where l.at >= l.old_lease_until and not {_HOLDER_REPORTED}
+          and l.new_status <> case when l.old_cancel_requested then 'cancelled'
+                                   when l.old_attempts >= l.max_attempts then 'dead'
+                                   else 'retrying' end
+    """,
+    "dead with attempts left and no permanent error": """
+        select v.job_id, v.new_attempts, v.max_attempts, v.error from chaos.versions v
+        where v.op = 'update' and v.new_status = 'dead' and v.old_status <> 'dead'
+          and v.new_attempts < v.max_attempts
+          and not exists (select from chaos.executions e
+                          where e.lease_token = v.old_token and e.reported = 'permanent')
+    """,
+    # Each execution's time under its own lease: from its start until it ended (or for ever,
+    # killed) but no later than the lease it was promised. A late starter whose lease had
+    # already expired has none, and may run beside the next attempt; two leased ones may not.
+    "two executions of a job within their leases at once": f"""
+        with x as ({_LEASED_EXECUTIONS})
+        select a.job_id, a.lease_token, b.lease_token, a.lo, a.hi, b.lo, b.hi
+        from x a join x b on b.job_id = a.job_id and b.id > a.id
+        where a.lo < a.hi and b.lo < b.hi and a.lo < b.hi and b.lo < a.hi
+    """,
+    "a claim that did not count exactly one attempt": """
+        select job_id, old_attempts, new_attempts, at from chaos.versions
+        where op = 'update' and old_token is null and new_token is not null
+          and new_attempts is distinct from old_attempts + 1
+    """,
     "attempts beyond max_attempts": """
-        select id, attempts, max_attempts from tickq.jobs
-        where attempts > max_attempts or attempts < 0
+        select job_id, new_attempts, max_attempts from chaos.versions
+        where new_attempts > max_attempts or new_attempts < 0
+    """,
+    "an execution given another attempt number than its claim counted": """
+        select e.job_id, e.attempt, v.new_attempts from chaos.executions e
+        join chaos.versions v on v.new_token = e.lease_token and v.old_token is null
+        where e.attempt <> v.new_attempts
+    """,
+    "an execution under a lease no claim granted": """
+        select e.job_id, e.lease_token from chaos.executions e
+        where not exists (select from chaos.versions v
+                          where v.new_token = e.lease_token and v.old_token is null)
+    """,
+    "claimed before its run_after": """
+        select job_id, old_run_after, at from chaos.versions
+        where op = 'update' and old_token is null and new_token is not null
+          and old_run_after > at
+    """,
+    "a retry scheduled later than its backoff allows": """
+        select job_id, new_run_after - at, backoff_max from chaos.versions
+        where op = 'update' and new_status = 'retrying' and old_status = 'running'
+          and new_run_after > at + backoff_max * interval '1 second'
     """,
     "lease without running or running without lease": """
-        select id, status from tickq.jobs
-        where (status = 'running') <> (lease_token is not null and lease_until is not null)
+        select job_id, new_status from chaos.versions
+        where (new_status = 'running') <> (new_token is not null and new_lease_until is not null)
+          and op <> 'delete'
     """,
     "two live jobs with one idempotency key": """
         select idempotency_key, count(*) from tickq.jobs
         where idempotency_key is not null and status not in ('dead', 'cancelled')
         group by idempotency_key, user_id having count(*) > 1
     """,
-    "more than one accepted completion": """
-        select job_id, count(*) from chaos.audit
-        where new_status = 'succeeded' group by job_id having count(*) > 1
+    "a duplicate answered with a job that was not live": """
+        select q.idempotency_key, q.job_id, q.asked_at from chaos.enqueues q
+        where q.duplicate
+          and (not exists (select from tickq.jobs j
+                           where j.id = q.job_id
+                             and j.idempotency_key = q.idempotency_key)
+               or exists (select from chaos.versions v
+                          where v.job_id = q.job_id and v.at < q.asked_at
+                            and v.new_status in ('dead', 'cancelled')))
     """,
-    "a terminal job changed again": """
-        select job_id, old_status, new_status from chaos.audit
-        where old_status in ('succeeded', 'dead', 'cancelled')
+    "a key answered with a new job while a live job held it": """
+        select q.idempotency_key, q.job_id, o.job_id from chaos.enqueues q
+        join chaos.enqueues o on o.idempotency_key = q.idempotency_key
+            and o.job_id <> q.job_id and not o.duplicate and o.answered_at < q.asked_at
+        where not q.duplicate
+          and not exists (select from chaos.versions v
+                          where v.job_id = o.job_id and v.at < q.answered_at
+                            and v.new_status in ('dead', 'cancelled'))
     """,
-    "side effect without a live lease": """
-        select e.job_id, e.kind, e.at from chaos.effects e
-        where not exists (select from chaos.audit c
-                          where c.job_id = e.job_id and c.new_token = e.lease_token
-                            and c.at <= e.at)
-           or exists (select from chaos.audit r
-                      where r.job_id = e.job_id and r.old_token = e.lease_token
-                        and r.new_token is distinct from e.lease_token and r.at < e.at)
-    """,
-    "accepted completion without its attempt's side effect": """
-        select a.job_id from chaos.audit a
-        where a.new_status = 'succeeded'
-          and not exists (select from chaos.effects e
-                          where e.job_id = a.job_id and e.lease_token = a.old_token
-                            and e.kind = 'done')
+    "a job deleted": """
+        select job_id, old_status from chaos.versions where op = 'delete'
     """,
 }
 
-FINAL_CHECKS: dict[str, str] = {
-    "job not finished (stuck)": """
+AT_END: dict[str, str] = {
+    "job lost (enqueued, answered, not in the table)": """
+        select q.job_id from chaos.enqueues q
+        where not exists (select from tickq.jobs j where j.id = q.job_id)
+    """,
+    "job stuck (not finished after the drain)": """
         select id, status, attempts, run_after, lease_until from tickq.jobs
         where status not in ('succeeded', 'dead', 'cancelled')
+    """,
+    "more executions than attempts": """
+        select e.job_id, count(*), j.attempts from chaos.executions e
+        join tickq.jobs j on j.id = e.job_id
+        group by e.job_id, j.attempts having count(*) > j.attempts
+    """,
+    "an execution still running after the drain": """
+        select e.job_id, e.lease_token from chaos.executions e
+        join tickq.jobs j on j.id = e.job_id and j.lease_token = e.lease_token
     """,
 }
 

@@ -5,4 +5,8 @@ from __future__ import annotations
 
 LEASE_SECONDS = 2
 MAX_ATTEMPTS = 4
+# A short cap: the second retry's raw delay (0.3 * 4 = 1.2 s) is above it, so a backoff
+# that skips the cap shows in the retries' run_after.
+BACKOFF = {"base": 0.3, "factor": 4, "max": 0.5, "jitter": 0.2}
 CRASH_EXIT_CODE = 86
+EVIDENCE_LOST_EXIT_CODE = 87

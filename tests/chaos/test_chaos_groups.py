@@ -57,7 +57,7 @@ class CapMonitor(threading.Thread):
         self.rounds = 0
 
     def run(self) -> None:
-        checks = {**invariants.CHECKS, "running count above a per-group cap": OVER_CAP}
+        checks = {**invariants.ALWAYS, "running count above a per-group cap": OVER_CAP}
         conn: psycopg.Connection[Any] | None = None
         while not self.stop_event.wait(0.1):
             try:
@@ -126,7 +126,7 @@ def test_no_group_runs_above_its_cap_under_kills_crashes_and_a_restart(tmp_path:
         monitor.stop_event.set()
         monitor.join()
         with psycopg.connect(db.url, autocommit=True) as conn:
-            final = invariants.violations(conn, {**invariants.CHECKS, **invariants.FINAL_CHECKS})
+            final = invariants.violations(conn, {**invariants.ALWAYS, **invariants.AT_END})
     finally:
         supervisor.stop()
         monitor.stop_event.set()

@@ -10,13 +10,14 @@ from __future__ import annotations
 import random
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 import psycopg
 import pytest
 
-from queue_core import DatabaseError, JobContext, Registry, Runner, validation
+from queue_core import DatabaseError, JobContext, Registry, Runner, Status, validation
 from queue_core.store import PostgresStore
 from tests.conftest import Connect
 
@@ -155,8 +156,9 @@ def test_concurrent_batch_enqueues_of_shared_keys_in_opposite_orders_never_deadl
 
 
 def test_claimers_reclaimers_and_finishers_racing_lose_nothing(connect: Connect) -> None:
-    """Many connections claim, finish and reclaim the same backlog at once (short leases, so
-    reclaims race with finishes); every job ends succeeded exactly once."""
+    """Many connections claim, finish and reclaim the same backlog at once; every job ends
+    succeeded exactly once. Whether a reclaim meets a finish here is left to chance: the two
+    tests below force both orders."""
     admin = connect()
     store = PostgresStore(admin)
     store.enqueue_many([validation.job_spec("race", {"n": n}) for n in range(300)])
@@ -201,3 +203,69 @@ def _succeed(job: Any) -> Any:
     from queue_core import transitions
 
     return transitions.succeeded(job, {"ok": True})
+
+
+# Reclaim beside finish, in both orders, forced: one side holds the job's row in an open
+# transaction while the other runs, with leases judged by an injected clock.
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def leased_job(connect: Connect) -> Any:
+    store = PostgresStore(connect())
+    store.enqueue(validation.job_spec("race"), now=T0)
+    (job,) = store.claim(lease_seconds=1, now=T0)
+    return job
+
+
+def test_a_reclaim_beside_a_finish_in_flight_skips_the_row_and_the_finish_stands(
+    connect: Connect,
+) -> None:
+    job = leased_job(connect)
+    finisher, reclaimer = connect(), connect()
+    reclaimer.execute("set lock_timeout = '5s'")  # a reclaim that waited would fail, not hang
+
+    with finisher.transaction():  # the finish has updated the row, not yet committed
+        held = PostgresStore(finisher).finish([_succeed(job)], now=T0 + timedelta(seconds=0.5))
+        assert held == {job.id}
+        reclaimed = PostgresStore(reclaimer).reclaim(now=T0 + timedelta(seconds=5))
+        assert reclaimed == []  # the lease is over by the clock, but the row is the finisher's
+
+    after = PostgresStore(connect()).get(job.id)
+    assert after.status == Status.SUCCEEDED and after.attempts == 1
+    assert PostgresStore(connect()).reclaim(now=T0 + timedelta(seconds=5)) == []
+
+
+def test_a_finish_beside_a_reclaim_in_flight_waits_for_it_then_is_refused(
+    connect: Connect,
+) -> None:
+    job = leased_job(connect)
+    reclaimer, finisher, observer = connect(), connect(), connect()
+    answers: list[set[UUID]] = []
+
+    def finish() -> None:
+        answers.append(PostgresStore(finisher).finish([_succeed(job)]))
+
+    with reclaimer.transaction():  # the reclaim has taken the row, not yet committed
+        (reclaimed,) = PostgresStore(reclaimer).reclaim(now=T0 + timedelta(seconds=5))
+        assert reclaimed.status == Status.RETRYING
+        late = threading.Thread(target=finish)
+        late.start()
+        waiting_for_lock(observer, finisher.info.backend_pid)  # the interleaving happened
+        assert answers == []
+
+    late.join(timeout=30)
+    assert answers == [set()]  # its lease was gone when the row came free: refused
+    after = PostgresStore(connect()).get(job.id)
+    assert after.status == Status.RETRYING and after.error == "lease expired"
+
+
+def waiting_for_lock(observer: psycopg.Connection, pid: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        row = observer.execute(
+            "select wait_event_type from pg_stat_activity where pid = %s", (pid,)
+        ).fetchone()
+        if row and row[0] == "Lock":
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"backend {pid} never waited for the row lock")

@@ -10,6 +10,7 @@ import pytest
 
 from functions import api
 from functions.identity import OWNER_NAMESPACE, caller_id
+from queue_core.limits import Limits, queue_limit
 from queue_core.validation import MAX_PAYLOAD_BYTES
 
 from .conftest import FakeContext, Invoke, http_event, sample_event
@@ -274,6 +275,20 @@ def test_malformed_http_events_are_400_and_write_nothing(
     assert response["statusCode"] == status
     assert json.loads(response["body"])["message"]
     assert count_jobs(conn) == 0
+
+
+def test_an_enqueue_into_a_full_queue_is_429_and_writes_nothing(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    Limits(conn).set_queue(queue_limit("default", max_depth=1))
+    first, answer = call_api("POST", "/jobs", body={"type": "t"}, sub=ALICE)
+    assert first == 202, answer
+
+    status, problem = call_api("POST", "/jobs", body={"type": "t"}, sub=ALICE)
+
+    assert status == 429
+    assert problem["queue"] == "default" and "full" in problem["message"]
+    assert count_jobs(conn) == 1
 
 
 def test_a_job_posted_after_the_callers_own_job_waits_and_shows_its_family(

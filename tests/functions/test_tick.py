@@ -272,3 +272,24 @@ def test_reclaims_expired_leases_before_claiming(
 
     assert report["reclaimed"] == 1 and report["dead"] == 1
     assert store.get(job.id).status == "dead"
+
+
+@pytest.mark.usefixtures("aws")
+def test_a_dead_job_event_that_cannot_be_published_never_fails_the_tick(
+    conn: psycopg.Connection,
+    tasks: Registry,
+    lambda_context: FakeContext,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TICKQ_EVENT_BUS", "no-such-bus")  # never created: EventBridge refuses
+
+    def broken(job: JobContext) -> None:
+        raise PermanentError("bad input file")
+
+    tasks.task("convert")(broken)
+    job = enqueue(conn, "convert", queue="media", using=tasks)
+
+    report = tick.handler({"queues": ["media"]}, lambda_context)
+
+    assert report["dead"] == 1 and report["dead_events"] == 0
+    assert PostgresStore(conn).get(job.id).status == "dead"

@@ -76,3 +76,37 @@ payload = st.one_of(json_value, deep_json, oversized_payload, wrong_type)
 # The same, restricted to what a JSON document can hold (HTTP bodies, Lambda events).
 any_json_field = st.one_of(nasty_text, json_wrong_type, json_value)
 json_payload = st.one_of(json_value, deep_json, oversized_payload, json_wrong_type)
+
+
+def mostly(good: st.SearchStrategy[Any], hostile: st.SearchStrategy[Any]) -> Any:
+    """Seven draws in eight from `good`: with three such parts, two examples in three get past
+    validation to the code behind it, and the rest still probe the refusal."""
+    # Hostile last: hypothesis favours (and shrinks towards) the first choices.
+    return st.sampled_from(range(8)).flatmap(lambda n: hostile if n == 7 else good)
+
+
+# Valid values that are hostile all the same: injection text, odd characters, emoji.
+storable_text = st.one_of(
+    sql_injection,
+    st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=30),
+)
+storable_json = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), storable_text),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(storable_text, inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+storable_payload = st.dictionaries(storable_text, storable_json, max_size=4)
+valid_name = st.from_regex(r"[a-z][a-z0-9_.-]{0,20}", fullmatch=True)
+valid_options = st.fixed_dictionaries(
+    {},
+    optional={
+        "queue": valid_name,
+        "idempotency_key": storable_text.filter(lambda s: 0 < len(s) <= 200),
+        "priority": st.integers(-1000, 1000),
+        "max_attempts": st.integers(1, 20),
+        "delay": st.floats(0, 86_400),
+        "user_id": st.uuids(),
+    },
+)

@@ -8,7 +8,7 @@ from uuid import uuid4
 import psycopg
 import pytest
 
-from queue_core import LeaseLost, PostgresStore, Status, transitions
+from queue_core import JobCancelled, JobContext, LeaseLost, PostgresStore, Status, transitions
 from queue_core.jobs import ERROR_HISTORY
 from queue_core.validation import job_spec
 
@@ -204,3 +204,20 @@ def test_an_extended_lease_is_not_reclaimed_at_the_original_deadline(
 
     assert store.reclaim(now=at(LEASE)) == []
     assert [j.id for j in store.reclaim(now=at(140))] == [job.id]
+
+
+def test_a_heartbeat_after_a_cancel_request_raises_job_cancelled_and_keeps_the_lease(
+    store: PostgresStore,
+) -> None:
+    store.enqueue(job_spec("t"))
+    (job,) = store.claim(lease_seconds=LEASE)
+    context = JobContext(job, store, LEASE)
+    context.extend_lease()  # nobody asked yet: the lease is pushed out, nothing raised
+    store.cancel(job.id)
+
+    with pytest.raises(JobCancelled):
+        context.extend_lease(5)
+
+    after = store.get(job.id)
+    assert after.status == Status.RUNNING and after.cancel_requested
+    assert after.lease_token == job.lease_token

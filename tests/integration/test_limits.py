@@ -29,12 +29,15 @@ def running(conn, type_: str) -> int:
     return int(row[0])
 
 
-def test_without_limits_the_store_uses_the_plain_claim(conn):
+def test_limits_configured_says_whether_any_type_or_queue_limit_exists(conn):
     store = PostgresStore(conn)
     assert not store.limits_configured().types
     assert not store.limits_configured().queues
     Limits(conn).set_type(type_limit("embed", max_running=1))
     assert PostgresStore(conn).limits_configured().types
+    assert not PostgresStore(conn).limits_configured().queues
+    Limits(conn).set_queue(queue_limit("bulk", max_depth=1))
+    assert PostgresStore(conn).limits_configured().queues
 
 
 def test_a_capped_type_at_the_head_of_the_queue_does_not_starve_the_others(conn):

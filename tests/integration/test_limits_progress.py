@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 from infra.cli import main
 from queue_core import JobCancelled, Registry, Runner
@@ -53,3 +54,46 @@ def test_progress_is_shown_and_a_cancel_is_seen_at_the_next_progress_call(
     # Its slot under the cap of 1 is free again.
     PostgresStore(conn).enqueue(job_spec("long"))
     assert len(PostgresStore(conn).claim(limit=5)) == 1
+
+
+def test_a_running_worker_obeys_a_limit_set_after_it_started_within_five_seconds(conn, connect):
+    registry = Registry()
+    lock = threading.Lock()
+    running, most = [0], [0]
+
+    @registry.task("capped")
+    def capped(job):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+
+    store = PostgresStore(conn)
+    runner = Runner(PostgresStore(connect()), registry, batch_size=4, concurrency=4)
+    stop = threading.Event()
+    worker = threading.Thread(target=runner.work, kwargs={"stop": stop, "poll_interval": 0.1})
+    worker.start()
+    try:
+        # The worker claims once without limits (and caches that), then the limit arrives;
+        # the jobs it must hold to one at a time turn runnable 5 s later, on the db clock.
+        warm = store.enqueue(job_spec("capped")).id
+        wait_until(lambda: store.get(warm).status == "succeeded")
+        most[0] = 0
+        Limits(conn).set_type(type_limit("capped", max_running=1))
+        ids = [r.id for r in store.enqueue_many([job_spec("capped", delay=5) for _ in range(6)])]
+        wait_until(lambda: all(store.get(i).status == "succeeded" for i in ids))
+    finally:
+        stop.set()
+        worker.join(30)
+        runner.close()
+
+    assert most[0] == 1
+
+
+def wait_until(condition, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition never held"
+        time.sleep(0.05)

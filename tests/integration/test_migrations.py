@@ -7,8 +7,9 @@ import sys
 import threading
 
 import psycopg
+import pytest
 
-from queue_core.migrate import available, migrate, pending
+from queue_core.migrate import Migration, available, migrate, pending
 
 MIGRATE_IN_A_PROCESS = """
 import sys, psycopg
@@ -90,3 +91,24 @@ def test_two_processes_migrating_at_once_both_succeed_and_one_does_the_work(
     applied = sorted(out.strip() for out, _ in outputs)
     assert applied == ["", ",".join(m.version for m in available())]
     assert _recorded(fresh_database_url) == [m.version for m in available()]
+
+
+def test_a_failing_migration_rolls_back_every_pending_migration(
+    fresh_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shipped = available()
+    broken = Migration("9999_broken", "create table tickq.half_done (id int); select 1 / 0;")
+    monkeypatch.setattr("queue_core.migrate.available", lambda: [*shipped, broken])
+
+    with psycopg.connect(fresh_database_url) as conn:
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            migrate(conn)
+        conn.rollback()
+        left = conn.execute("select to_regnamespace('tickq') is not null").fetchone()
+        still_pending = pending(conn)
+
+    assert left == (False,)  # not even the schema the first migration creates
+    assert still_pending == [m.version for m in [*shipped, broken]]
+    monkeypatch.undo()
+    with psycopg.connect(fresh_database_url) as conn:
+        assert migrate(conn) == [m.version for m in shipped]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -104,31 +103,34 @@ def test_dry_run_counts_and_changes_nothing(conn):
     assert count(conn) == 7
 
 
-def test_jobs_finishing_during_pruning_are_kept_and_the_newest_n_survive(conn, connect):
+def test_jobs_finishing_between_pruning_batches_are_kept_and_the_newest_n_survive(conn, connect):
+    """Another connection commits newer finished jobs before every batch but the first (the
+    prune's own hook), so each batch must re-read the keep_last cutoff to keep them."""
     Retention(conn).set(policy(keep_last=50))
     finished(conn, 2000, age_days=1)
-    arrivals = 300
-    done = threading.Event()
+    other = connect()
+    per_batch, arrivals, calls = 30, 10, [0]
 
-    def arrive() -> None:
-        other = connect()
-        for i in range(arrivals):
+    def arrive_then_continue() -> bool:
+        calls[0] += 1  # called before each batch: calls 2..11 follow batches 1..10
+        wave = calls[0] - 2
+        if 0 <= wave < arrivals:
             other.execute(
-                "insert into tickq.jobs (type, status, finished_at) values ('t', 'succeeded', %s)",
-                (NOW + timedelta(seconds=i + 1),),
+                "insert into tickq.jobs (type, status, finished_at)"
+                " select 't', 'succeeded', %s + g * interval '1 second'"
+                " from generate_series(1, %s) g",
+                (NOW + timedelta(seconds=wave * per_batch), per_batch),
             )
-        done.set()
+        return True
 
-    writer = threading.Thread(target=arrive)
-    writer.start()
-    report = Retention(conn).prune(batch_size=100, now=NOW + timedelta(days=1))
-    writer.join()
-    Retention(conn).prune(batch_size=100, now=NOW + timedelta(days=1))
+    report = Retention(conn).prune(
+        batch_size=100, should_continue=arrive_then_continue, now=NOW + timedelta(days=1)
+    )
 
-    assert report.batches >= 2
+    assert report.batches > arrivals  # every wave landed between two batches
     newest = conn.execute(
         "select count(*) from tickq.jobs where finished_at > %s",
-        (NOW + timedelta(seconds=arrivals - 50),),
+        (NOW + timedelta(seconds=arrivals * per_batch - 50),),
     ).fetchone()[0]
     assert count(conn) == 50
     assert newest == 50

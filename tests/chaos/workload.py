@@ -1,0 +1,61 @@
+"""What the soak enqueues: job kinds, drawn by weight, each a function from a random draw
+to a JobSpec. Add a kind (step-structured jobs, a dependency graph, a group) by writing
+its spec function and appending it to KINDS; its handler goes in chaos_tasks."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from queue_core import validation
+from queue_core.jobs import JobSpec
+from tests.chaos.limits import BACKOFF, MAX_ATTEMPTS
+
+# Keys drawn from a small pool repeat often, so duplicates of live jobs (and reuses of
+# keys whose job has finished) happen throughout the soak.
+KEYS = 150
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    weight: float
+    spec: Callable[[random.Random, int], JobSpec]
+
+
+def _chaos(n: int, *, key: str | None = None, delay: float | None = None) -> JobSpec:
+    return validation.job_spec(
+        "chaos",
+        {"n": n},
+        idempotency_key=key,
+        delay=delay,
+        max_attempts=MAX_ATTEMPTS,
+        backoff_policy=BACKOFF,
+        priority=n % 3,
+    )
+
+
+def plain(rng: random.Random, n: int) -> JobSpec:
+    return _chaos(n)
+
+
+def keyed(rng: random.Random, n: int) -> JobSpec:
+    return _chaos(n, key=f"key-{rng.randrange(KEYS)}")
+
+
+def delayed(rng: random.Random, n: int) -> JobSpec:
+    """Not runnable for a while: a claim that ignores run_after takes it early."""
+    return _chaos(n, delay=rng.uniform(0.5, 3.0))
+
+
+KINDS: tuple[Kind, ...] = (
+    Kind("plain", 0.45, plain),
+    Kind("keyed", 0.45, keyed),
+    Kind("delayed", 0.10, delayed),
+)
+
+
+def draw(rng: random.Random, n: int) -> JobSpec:
+    kind = rng.choices(KINDS, weights=[k.weight for k in KINDS])[0]
+    return kind.spec(rng, n)

@@ -1,0 +1,1 @@
+"""Mutation testing of the engine: `python -m tests.mutants` (see __main__.py)."""

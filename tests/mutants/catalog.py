@@ -1,0 +1,209 @@
+"""The engine broken on purpose: each mutant is one small, realistic mistake in the SQL or
+Python that a proof must catch.
+
+To add a mutant, append a `Mutant` to MUTANTS: a name (a slug), one line saying what is
+broken, the text replaced in each file (the `before` text must occur in the file exactly
+once, or `count` times: include enough context), and the targeted tests, if any, that
+should catch it beside the soak and the model test. `python -m tests.mutants --only <name>`
+runs just that one. A mutant that no test can tell from the engine says why in `equivalent`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Edit:
+    path: str
+    before: str
+    after: str
+    # How many times `before` occurs (all are replaced): statements with variants (one
+    # queue, several queues) repeat a clause, and a mutant breaks every copy.
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    what: str
+    edits: tuple[Edit, ...]
+    # Test paths (pytest node ids) run after the soak and the model test.
+    targeted: tuple[str, ...] = field(default=())
+    # Why no test can tell this mutant from the engine, when that is so: it is run all the
+    # same, and reported as expected to survive.
+    equivalent: str = ""
+
+
+QUERIES = "queue_core/sql/queries.sql"
+JOBS_MIGRATION = "queue_core/migrations/0001_jobs.sql"
+LIMITS_MIGRATION = "queue_core/migrations/0004_limits.sql"
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "claim-from-retrying-free",
+        "a claim from retrying does not count an attempt",
+        (
+            Edit(
+                QUERIES,
+                "        attempts = j.attempts + 1,\n        lease_token = gen_random_uuid(),",
+                "        attempts = j.attempts + case when j.status = 'retrying' then 0 else 1 end,"
+                "\n        lease_token = gen_random_uuid(),",
+                count=2,
+            ),
+        ),
+    ),
+    Mutant(
+        "reclaim-early",
+        "reclaim revokes leases 1.5 s before they expire",
+        (
+            Edit(
+                QUERIES,
+                "where status = 'running' and lease_until <= clock.now\n",
+                "where status = 'running' and lease_until <= clock.now + interval '1.5 seconds'\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "reclaim-dead-with-attempts-left",
+        "reclaim sends a job dead one attempt early",
+        (
+            Edit(
+                QUERIES,
+                "when j.attempts >= j.max_attempts then 'dead'",
+                "when j.attempts + 1 >= j.max_attempts then 'dead'",
+            ),
+        ),
+    ),
+    Mutant(
+        "finish-without-token-check",
+        "finish no longer checks the lease token",
+        (Edit(QUERIES, "      and j.lease_token = o.lease_token\n", "", count=3),),
+    ),
+    Mutant(
+        "reclaim-ignores-cancel",
+        "reclaim retries a job whose cancellation was requested",
+        (
+            Edit(
+                QUERIES,
+                "case when j.cancel_requested then 'cancelled'\n                when j.attempts",
+                "case when false then 'cancelled'\n                when j.attempts",
+            ),
+        ),
+    ),
+    Mutant(
+        "backoff-sql-without-max",
+        "the SQL backoff (used by reclaim) skips its maximum",
+        (
+            Edit(
+                JOBS_MIGRATION,
+                "else least(base * power(factor, greatest(attempt - 1, 0)), max_delay) end",
+                "else base * power(factor, greatest(attempt - 1, 0)) end",
+            ),
+        ),
+    ),
+    Mutant(
+        "backoff-python-without-max",
+        "the Python backoff (used when a handler fails) skips its maximum",
+        (
+            Edit(
+                "queue_core/backoff.py",
+                "else min(self.base * self.factor**exponent, self.max)",
+                "else self.base * self.factor**exponent",
+            ),
+        ),
+    ),
+    Mutant(
+        "claim-ignores-run-after",
+        "the claim takes jobs whose run_after is still in the future",
+        (
+            Edit(
+                QUERIES,
+                "      and queue = %(queue)s\n"
+                "      and run_after <= coalesce(%(now)s::timestamptz, now())\n",
+                "      and queue = %(queue)s\n",
+            ),
+            Edit(
+                QUERIES,
+                "      and queue = any(%(queues)s::text[])\n"
+                "      and run_after <= coalesce(%(now)s::timestamptz, now())\n",
+                "      and queue = any(%(queues)s::text[])\n",
+            ),
+        ),
+    ),
+    Mutant(
+        "idempotency-drops-succeeded",
+        "the idempotency index lets a key go once its job succeeded",
+        (
+            Edit(
+                JOBS_MIGRATION,
+                "where idempotency_key is not null and status not in ('dead', 'cancelled');",
+                "where idempotency_key is not null"
+                " and status not in ('dead', 'cancelled', 'succeeded');",
+            ),
+            # The arbiters of both enqueue statements must name the index's predicate.
+            Edit(
+                QUERIES,
+                "        where idempotency_key is not null"
+                " and status not in ('dead', 'cancelled')\n"
+                "        do nothing\n",
+                "        where idempotency_key is not null"
+                " and status not in ('dead', 'cancelled', 'succeeded')\n"
+                "        do nothing\n",
+                count=3,
+            ),
+        ),
+    ),
+    Mutant(
+        "finish-without-status-guard-alone",
+        "finish no longer checks that the job is running (the token check stays)",
+        (
+            Edit(
+                QUERIES,
+                "      and j.lease_token = o.lease_token\n      and j.status = 'running'\n",
+                "      and j.lease_token = o.lease_token\n",
+                count=3,
+            ),
+        ),
+        equivalent=(
+            "jobs_lease_check makes a row hold a lease token exactly while it runs, so a "
+            "matching token already implies status = 'running'"
+        ),
+    ),
+    Mutant(
+        "finish-without-status-guard",
+        "finish checks neither the status nor the token (writes over any row)",
+        (
+            Edit(
+                QUERIES,
+                "      and j.lease_token = o.lease_token\n      and j.status = 'running'\n",
+                "",
+                count=3,
+            ),
+        ),
+    ),
+    Mutant(
+        "type-limit-off-by-one",
+        "the limited claim lets one job more than max_running run",
+        (
+            Edit(
+                LIMITS_MIGRATION,
+                "coalesce(l.max_running - (select count(*) from tickq.jobs r",
+                "coalesce(l.max_running + 1 - (select count(*) from tickq.jobs r",
+            ),
+        ),
+        targeted=("tests/integration/test_limits.py",),
+    ),
+    Mutant(
+        "queue-depth-off-by-one",
+        "enqueue admits one job more than a queue's max_depth",
+        (
+            Edit(
+                LIMITS_MIGRATION,
+                "where c.q = v_limits.queue) > v_limits.max_depth then",
+                "where c.q = v_limits.queue) > v_limits.max_depth + 1 then",
+            ),
+        ),
+        targeted=("tests/integration/test_limits.py",),
+    ),
+)
