@@ -366,6 +366,8 @@ async function openDetail(id) {
 
 // A job's durable steps (GET /jobs/{id} adds steps, waiting_for and resumes).
 function renderSteps(job) {
+  // Only jobs the API reports steps for (the caller's own; not the operator's view).
+  $("detail-steps-section").hidden = job.steps === undefined;
   const steps = job.steps || [];
   $("detail-steps").tBodies[0].replaceChildren(...steps.map((step) => el("tr", { dataStep: step.name },
     el("td", {}, step.name),
@@ -382,6 +384,7 @@ function renderSteps(job) {
 // The jobs around one job (GET /jobs/{id} adds "after" and "children"): each a link that
 // opens that job in the same dialog, with its status.
 function renderGraph(job) {
+  $("detail-graph-section").hidden = job.after === undefined;
   $("detail-parents").replaceChildren(...relatives(job.after));
   $("detail-children").replaceChildren(...relatives(job.children));
 }

@@ -73,6 +73,7 @@ def test_page_lists_only_the_signed_in_users_jobs(
     assert str(ids["bob"]) not in page.inner_text("body")
     expect(page.locator("#who")).to_have_text("signed in as alice")
     expect(page.locator("#tab-operator")).to_be_hidden()
+    expect(page.locator("#scope-label")).to_be_hidden()  # only operators list everyone's
     assert not console_log.problems()
 
 
