@@ -34,7 +34,7 @@ BATCH = 1000
 def _round(url: str, jobs: int, singles: int, enabled: bool) -> tuple[float, float]:
     """(bulk jobs per second, single enqueues per second) with the trigger on or off."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("truncate tickq.jobs")
+        conn.execute("truncate tickq.jobs cascade")
         state = "enable" if enabled else "disable"
         conn.execute(f"alter table tickq.jobs {state} trigger jobs_app_admit")
         store = PostgresStore(conn)

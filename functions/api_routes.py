@@ -16,13 +16,14 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.metrics import MetricUnit
 
-from queue_core import InvalidJob, Job, JobBatch, JobSpec, dependencies
+from queue_core import InvalidJob, Job, JobBatch, JobSpec, StepStore, dependencies
+from queue_core.steps import MAX_SIGNAL_BYTES
 
 from . import console_routes
 from .errors import BadRequest
 from .identity import caller_id
 from .observability import logger, metrics
-from .requests import EnqueueRequest, json_body, parse
+from .requests import MAX_BODY_BYTES, EnqueueRequest, json_body, parse
 from .runtime import kick_tick, settings, store, tasks
 
 router = Router()
@@ -69,12 +70,41 @@ def list_jobs() -> Response:
 
 @router.get("/jobs/<job_id>")
 def get_job(job_id: str) -> Response:
-    return _json(HTTPStatus.OK, _with_family(store(user_id=_caller()).get(job_id)))
+    """The job, its parents and children, and its durable steps (names, times, sizes),
+    wait and resumes."""
+    scoped = store(user_id=_caller())
+    job = scoped.get(job_id)
+    return _json(HTTPStatus.OK, {**_with_family(job), **StepStore(scoped).show(job.id).to_dict()})
 
 
 @router.post("/jobs/<job_id>/retry")
 def retry_job(job_id: str) -> Response:
-    return _job(store(user_id=_caller()).retry(job_id))
+    """Completed steps are kept (the job resumes where it failed) unless the body says
+    {"fresh": true}."""
+    body = _optional_json_body()
+    if body is None:
+        body = {}
+    if (
+        not isinstance(body, dict)
+        or set(body) - {"fresh"}
+        or type(body.get("fresh", False)) is not bool
+    ):
+        raise BadRequest('the retry body may only be {"fresh": true|false}')
+    fresh = body.get("fresh", False)
+    return _job(StepStore(store(user_id=_caller())).retry(job_id, fresh=fresh))
+
+
+@router.post("/jobs/<job_id>/signals/<name>")
+def signal_job(job_id: str, name: str) -> Response:
+    """Send the signal `name` to one of the caller's jobs; the body, if any, is its JSON
+    payload. 202: kept (and, when the job waits for it, the job woken)."""
+    payload = _optional_json_body(MAX_SIGNAL_BYTES + 1024)
+    scoped = store(user_id=_caller())
+    woke = StepStore(scoped).signal(job_id, name, payload)
+    if woke:
+        kick_tick()
+    body = {"id": job_id, "signal": name, "woke": woke}
+    return _json(HTTPStatus.ACCEPTED, body)
 
 
 @router.post("/jobs/<job_id>/cancel")
@@ -99,8 +129,13 @@ def _caller() -> UUID:
     return caller_id(router.current_event.raw_event.get("requestContext"))
 
 
-def _json_body() -> Any:
-    return json_body(router.current_event)
+def _optional_json_body(max_bytes: int = MAX_BODY_BYTES) -> Any:
+    """A JSON body, or None when the request has none."""
+    return json_body(router.current_event, required=False, max_bytes=max_bytes)
+
+
+def _json_body(max_bytes: int = MAX_BODY_BYTES) -> Any:
+    return json_body(router.current_event, max_bytes=max_bytes)
 
 
 def _limit(value: str | None) -> int:

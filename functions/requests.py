@@ -84,7 +84,9 @@ class TrustedEnqueueRequest(EnqueueRequest):
         return self.group
 
 
-def json_body(event: BaseProxyEvent, *, required: bool = True) -> Any:
+def json_body(
+    event: BaseProxyEvent, *, required: bool = True, max_bytes: int = MAX_BODY_BYTES
+) -> Any:
     """An HTTP request's JSON body (None when it is empty and not `required`)."""
     try:
         raw = event.decoded_body
@@ -95,9 +97,9 @@ def json_body(event: BaseProxyEvent, *, required: bool = True) -> Any:
             return None
         raise BadRequest("the request needs a JSON body")
     size = len(raw.encode("utf-8", "surrogatepass"))
-    if size > MAX_BODY_BYTES:
+    if size > max_bytes:
         raise BadRequest(
-            f"the body is {size} bytes, over the limit of {MAX_BODY_BYTES}",
+            f"the body is {size} bytes, over the limit of {max_bytes}",
             HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
         )
     try:

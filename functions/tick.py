@@ -67,6 +67,8 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         batch_size=config.batch_size,
         concurrency=config.concurrency,
         lease_seconds=config.lease_seconds,
+        # Durable steps suspend before a step that would end past the safety margin.
+        time_left=lambda: (context.get_remaining_time_in_millis() - margin_ms) / 1000,
     )
 
     def fan_out() -> bool:

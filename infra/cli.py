@@ -34,10 +34,11 @@ from queue_core.errors import ConfigurationError, DatabaseError, InvalidJob, Tic
 from queue_core.fairness import GroupStats
 from queue_core.jobs import TERMINAL, Job, Status
 from queue_core.registry import Registry
+from queue_core.step_store import StepStore
 from queue_core.store import PostgresStore, StatsRow
 from queue_core.tick import Runner, TickReport
 
-from . import cli_console, cli_policies, demo, local_invoke, serve
+from . import cli_console, cli_policies, cli_steps, demo, local_invoke, serve
 from .cli_common import (
     EXIT_DATABASE,
     EXIT_INPUT,
@@ -151,7 +152,12 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     return 0
 
 
-def _runner(args: argparse.Namespace, store: PostgresStore, reg: Registry) -> Runner:
+def _runner(
+    args: argparse.Namespace,
+    store: PostgresStore,
+    reg: Registry,
+    time_left: Callable[[], float] | None = None,
+) -> Runner:
     settings = Settings.from_env()
     return Runner(
         store,
@@ -160,13 +166,21 @@ def _runner(args: argparse.Namespace, store: PostgresStore, reg: Registry) -> Ru
         batch_size=args.batch_size or settings.batch_size,
         concurrency=args.concurrency or settings.concurrency,
         lease_seconds=args.lease_seconds or settings.lease_seconds,
+        time_left=time_left,
     )
 
 
 def cmd_tick(args: argparse.Namespace) -> int:
     reg = load_registry(args.tasks)
-    with database() as conn, _runner(args, PostgresStore(conn), reg) as runner:
-        report = runner.tick(max_batches=args.max_batches)
+    # --max-seconds plays a Lambda's timeout: no claims after it, and steps that would not
+    # fit before it suspend their job (docs/steps.md).
+    ends = None if args.max_seconds is None else time.monotonic() + args.max_seconds
+    time_left = None if ends is None else (lambda: ends - time.monotonic())
+    with database() as conn, _runner(args, PostgresStore(conn), reg, time_left) as runner:
+        report = runner.tick(
+            max_batches=args.max_batches,
+            should_continue=(lambda: True) if time_left is None else (lambda: time_left() > 0),
+        )
     emit(args, report.as_dict(), lambda: out.print(report_table(report)))
     return 0
 
@@ -252,6 +266,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         store = PostgresStore(conn)
         job = store.get(args.id)
         relatives = store.relatives(job.id)
+        durable = StepStore(store).show(job.id)
 
     def human() -> None:
         table = Table(show_header=False, title=f"job {job.id}")
@@ -265,8 +280,12 @@ def cmd_show(args: argparse.Namespace) -> int:
             if lines:
                 table.add_row(title, "\n".join(lines))
         out.print(table)
+        steps = cli_steps.durable_table(durable)
+        if steps is not None:
+            out.print(steps)
 
-    emit(args, {**job.to_dict(), **dependencies.family(relatives)}, human)
+    data = {**job.to_dict(), **dependencies.family(relatives)}
+    emit(args, cli_steps.show_data(data, durable), human)
     return 0
 
 
@@ -284,13 +303,15 @@ def cmd_dead(args: argparse.Namespace) -> int:
 def cmd_retry(args: argparse.Namespace) -> int:
     if bool(args.ids) == bool(args.dead):
         raise UsageError("give job ids, or --dead (with optional --type/--queue filters)")
+    if args.fresh and args.dead:
+        raise UsageError("--fresh takes job ids (it forgets each job's completed steps)")
     with database() as conn:
         store = PostgresStore(conn)
         if args.ids:
             with _progress(args, "retrying", len(args.ids)) as advance:
                 jobs = []
                 for job_id in args.ids:
-                    jobs.append(store.retry(job_id))
+                    jobs.append(StepStore(store).retry(job_id, fresh=args.fresh))
                     advance(1)
         else:
             jobs = _retry_dead_in_chunks(args, store)
@@ -476,13 +497,25 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 f"enqueued {len(results)} requests as {len(ids)} jobs "
                 f"({duplicates} deduplicated by idempotency key)"
             )
-        runner = Runner(store, demo.demo, batch_size=4, concurrency=4, lease_seconds=30)
+        tick_ends = [0.0]  # each tick plays an invocation of demo.TICK_SECONDS
+        runner = Runner(
+            store,
+            demo.demo,
+            batch_size=4,
+            concurrency=4,
+            lease_seconds=30,
+            time_left=lambda: tick_ends[0] - time.monotonic(),
+        )
         total = TickReport()
+        ticks = 0
         deadline = time.monotonic() + 60
         with runner, Progress(transient=True, disable=args.json) as progress:
             bar = progress.add_task("running ticks", total=len(ids))
             while time.monotonic() < deadline:
-                total.add(runner.tick())
+                tick_ends[0] = time.monotonic() + demo.TICK_SECONDS
+                total.add(runner.tick(should_continue=lambda: tick_ends[0] > time.monotonic()))
+                ticks += 1
+                demo.approve_waiting(store, ids)
                 jobs = [store.get(i) for i in ids]
                 finished = sum(j.status in TERMINAL for j in jobs)
                 progress.update(bar, completed=finished)
@@ -511,8 +544,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 out.print(f"[bold red]dead letter[/] {job.id} ({job.type}): {job.error}")
         out.print(tree)
         out.print(
-            f"ticks ran {total.batches} batches: {total.succeeded} succeeded, "
+            f"{ticks} ticks ran {total.batches} batches: {total.succeeded} succeeded, "
             f"{total.retried} retried, {total.snoozed} snoozed, {total.dead} dead"
+        )
+        out.print(
+            f"durable steps: {total.steps} stored, {total.suspended} suspensions "
+            f"(ticks of {demo.TICK_SECONDS:g} s, an approval signal), {total.resumed} resumes"
         )
 
     emit(args, {"jobs": [j.to_dict() for j in jobs], "report": total.as_dict()}, human)
@@ -738,6 +775,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker_options(p)
     p.add_argument("--max-batches", type=positive)
+    p.add_argument(
+        "--max-seconds",
+        type=_seconds,
+        help="end the tick after this long, as a function timeout would (steps suspend)",
+    )
 
     p = command(
         "work",
@@ -780,10 +822,14 @@ def build_parser() -> argparse.ArgumentParser:
         "send dead or cancelled jobs back to the queue",
         "  tickq retry 0192f4c3-... 0192f4c4-...       these jobs\n"
         "  tickq retry --dead --type embed             every dead embed job (progress bar)\n"
-        "  tickq retry --dead --queue bulk --limit 500",
+        "  tickq retry --dead --queue bulk --limit 500\n"
+        "  tickq retry --fresh 0192f4c3-...            start over: forget completed steps",
     )
     p.add_argument("ids", nargs="*", metavar="ID")
     p.add_argument("--dead", action="store_true", help="retry dead jobs matching the filters")
+    p.add_argument(
+        "--fresh", action="store_true", help="forget completed steps: start over (with IDs)"
+    )
     p.add_argument("--type", action="append")
     p.add_argument("--queue", action="append")
     p.add_argument("--limit", type=positive, default=1000)
@@ -854,6 +900,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     cli_policies.register(command)
+    cli_steps.register(command)
     cli_console.register(command)
     return parser
 

@@ -1,11 +1,18 @@
-"""The demo's handlers: a realistic mix of AI back-end jobs with failures built in."""
+"""The demo's handlers: a realistic mix of AI back-end jobs with failures built in, and two
+durable-step jobs: a long transcription that crosses ticks, and one waiting for approval."""
 
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
-from queue_core import JobContext, PermanentError, Registry, RetryAfter
+from queue_core import JobContext, PermanentError, PostgresStore, Registry, RetryAfter, StepStore
+from queue_core.steps import WaitKind
+
+# Each demo tick plays a function invocation of this many seconds: the long transcription
+# needs several of them, and suspends between them.
+TICK_SECONDS = 1.0
 
 # Fast retries so the demo finishes in seconds; production defaults are 1 s doubling to 5 min.
 _FAST = {"base": 0.2, "factor": 2.0, "max": 1.0}
@@ -53,6 +60,43 @@ def reindex(job: JobContext) -> dict[str, Any]:
     return {"reindexed": job.payload.get("index")}
 
 
+@demo.task("transcribe-long", lease_seconds=60, step_seconds=0.3, backoff=_FAST)
+def transcribe_long(job: JobContext) -> dict[str, Any]:
+    # A two-hour recording in parts: each part is a step, stored once; when the next part
+    # would not fit in the invocation, the job suspends and the next tick resumes it.
+    parts = int(job.payload.get("parts", 8))
+    audio = job.step("fetch", lambda: {"url": job.payload["audio"], "parts": parts})
+    words = 0
+    for i in range(parts):
+        words += job.step(f"part:{i}", partial(_transcribe_part, audio, i))
+    return {"parts": parts, "words": words}
+
+
+def _transcribe_part(audio: dict[str, Any], i: int) -> int:
+    time.sleep(0.25)  # the speech API's latency
+    return 900 + 37 * i
+
+
+@demo.task("publish", backoff=_FAST)
+def publish(job: JobContext) -> dict[str, Any]:
+    # A draft waits for a person's approval (a signal) before it goes out.
+    draft = job.step("draft", lambda: {"title": job.payload["title"], "words": 640})
+    decision = job.wait_for("approve", timeout=3600)
+    return {"published": draft["title"], "approved_by": decision.get("by")}
+
+
+def approve_waiting(store: PostgresStore, ids: list[Any]) -> int:
+    """Play the person: approve every demo job that waits for the "approve" signal."""
+    approved = 0
+    steps = StepStore(store)
+    for job_id in ids:
+        wait = steps.show(job_id).wait
+        if wait is not None and wait.kind is WaitKind.SIGNAL and wait.name == "approve":
+            steps.signal(job_id, "approve", {"by": "editor@example.com"})
+            approved += 1
+    return approved
+
+
 def pipeline() -> list[dict[str, Any]]:
     """A small graph enqueued in one call: extract, then three embeds after it, then a
     reindex after all three ("after" names earlier positions of the same call)."""
@@ -92,4 +136,6 @@ def requests() -> list[dict[str, Any]]:
         {"type": "connector-sync", "payload": {"source": "drive"}, "queue": "default"},
         {"type": "reindex", "payload": {"index": "docs"}},
         {"type": "reindex", "payload": {"index": "missing"}},
+        {"type": "transcribe-long", "payload": {"audio": "all-hands-2h.m4a", "parts": 8}},
+        {"type": "publish", "payload": {"title": "Release notes 2.0"}},
     ]

@@ -40,6 +40,8 @@ from .errors import (
 )
 from .jobs import EnqueueResult, Job, JobSpec, Status
 from .registry import Registry, Task, registry, task
+from .step_store import StepStore
+from .steps import InvalidStep, WaitTimeout
 from .store import PostgresStore
 from .tick import Runner, TickReport
 
@@ -53,6 +55,7 @@ __all__ = [
     "EnqueueResult",
     "InvalidJob",
     "InvalidParent",
+    "InvalidStep",
     "InvalidTransition",
     "Job",
     "JobBatch",
@@ -68,13 +71,16 @@ __all__ = [
     "RetryAfter",
     "Runner",
     "Status",
+    "StepStore",
     "Task",
     "TickReport",
     "TickqError",
     "UnknownJobType",
+    "WaitTimeout",
     "enqueue",
     "enqueue_many",
     "registry",
+    "signal",
     "task",
 ]
 
@@ -124,6 +130,21 @@ def enqueue_many(
 
 def _without_after(request: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in request.items() if key != "after"}
+
+
+def signal(
+    conn: psycopg.Connection[Any],
+    job_id: Any,
+    name: str,
+    payload: Any = None,
+    *,
+    now: datetime | None = None,
+) -> bool:
+    """Send the signal `name` to a job, on the caller's connection (inside the caller's
+    transaction it is delivered when that commits). A job waiting for it in
+    `job.wait_for(name)` becomes runnable at once; one sent before the job waits is kept.
+    Returns whether it woke the job. An unknown or finished job is refused."""
+    return StepStore(_store(conn)).signal(job_id, name, payload, now=now)
 
 
 # One store per connection, so the store's short-lived cache of "are any limits set?" spares

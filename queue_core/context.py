@@ -2,24 +2,44 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
-from .errors import JobCancelled
+from .errors import ConfigurationError, JobCancelled
 from .jobs import DEFAULT_LEASE_SECONDS, Job
 from .ports import LeaseKeeper
+from .step_context import JobSteps, StepHost
 
 
 class JobContext:
     """Passed to handlers as `job`. Progress and heartbeats raise JobCancelled when someone
     asked the job to cancel, and LeaseLost when another worker has taken it over."""
 
-    __slots__ = ("_job", "_keeper", "_lease_seconds", "_parent_results")
+    __slots__ = (
+        "_host",
+        "_job",
+        "_keeper",
+        "_lease_seconds",
+        "_parent_results",
+        "_step_seconds",
+        "_steps",
+    )
 
-    def __init__(self, job: Job, keeper: LeaseKeeper, lease_seconds: int) -> None:
+    def __init__(
+        self,
+        job: Job,
+        keeper: LeaseKeeper,
+        lease_seconds: int,
+        host: StepHost | None = None,
+        step_seconds: float | None = None,
+    ) -> None:
         self._job = job
         self._keeper = keeper
         self._lease_seconds = job.lease_seconds or lease_seconds or DEFAULT_LEASE_SECONDS
+        self._host = host
+        self._step_seconds = step_seconds
+        self._steps: JobSteps | None = None
         self._parent_results: dict[UUID, Any] | None = None
 
     @property
@@ -82,5 +102,62 @@ class JobContext:
 
     heartbeat = extend_lease
 
+    # Durable steps (docs/steps.md)
+
+    def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run `fn()` once per job: its JSON result is stored (fenced by the lease) before
+        this returns, and every later run of the handler gets the stored result instead."""
+        return self._durable().step(name, fn)
+
+    def sleep(self, name: str, seconds: float) -> None:
+        """Leave the worker for `seconds`; on the run after the wake time, returns at once."""
+        self._durable().sleep(name, seconds)
+
+    def wait_for(self, name: str, timeout: float | None = None) -> Any:
+        """The payload of the signal `name`, leaving the worker until it comes; WaitTimeout
+        when `timeout` seconds pass first."""
+        return self._durable().wait_for(name, timeout)
+
+    def suspend(self, delay: float = 0) -> None:
+        """Leave the worker now and run again after `delay` seconds, steps kept, the attempt
+        given back."""
+        self._durable().suspend(delay)
+
+    def time_left(self) -> float:
+        """Seconds until this invocation ends, or without one until the lease expires."""
+        return self._durable().time_left()
+
+    def _durable(self) -> JobSteps:
+        if self._steps is None:
+            if self._host is None:
+                raise ConfigurationError("durable steps need a job run by a Runner")
+            self._steps = JobSteps(
+                self._job,
+                self._host,
+                lease_seconds=self._lease_seconds,
+                step_seconds=self._step_seconds,
+                extend_lease=self.extend_lease,
+            )
+        return self._steps
+
     def __repr__(self) -> str:
         return f"<job {self.type} {self.id} attempt {self.attempt}/{self.max_attempts}>"
+
+
+class AsyncJobContext(JobContext):
+    """The `job` of async handlers: the same API, with the step operations awaitable."""
+
+    __slots__ = ()
+
+    async def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """`fn` may be a coroutine function; its result is awaited before being stored."""
+        return await self._durable().step_async(name, fn)
+
+    async def sleep(self, name: str, seconds: float) -> None:  # type: ignore[override]
+        self._durable().sleep(name, seconds)
+
+    async def wait_for(self, name: str, timeout: float | None = None) -> Any:
+        return self._durable().wait_for(name, timeout)
+
+    async def suspend(self, delay: float = 0) -> None:  # type: ignore[override]
+        self._durable().suspend(delay)

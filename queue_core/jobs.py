@@ -163,6 +163,9 @@ class Outcome:
     error: str | None = None
     delay: float = 0.0
     extra_attempt: bool = False  # a snooze gives back the attempt its claim used
+    # The job suspended (steps.suspend): its own fenced statement stored that already, so
+    # the batch's statement skips it.
+    suspended: bool = False
 
     @property
     def is_plain_success(self) -> bool:

@@ -126,7 +126,7 @@ class MemoryStore(DerivedOperations):
             held: set[UUID] = set()
             for outcome in outcomes:
                 job = self._jobs.get(outcome.job_id)
-                if job is None:
+                if job is None or outcome.suspended:  # a suspension is stored when it happens
                     continue
                 try:
                     self._jobs[job.id] = transitions.finish(job, outcome, now=at)

@@ -31,6 +31,9 @@ class Task:
     lease_seconds: int | None = None
     priority: int | None = None
     backoff: Backoff | None = None
+    # Durable steps: the longest a step takes; a step that would not fit in the time left
+    # suspends the job first (docs/steps.md). None: steps never suspend on their own.
+    step_seconds: float | None = None
 
 
 class Registry:
@@ -46,6 +49,7 @@ class Registry:
         lease_seconds: int | None = None,
         priority: int | None = None,
         backoff: Backoff | Mapping[str, float] | None = None,
+        step_seconds: float | None = None,
     ) -> Callable[[Handler], Handler]:
         """Register the decorated function as the handler of job type `name`."""
         # Validate the defaults now, so a bad decorator fails at import rather than at enqueue.
@@ -59,6 +63,10 @@ class Registry:
             backoff_policy=backoff,
         )
         policy = None if backoff is None else validation.backoff(backoff)
+        if step_seconds is not None:
+            step_seconds = validation.number(
+                step_seconds, "step_seconds", 0.001, validation.MAX_LEASE_SECONDS
+            )
 
         def register(fn: Handler) -> Handler:
             existing = self.tasks.get(name)
@@ -68,7 +76,15 @@ class Registry:
                 )
             is_async = inspect.iscoroutinefunction(fn)
             self.tasks[name] = Task(
-                name, fn, is_async, queue, max_attempts, lease_seconds, priority, policy
+                name,
+                fn,
+                is_async,
+                queue,
+                max_attempts,
+                lease_seconds,
+                priority,
+                policy,
+                step_seconds,
             )
             return fn
 

@@ -48,6 +48,9 @@ TICK_COUNTERS = (
     "lost_leases",
     "reclaimed",
     "batches",
+    "steps",
+    "suspended",
+    "resumed",
 )
 
 
@@ -62,6 +65,9 @@ class TickReport:
     lost_leases: int = 0
     reclaimed: int = 0
     batches: int = 0
+    steps: int = 0  # durable steps stored
+    suspended: int = 0  # jobs that left their worker (suspend, sleep, wait_for)
+    resumed: int = 0  # suspended jobs whose steps loaded again
     duration_seconds: float = 0.0
     dead_letters: list[DeadLetter] = field(default_factory=list)
 
@@ -81,6 +87,8 @@ class TickReport:
         was stored; the others lost their lease and their outcome was discarded."""
         all_held = len(held) == len(outcomes)  # held ids are a subset of the outcomes' ids
         for job, outcome in zip(jobs, outcomes, strict=True):
+            if outcome.suspended:  # stored when it happened, counted in `suspended`
+                continue
             if not all_held and outcome.job_id not in held:
                 self.lost_leases += 1
                 log.warning("lease lost; outcome discarded", extra=log_fields(job, outcome))

@@ -844,7 +844,7 @@ def _outcome_params(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         if o.is_plain_success:
             ids.append(o.job_id)
             tokens.append(o.lease_token)
-        else:
+        elif not o.suspended:  # a suspension was stored by its own statement
             others.append(_outcome_json(o))
     return {
         "outcomes": "[" + ",".join(others) + "]",

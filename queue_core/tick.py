@@ -17,13 +17,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from . import transitions, worker
-from .context import JobContext
+from .context import AsyncJobContext, JobContext
 from .errors import InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
 from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, Status
 from .pipeline import Pipeline
 from .ports import Store
 from .registry import Registry, Task
 from .report import TICK_COUNTERS, DeadLetter, TickReport, log_fields
+from .step_context import StepCounts, StepHost, Suspended
+from .steps import suspended
 
 log = logging.getLogger("tickq")
 
@@ -44,7 +46,10 @@ class Runner:
         concurrency: int = 10,
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         rand: Callable[[], float] = random.random,
+        time_left: Callable[[], float] | None = None,
     ) -> None:
+        """`time_left()`: seconds until the invocation ends (a Lambda's remaining time less
+        its margin); handlers' steps suspend before a step that would not fit."""
         if batch_size < 1 or concurrency < 1 or lease_seconds < 1:
             raise ValueError("batch_size, concurrency and lease_seconds must be positive")
         self.registry = registry
@@ -57,6 +62,8 @@ class Runner:
         self.pipeline = Pipeline(
             store, queues=self.queues, batch_size=batch_size, lease_seconds=lease_seconds
         )
+        self.step_counts = StepCounts()
+        self._steps = StepHost(lambda: self.store, time_left, self.step_counts)
 
     @property
     def store(self) -> Store:
@@ -157,9 +164,14 @@ class Runner:
     ) -> int:
         """Run one batch through the pipeline (see Pipeline.run_batch); the caller must go
         on while `leased_ahead`, as tick() and work() do."""
-        return self.pipeline.run_batch(
+        claimed = self.pipeline.run_batch(
             report, self.run_jobs, claim_next=claim_next, overlap=overlap
         )
+        steps, suspends, resumes = self.step_counts.take()
+        report.steps += steps
+        report.suspended += suspends
+        report.resumed += resumes
+        return claimed
 
     # Running handlers
 
@@ -190,7 +202,7 @@ class Runner:
                 f"no handler registered for type {job.type!r} (known: {known})",
                 rand=self.rand(),
             )
-        context = JobContext(job, self.store, self.lease_seconds)
+        context = JobContext(job, self.store, self.lease_seconds, self._steps, task.step_seconds)
         try:
             result = task.fn(context)
         except BaseException as exc:  # judged below; interrupts are re-raised there
@@ -205,7 +217,9 @@ class Runner:
                 task = self.registry.get(job.type)
                 assert task is not None
                 async with limit:
-                    context = JobContext(job, self.store, self.lease_seconds)
+                    context = AsyncJobContext(
+                        job, self.store, self.lease_seconds, self._steps, task.step_seconds
+                    )
                     try:
                         result = await task.fn(context)
                     except BaseException as exc:
@@ -226,6 +240,8 @@ class Runner:
         return outcome
 
     def _judge(self, job: Job, exc: BaseException) -> Outcome:
+        if isinstance(exc, Suspended):
+            return suspended(job)
         if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
             raise exc
         if isinstance(exc, RetryAfter):

@@ -5,7 +5,8 @@
 2. pausing the default queue leaves newly enqueued jobs queued through a `tickq tick`, and
    resuming lets the next tick run them;
 3. a bulk retry of two dead jobs from the page re-queues both;
-4. the pipeline's last job shows its three parents.
+4. the detail page of the demo's long job lists its steps, and the pipeline's last job
+   shows its three parents.
 """
 
 from __future__ import annotations
@@ -118,19 +119,36 @@ def test_the_console_against_the_demo(
     assert rows == [("queued", 0), ("queued", 0)]
 
 
-def test_the_pipelines_last_job_shows_its_three_parents(
+def test_the_long_jobs_steps_and_the_pipelines_three_parents(
     page: Page, conn: psycopg.Connection, serve_as: Serve, tickq: Tickq
 ) -> None:
-    # Given the demo's pipeline: extract, three embeds after it, a reindex after all three
-    tickq("demo", "--user", "alice")
+    # Given the demo's long transcription (a step per part) and its pipeline: extract,
+    # three embeds after it, a reindex after all three
+    demo = tickq("demo", "--user", "alice")
+    (long_job,) = [j for j in demo["jobs"] if j["type"] == "transcribe-long"]
+    parts = long_job["payload"]["parts"]
+    page.goto(f"{serve_as(ALICE).url}/ui")
+
+    # When Alice opens the long job's detail
+    page.wait_for_selector(f'tr[data-job-id="{long_job["id"]}"]')
+    page.click(f'tr[data-job-id="{long_job["id"]}"] a.job-link')
+
+    # Then it lists its steps: the fetch and every part, each with its result's size
+    steps = page.locator("#detail-steps tbody tr")
+    expect(steps).to_have_count(parts + 1)
+    names = steps.evaluate_all("rows => rows.map(r => r.dataset.step)")
+    assert sorted(names) == sorted(["fetch", *(f"part:{i}" for i in range(parts))])
+    expect(page.locator("#detail-waiting")).to_contain_text("resumed")
+    page.screenshot(path=ARTIFACTS / "job-steps.png")
+    page.click("#detail-close")
+
     last, parents = conn.execute(
         "select d.child_id, array_agg(d.parent_id::text order by d.parent_id)"
         " from tickq.job_dependencies d group by d.child_id"
         " having count(*) = 3"
     ).fetchone()
 
-    # When Alice opens its detail on the page
-    page.goto(f"{serve_as(ALICE).url}/ui")
+    # When Alice opens the pipeline's last job
     page.wait_for_selector(f'tr[data-job-id="{last}"]')
     page.click(f'tr[data-job-id="{last}"] a.job-link')
 

@@ -1,0 +1,181 @@
+"""Durable steps in Postgres: each operation is one named statement of sql/steps.sql, run
+through the store (so user scope and error translation are the store's own)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from . import steps, validation
+from .errors import InvalidJob, InvalidTransition, JobCancelled, JobNotFound, LeaseLost
+from .jobs import RUNNABLE, Job, Status
+from .steps import Durable, Wait, WaitKind
+from .store import PostgresStore, _uuid
+
+
+@dataclass(frozen=True, slots=True)
+class DurableView:
+    """What `tickq show`, GET /jobs/{id} and the job page show of a job's durable side."""
+
+    resumes: int
+    wait: Wait | None  # only while the job is suspended (queued, waiting)
+    steps: list[dict[str, Any]]  # name, finished_at, size
+    signals: list[dict[str, Any]]  # name, sent_at, size
+
+    def to_dict(self) -> dict[str, Any]:
+        wait = None
+        if self.wait is not None:
+            wait = {
+                "kind": self.wait.kind.value,
+                "name": self.wait.name,
+                "until": None if self.wait.until >= steps.FOREVER else self.wait.until.isoformat(),
+                "description": self.wait.describe(),
+            }
+        return {
+            "resumes": self.resumes,
+            "waiting_for": wait,
+            "steps": self.steps,
+            "signals": self.signals,
+        }
+
+
+class StepStore:
+    """The durable-step operations of one store (its connection and user scope)."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+
+    def load(
+        self, job_id: UUID, lease_token: UUID, *, now: datetime | None = None
+    ) -> tuple[Durable, datetime]:
+        """The running job's stored steps and signals, and the database clock; LeaseLost
+        when the lease is gone."""
+        params = {"id": job_id, "lease_token": lease_token, "now": now}
+        rows = self.store._rows("job_durable_load", params, None)
+        if not rows:
+            raise LeaseLost(job_id)
+        resumes, kind, name, until, clock, stored, step_bytes, signals, signal_bytes = rows[0]
+        state = Durable(
+            steps=stored,
+            step_bytes=int(step_bytes),
+            signals=signals,
+            signal_bytes=int(signal_bytes),
+            resumes=resumes or 0,
+            wait=None if kind is None else Wait(WaitKind(kind), name, until),
+        )
+        return state, clock
+
+    def complete(
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        name: str,
+        result_json: str,
+        *,
+        now: datetime | None = None,
+    ) -> datetime:
+        """Store a step's result (committed on an autocommit connection); LeaseLost when
+        another attempt holds the job."""
+        params = {
+            "id": job_id,
+            "lease_token": lease_token,
+            "name": name,
+            "result": result_json,
+            "size": len(result_json.encode()),
+            "now": now,
+        }
+        rows = self.store._rows("job_steps_insert", params, None)
+        if not rows:
+            raise LeaseLost(job_id)
+        finished: datetime = rows[0][0]
+        return finished
+
+    def suspend(
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        *,
+        kind: WaitKind,
+        name: str | None = None,
+        until: datetime | None = None,
+        delay: float = 0.0,
+        now: datetime | None = None,
+    ) -> datetime:
+        """Send the job back to the queue until `until` (or `delay` seconds from now);
+        returns when it may run again. JobCancelled when someone asked it to cancel,
+        LeaseLost when the lease is gone."""
+        params = {
+            "id": job_id,
+            "lease_token": lease_token,
+            "wait_kind": kind.value,
+            "wait_name": name,
+            "wait_until": until,
+            "delay": delay,
+            "now": now,
+        }
+        rows = self.store._rows("jobs_suspend", params, None)
+        if rows:
+            run_after: datetime = rows[0][0]
+            return run_after
+        try:
+            job = self.store.get(job_id)
+        except JobNotFound:
+            raise LeaseLost(job_id) from None
+        if job.status == Status.RUNNING and job.lease_token == lease_token:
+            raise JobCancelled(job_id)
+        raise LeaseLost(job_id)
+
+    def signal(
+        self, job_id: UUID | str, name: Any, payload: Any = None, *, now: datetime | None = None
+    ) -> bool:
+        """Keep a named signal for a live job; returns whether it woke the job (suspended
+        waiting for it). Refused, with nothing written, for an unknown or finished job, a
+        name already sent, or payloads over the job's limit."""
+        name = validation.text(name, "signal name", validation.MAX_NAME)
+        payload_json = steps.signal_payload(payload)
+        size = len(payload_json.encode())
+        params = {
+            "id": _uuid(job_id),
+            "name": name,
+            "payload": payload_json,
+            "size": size,
+            "max_bytes": steps.MAX_SIGNAL_BYTES,
+            "now": now,
+        }
+        rows = self.store._rows("job_signals_send", params, None)
+        if not rows:
+            raise JobNotFound(job_id)
+        status, taken, held, kept, woke = rows[0]
+        held_bytes = int(held)
+        if status in ("succeeded", "dead", "cancelled"):
+            raise InvalidTransition(job_id, status, f"signal {name!r} to")
+        if taken or (not kept and held_bytes + size <= steps.MAX_SIGNAL_BYTES):
+            raise InvalidJob("signal", f"{name!r} was already sent to job {job_id}")
+        if not kept:
+            raise InvalidJob(
+                "signal",
+                f"the job's signals would hold {held_bytes + size} bytes, "
+                f"over the limit of {steps.MAX_SIGNAL_BYTES}",
+            )
+        return bool(woke)
+
+    def show(self, job_id: UUID | str) -> DurableView:
+        rows = self.store._rows("job_durable_show", {"id": _uuid(job_id)}, None)
+        if not rows:
+            raise JobNotFound(job_id)
+        status, resumes, kind, name, until, stored, signals = rows[0]
+        waiting = kind is not None and Status(status) in RUNNABLE
+        wait = Wait(WaitKind(kind), name, until) if waiting else None
+        return DurableView(resumes, wait, stored, signals)
+
+    def retry(self, job_id: UUID | str, *, fresh: bool, now: datetime | None = None) -> Job:
+        """Operator retry of a dead or cancelled job: its completed steps are kept (it
+        resumes where it failed) unless `fresh`, which forgets steps, signals and wait in
+        the same transaction."""
+        if not fresh:
+            return self.store.retry(job_id, now=now)
+        with self.store.conn.transaction():
+            self.store._rows("job_durable_clear", {"id": _uuid(job_id)}, None)
+            return self.store.retry(job_id, now=now)

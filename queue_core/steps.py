@@ -1,0 +1,217 @@
+"""Durable steps as values and pure transitions: a job's completed steps, the signals sent to
+it, and suspension (leave the worker, come back later with the steps kept).
+
+Every function takes `now` and reads no clock. The store does the same in SQL
+(sql/steps.sql); the model-based test holds the two to each other.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from . import validation
+from .errors import InvalidJob, InvalidTransition, LeaseLost, PermanentError
+from .jobs import RUNNABLE, TERMINAL, Job, Outcome, Status
+
+MAX_STEPS = 10_000
+MAX_STEP_BYTES = 256 * 1024  # one step's result; larger data belongs in object storage
+MAX_STEPS_BYTES = 32 * 1024 * 1024  # all of a job's step results together
+MAX_SIGNAL_BYTES = 64 * 1024  # all of a job's signal payloads together
+# A wait without a timeout: the job is runnable again only when its signal comes.
+FOREVER = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+class WaitKind(enum.StrEnum):
+    SUSPEND = "suspend"  # job.suspend(delay), or the runner before a step that would not fit
+    SLEEP = "sleep"  # job.sleep(name, seconds)
+    SIGNAL = "signal"  # job.wait_for(name, timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """What a suspended job waits for: a time, or a signal until a time."""
+
+    kind: WaitKind
+    name: str | None
+    until: datetime
+
+    def describe(self) -> str:
+        until = "no timeout" if self.until >= FOREVER else f"until {self.until.isoformat()}"
+        if self.kind is WaitKind.SLEEP:
+            return f"sleep {self.name!r} {until}"
+        if self.kind is WaitKind.SIGNAL:
+            return f"signal {self.name!r} {until}"
+        return f"suspended {until}"
+
+
+@dataclass(frozen=True, slots=True)
+class Durable:
+    """The durable side of one job: what `step` returns without running, and what wakes it."""
+
+    steps: dict[str, Any] = field(default_factory=dict)  # name -> stored result
+    step_bytes: int = 0
+    signals: dict[str, Any] = field(default_factory=dict)  # name -> payload
+    signal_bytes: int = 0
+    resumes: int = 0
+    wait: Wait | None = None
+
+
+class InvalidStep(PermanentError):
+    """A step, sleep, wait or signal was used in a way that can never succeed (an empty or
+    repeated name, a result that is not JSON or too large, too many steps, a nested step).
+
+    A PermanentError: retrying cannot fix the handler's code, so the job goes dead at once
+    with this message, and nothing of the refused step is stored."""
+
+
+class WaitTimeout(Exception):
+    """Raised in a handler by `job.wait_for(name, timeout)` when the timeout passed first."""
+
+    def __init__(self, name: str, until: datetime) -> None:
+        self.name = name
+        self.until = until
+        super().__init__(f"no signal {name!r} arrived before {until.isoformat()}")
+
+
+def step_name(name: Any, field: str = "step name") -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidStep(f"{field} must be a non-empty string, got {name!r}")
+    try:
+        return validation.text(name, field, validation.MAX_NAME)
+    except InvalidJob as exc:
+        raise InvalidStep(str(exc)) from None
+
+
+def step_result(done: Mapping[str, Any], used_bytes: int, name: str, result: Any) -> str:
+    """The result as stored JSON, given the job's completed steps and their bytes; refuses
+    what cannot be stored, before anything is written."""
+    if name in done:
+        raise InvalidStep(f"step {name!r} already completed in this job: step names are unique")
+    if len(done) >= MAX_STEPS:
+        raise InvalidStep(f"job already has {MAX_STEPS} steps, the most one job may store")
+    try:
+        encoded = validation.json_value(result, f"result of step {name!r}", MAX_STEP_BYTES)
+    except InvalidJob as exc:
+        raise InvalidStep(str(exc)) from None
+    size = len(encoded.encode())
+    if used_bytes + size > MAX_STEPS_BYTES:
+        raise InvalidStep(
+            f"step {name!r} would bring the job's step results to "
+            f"{used_bytes + size} bytes, over the limit of {MAX_STEPS_BYTES}"
+        )
+    return encoded
+
+
+def complete_step(job: Job, state: Durable, *, token: Any, name: str, result: Any) -> Durable:
+    """Store one step's result; only the holder of the job's current lease may."""
+    _check_lease(job, token)
+    encoded = step_result(state.steps, state.step_bytes, name, result)
+    return replace(
+        state,
+        steps={**state.steps, name: json.loads(encoded)},
+        step_bytes=state.step_bytes + len(encoded.encode()),
+    )
+
+
+def suspend(
+    job: Job, state: Durable, *, token: Any, wait: Wait, now: datetime
+) -> tuple[Job, Durable]:
+    """Leave the worker: queued again at the wait's time (at once when the awaited signal is
+    already there), the attempt given back, the steps kept. A job someone asked to cancel is
+    refused (the runner then cancels it the ordinary way)."""
+    _check_lease(job, token)
+    if job.cancel_requested:
+        raise InvalidTransition(job.id, "asked to cancel", "suspend")
+    signalled = wait.kind is WaitKind.SIGNAL and wait.name in state.signals
+    suspended = replace(
+        job,
+        status=Status.QUEUED,
+        attempts=job.attempts - 1,
+        run_after=now if signalled else wait.until,
+        lease_until=None,
+        lease_token=None,
+        updated_at=now,
+    )
+    return suspended, replace(state, resumes=state.resumes + 1, wait=wait)
+
+
+def deliver_signal(
+    job: Job, state: Durable, *, name: str, payload: Any, now: datetime
+) -> tuple[Job, Durable]:
+    """Keep a signal for the job; a job suspended waiting for it becomes runnable now."""
+    if job.status in TERMINAL:
+        raise InvalidTransition(job.id, job.status, f"signal {name!r} to")
+    if name in state.signals:
+        raise InvalidJob("signal", f"{name!r} was already sent to job {job.id}")
+    size = len(signal_payload(payload).encode())
+    if state.signal_bytes + size > MAX_SIGNAL_BYTES:
+        raise InvalidJob(
+            "signal",
+            f"the job's signals would hold {state.signal_bytes + size} bytes, "
+            f"over the limit of {MAX_SIGNAL_BYTES}",
+        )
+    wait = state.wait
+    wakes = (
+        job.status in RUNNABLE
+        and wait is not None
+        and wait.kind is WaitKind.SIGNAL
+        and wait.name == name
+    )
+    woken = replace(
+        job, run_after=min(job.run_after, now) if wakes else job.run_after, updated_at=now
+    )
+    state = replace(
+        state,
+        signals={**state.signals, name: payload},
+        signal_bytes=state.signal_bytes + size,
+    )
+    return woken, state
+
+
+def suspended(job: Job) -> Outcome:
+    """The outcome of a handler unwound by a suspension: nothing left to persist."""
+    if job.lease_token is None:
+        raise InvalidTransition(job.id, job.status, "suspend")
+    return Outcome(job.id, job.lease_token, Status.QUEUED, suspended=True)
+
+
+# How a wait that timed out is stored in its step: a key no payload is expected to use.
+TIMED_OUT = "tickq:wait_timed_out_at"
+
+
+def timed_out(until: datetime) -> dict[str, str]:
+    return {TIMED_OUT: until.isoformat()}
+
+
+def waited(name: str, stored: Any) -> Any:
+    """What `wait_for` returns on a later run: the stored payload, or WaitTimeout again."""
+    if isinstance(stored, dict) and len(stored) == 1 and TIMED_OUT in stored:
+        raise WaitTimeout(name, datetime.fromisoformat(stored[TIMED_OUT]))
+    return stored
+
+
+def signal_payload(payload: Any) -> str:
+    return validation.json_value(payload, "signal payload", MAX_SIGNAL_BYTES)
+
+
+def cleared() -> Durable:
+    """What a fresh retry leaves: no steps, no signals, no wait."""
+    return Durable()
+
+
+def wake_time(now: datetime, seconds: float) -> datetime:
+    """`now + seconds`, or FOREVER for a wait too long to represent."""
+    try:
+        return min(now + timedelta(seconds=seconds), FOREVER)
+    except OverflowError:
+        return FOREVER
+
+
+def _check_lease(job: Job, token: Any) -> None:
+    if job.status != Status.RUNNING or job.lease_token != token:
+        raise LeaseLost(job.id)

@@ -1,0 +1,96 @@
+"""ApiFunction's durable-step routes, as a member of tickq_app (row-level security applies):
+signals to one's own jobs only, steps in GET /jobs/{id}, and retry with or without steps."""
+
+from __future__ import annotations
+
+from uuid import uuid4
+
+import psycopg
+
+from queue_core import PostgresStore, StepStore
+
+from .conftest import Invoke
+
+ALICE = uuid4()
+BOB = uuid4()
+
+
+def dead_job_with_a_step(call_api: Invoke, conn: psycopg.Connection) -> str:
+    """Alice's job, claimed by a worker, one step stored, then failed for good."""
+    _, job = call_api("POST", "/jobs", body={"type": "transcribe"}, sub=ALICE)
+    worker = PostgresStore(conn)
+    (claimed,) = worker.claim()
+    assert claimed.lease_token is not None
+    StepStore(worker).complete(claimed.id, claimed.lease_token, "fetch", '"audio"')
+    worker.fail(claimed, "speech API down", permanent=True)
+    return str(job["id"])
+
+
+def test_a_signal_to_ones_own_waiting_job_is_kept_and_shown(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    _, job = call_api("POST", "/jobs", body={"type": "approval"}, sub=ALICE)
+
+    status, sent = call_api(
+        "POST", f"/jobs/{job['id']}/signals/approve", body={"ok": True}, sub=ALICE
+    )
+
+    assert status == 202 and sent == {"id": job["id"], "signal": "approve", "woke": False}
+    _, shown = call_api("GET", f"/jobs/{job['id']}", sub=ALICE)
+    assert [s["name"] for s in shown["signals"]] == ["approve"]
+    assert shown["steps"] == [] and shown["resumes"] == 0 and shown["waiting_for"] is None
+    row = conn.execute("select payload from tickq.job_signals").fetchone()
+    assert row == ({"ok": True},)
+
+
+def test_another_users_job_cannot_be_signalled(call_api: Invoke, conn: psycopg.Connection) -> None:
+    _, job = call_api("POST", "/jobs", body={"type": "approval"}, sub=ALICE)
+
+    status, _ = call_api("POST", f"/jobs/{job['id']}/signals/approve", sub=BOB)
+
+    assert status == 404
+    assert conn.execute("select count(*) from tickq.job_signals").fetchone() == (0,)
+
+
+def test_signals_to_finished_jobs_and_repeated_names_are_refused(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    dead = dead_job_with_a_step(call_api, conn)
+    status, body = call_api("POST", f"/jobs/{dead}/signals/approve", sub=ALICE)
+    assert status == 409 and "dead" in body["message"]
+
+    _, live = call_api("POST", "/jobs", body={"type": "approval"}, sub=ALICE)
+    assert call_api("POST", f"/jobs/{live['id']}/signals/go", sub=ALICE)[0] == 202
+    status, body = call_api("POST", f"/jobs/{live['id']}/signals/go", sub=ALICE)
+    assert status == 422 and "already sent" in body["message"]
+
+
+def test_get_lists_the_steps_and_retry_keeps_them_unless_fresh(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    job_id = dead_job_with_a_step(call_api, conn)
+    _, shown = call_api("GET", f"/jobs/{job_id}", sub=ALICE)
+    assert [(s["name"], s["size"]) for s in shown["steps"]] == [("fetch", 7)]
+
+    status, retried = call_api("POST", f"/jobs/{job_id}/retry", sub=ALICE)
+    assert status == 200 and retried["status"] == "queued"
+    assert [s["name"] for s in call_api("GET", f"/jobs/{job_id}", sub=ALICE)[1]["steps"]] == [
+        "fetch"
+    ]
+
+    store = PostgresStore(conn)
+    store.cancel(job_id)
+    status, retried = call_api("POST", f"/jobs/{job_id}/retry", body={"fresh": True}, sub=ALICE)
+    assert status == 200 and retried["status"] == "queued"
+    assert call_api("GET", f"/jobs/{job_id}", sub=ALICE)[1]["steps"] == []
+
+
+def test_a_malformed_retry_body_is_refused_and_changes_nothing(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    job_id = dead_job_with_a_step(call_api, conn)
+    for body in ({"fresh": "yes"}, {"fresh": True, "other": 1}, [1]):
+        status, _ = call_api("POST", f"/jobs/{job_id}/retry", body=body, sub=ALICE)
+        assert status == 400
+    _, shown = call_api("GET", f"/jobs/{job_id}", sub=ALICE)
+    assert shown["status"] == "dead" and len(shown["steps"]) == 1

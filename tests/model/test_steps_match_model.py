@@ -1,0 +1,344 @@
+"""Durable steps: the Postgres store and the pure transitions agree after every step.
+
+A hypothesis state machine applies random sequences of enqueue, claim, complete, fail,
+reclaim, cancel, retry (keeping or forgetting steps), step completion (with a live or a
+stale lease), suspension, signals and clock advances to both: the store on a real
+database, and `Job` and `Durable` values driven by `queue_core.transitions` and
+`queue_core.steps`, with the same explicit `now`. After every step the job fields that
+decide a job's fate, and its stored steps, signals, resumes and wait, must be equal.
+The job lifecycle without steps is held to the model by test_store_matches_transitions.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from queue_core import steps, transitions, validation
+from queue_core.errors import InvalidJob, InvalidTransition, JobCancelled, LeaseLost
+from queue_core.jobs import KEY_HOLDING, Job, Status
+from queue_core.step_store import StepStore
+from queue_core.steps import Durable, Wait, WaitKind
+from queue_core.store import PostgresStore
+from tests.model.profiles import budget
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+LEASE = 30
+KEYS = st.one_of(st.none(), st.sampled_from(["k1", "k2", "k3"]))
+
+
+def observable(job: Job) -> tuple[Any, ...]:
+    """The fields whose agreement the model promises (error history timestamps differ in
+    format between Python and jsonb, so only its length is compared)."""
+    return (
+        job.status,
+        job.attempts,
+        job.max_attempts,
+        job.run_after,
+        job.lease_until,
+        job.lease_token,
+        job.error,
+        len(job.errors),
+        job.cancel_requested,
+        job.finished_at,
+        job.result,
+        job.progress,
+    )
+
+
+class StepsVersusModel(RuleBasedStateMachine):
+    """One store on a real database and pure `Job` and `Durable` values, fed the same steps."""
+
+    database_url = ""  # bound by the test, which owns the database fixture
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conn = psycopg.connect(self.database_url, autocommit=True)
+        self.conn.execute("truncate tickq.jobs cascade")
+        self.store = PostgresStore(self.conn)
+        self.now = T0
+        self.model: dict[UUID, Job] = {}
+        self.durable: dict[UUID, Durable] = {}
+        self.steps = StepStore(self.store)
+        self.stale: list[Job] = []  # claims whose lease another attempt has replaced
+
+    def teardown(self) -> None:
+        self.conn.close()
+
+    # Helpers
+
+    def running(self) -> list[Job]:
+        return [j for j in self.model.values() if j.status == Status.RUNNING]
+
+    def key_holder(self, key: str | None) -> Job | None:
+        if key is None:
+            return None
+        for job in self.model.values():
+            if job.idempotency_key == key and job.status in KEY_HOLDING:
+                return job
+        return None
+
+    # Rules
+
+    @rule(
+        key=KEYS,
+        priority=st.integers(-2, 2),
+        max_attempts=st.integers(1, 3),
+        delay=st.sampled_from([0, 0, 1, 5]),
+        lease_seconds=st.sampled_from([None, 5]),
+    )
+    def enqueue(
+        self,
+        key: str | None,
+        priority: int,
+        max_attempts: int,
+        delay: int,
+        lease_seconds: int | None,
+    ) -> None:
+        spec = validation.job_spec(
+            "model",
+            {"n": len(self.model)},
+            idempotency_key=key,
+            priority=priority,
+            max_attempts=max_attempts,
+            delay=delay,
+            lease_seconds=lease_seconds,
+        )
+        holder = self.key_holder(key)
+        result = self.store.enqueue(spec, now=self.now)
+        if holder is not None:
+            assert result.duplicate and result.id == holder.id
+            return
+        assert not result.duplicate and result.id not in self.model
+        self.model[result.id] = transitions.new_job(spec, id=result.id, now=self.now)
+        self.durable[result.id] = Durable()
+
+    @rule(limit=st.integers(1, 4))
+    def claim(self, limit: int) -> None:
+        claimed = self.store.claim(limit=limit, lease_seconds=LEASE, now=self.now)
+        runnable = sorted(
+            (j for j in self.model.values() if transitions.is_runnable(j, self.now)),
+            key=transitions.claim_order,
+        )
+        assert len(claimed) == min(limit, len(runnable))
+        chosen = {j.id for j in claimed}
+        worst_taken = max((transitions.claim_order(self.model[i]) for i in chosen), default=None)
+        for job in runnable:
+            if job.id not in chosen:
+                # Skipped only if no better than every job taken (ties may go either way).
+                assert worst_taken is None or transitions.claim_order(job) >= worst_taken
+        for job in claimed:
+            assert job.lease_token is not None
+            self.model[job.id] = transitions.claim(
+                self.model[job.id], now=self.now, lease_seconds=LEASE, token=job.lease_token
+            )
+
+    @precondition(lambda self: self.running())
+    @rule(data=st.data(), result=st.sampled_from([None, 1, {"ok": True}]))
+    def complete(self, data: st.DataObject, result: Any) -> None:
+        job = data.draw(st.sampled_from(self.running()))
+        self.store.complete(job, result, now=self.now)
+        self.model[job.id] = transitions.finish(
+            job, transitions.succeeded(job, result), now=self.now
+        )
+
+    @precondition(lambda self: self.running())
+    @rule(data=st.data(), permanent=st.booleans())
+    def fail(self, data: st.DataObject, permanent: bool) -> None:
+        job = data.draw(st.sampled_from(self.running()))
+        self.store.fail(job, "boom", permanent=permanent, now=self.now)
+        outcome = transitions.failed(job, "boom", permanent=permanent)
+        self.model[job.id] = transitions.finish(job, outcome, now=self.now)
+
+    @rule()
+    def reclaim(self) -> None:
+        reclaimed = {j.id: j for j in self.store.reclaim(now=self.now)}
+        expected = [j for j in self.model.values() if transitions.is_reclaimable(j, self.now)]
+        assert set(reclaimed) == {j.id for j in expected}
+        for job in expected:
+            self.stale.append(job)
+            self.model[job.id] = transitions.reclaim(job, now=self.now)
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        job = self.model[data.draw(st.sampled_from(sorted(self.model)))]
+        try:
+            expected = transitions.cancel(job, now=self.now)
+        except InvalidTransition:
+            with pytest.raises(InvalidTransition):
+                self.store.cancel(job.id, now=self.now)
+            return
+        self.store.cancel(job.id, now=self.now)
+        self.model[job.id] = expected
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def retry(self, data: st.DataObject) -> None:
+        """Operator retry, keeping the job's completed steps or (fresh) forgetting them."""
+        job = self.model[data.draw(st.sampled_from(sorted(self.model)))]
+        holder = self.key_holder(job.idempotency_key)
+        try:
+            expected = transitions.retry(job, now=self.now)
+        except InvalidTransition:
+            expected = None
+        fresh = data.draw(st.booleans())
+        if expected is None or (holder is not None and holder.id != job.id):
+            with pytest.raises(InvalidTransition):
+                self.steps.retry(job.id, fresh=fresh, now=self.now)
+            return
+        self.steps.retry(job.id, fresh=fresh, now=self.now)
+        self.model[job.id] = expected
+        if fresh:
+            self.durable[job.id] = steps.cleared()
+
+    # Durable steps
+
+    @precondition(lambda self: self.running())
+    @rule(data=st.data(), name=st.sampled_from(["a", "b", "c"]), result=st.integers(0, 9))
+    def complete_step(self, data: st.DataObject, name: str, result: int) -> None:
+        job = data.draw(st.sampled_from(self.running()))
+        assert job.lease_token is not None
+        if name in self.durable[job.id].steps:
+            return  # the runner never writes a name twice (JobSteps refuses it first)
+        self.durable[job.id] = steps.complete_step(
+            job, self.durable[job.id], token=job.lease_token, name=name, result=result
+        )
+        self.steps.complete(job.id, job.lease_token, name, str(result), now=self.now)
+
+    @precondition(lambda self: self.stale)
+    @rule(data=st.data())
+    def complete_step_with_stale_lease(self, data: st.DataObject) -> None:
+        """A worker whose lease was reclaimed cannot store a step, whatever happened since."""
+        job = data.draw(st.sampled_from(self.stale))
+        assert job.lease_token is not None
+        with pytest.raises(LeaseLost):
+            self.steps.complete(job.id, job.lease_token, "late", "1", now=self.now)
+        with pytest.raises(LeaseLost):
+            steps.complete_step(
+                self.model[job.id],
+                self.durable[job.id],
+                token=job.lease_token,
+                name="late",
+                result=1,
+            )
+
+    @precondition(lambda self: self.running())
+    @rule(
+        data=st.data(),
+        kind=st.sampled_from(list(WaitKind)),
+        delay=st.sampled_from([0, 1, 5, None]),
+    )
+    def suspend(self, data: st.DataObject, kind: WaitKind, delay: int | None) -> None:
+        self.suspend_job(data.draw(st.sampled_from(self.running())), kind, delay)
+
+    def suspend_job(self, job: Job, kind: WaitKind, delay: int | None) -> None:
+        assert job.lease_token is not None
+        # One name per kind, so signals often meet a job waiting for them.
+        name = {WaitKind.SUSPEND: None, WaitKind.SLEEP: "nap", WaitKind.SIGNAL: "go"}[kind]
+        until = steps.FOREVER if delay is None else steps.wake_time(self.now, delay)
+        wait = Wait(kind, name, until)
+        try:
+            expected = steps.suspend(
+                job, self.durable[job.id], token=job.lease_token, wait=wait, now=self.now
+            )
+        except InvalidTransition:  # asked to cancel: the runner cancels it instead
+            with pytest.raises(JobCancelled):
+                self.steps.suspend(
+                    job.id, job.lease_token, kind=kind, name=name, until=until, now=self.now
+                )
+            return
+        run_after = self.steps.suspend(
+            job.id, job.lease_token, kind=kind, name=name, until=until, now=self.now
+        )
+        self.model[job.id], self.durable[job.id] = expected
+        assert run_after == expected[0].run_after
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), name=st.sampled_from(["go", "go", "nap"]), payload=st.integers(0, 9))
+    def signal(self, data: st.DataObject, name: str, payload: int) -> None:
+        self.signal_job(self.model[data.draw(st.sampled_from(sorted(self.model)))], name, payload)
+
+    def signal_job(self, job: Job, name: str, payload: int) -> None:
+        try:
+            expected = steps.deliver_signal(
+                job, self.durable[job.id], name=name, payload=payload, now=self.now
+            )
+        except (InvalidTransition, InvalidJob) as refused:
+            with pytest.raises(type(refused)):
+                self.steps.signal(job.id, name, payload, now=self.now)
+            return
+        wait = self.durable[job.id].wait
+        waits_for_it = wait is not None and wait.kind is WaitKind.SIGNAL and wait.name == name
+        woke = self.steps.signal(job.id, name, payload, now=self.now)
+        self.model[job.id], self.durable[job.id] = expected
+        assert woke == (waits_for_it and job.status in ("queued", "retrying"))
+
+    @precondition(lambda self: self.running())
+    @rule(data=st.data())
+    def wait_then_signal(self, data: st.DataObject) -> None:
+        """The path a person's approval takes: a job suspends waiting for a signal with no
+        timeout, then the signal comes and must make it runnable now."""
+        job = data.draw(st.sampled_from(self.running()))
+        if job.cancel_requested or "go" in self.durable[job.id].signals:
+            return
+        self.suspend_job(job, WaitKind.SIGNAL, None)
+        self.signal_job(self.model[job.id], "go", 1)
+
+    @rule(seconds=st.sampled_from([0.5, 1, 3, 10, 31, 120]))
+    def advance_clock(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+    # Invariants
+
+    @invariant()
+    def store_equals_model(self) -> None:
+        page = self.store.list_jobs(limit=500)
+        stored = {j.id: j for j in page.jobs}
+        assert set(stored) == set(self.model)
+        for job_id, job in self.model.items():
+            assert observable(stored[job_id]) == observable(job), job_id
+
+    @invariant()
+    def durable_store_equals_model(self) -> None:
+        for job_id, state in self.durable.items():
+            view = self.steps.show(job_id)
+            assert {s["name"]: s["size"] for s in view.steps} == {
+                name: len(json.dumps(result)) for name, result in state.steps.items()
+            }, job_id
+            assert {s["name"] for s in view.signals} == set(state.signals), job_id
+            assert view.resumes == state.resumes, job_id
+            waiting = self.model[job_id].status in ("queued", "retrying")
+            assert view.wait == (state.wait if waiting else None), job_id
+
+    @invariant()
+    def at_most_one_live_holder_per_key(self) -> None:
+        keys = [
+            j.idempotency_key
+            for j in self.model.values()
+            if j.idempotency_key is not None and j.status in KEY_HOLDING
+        ]
+        assert len(keys) == len(set(keys))
+
+    @invariant()
+    def attempts_within_limit(self) -> None:
+        for job in self.model.values():
+            assert 0 <= job.attempts <= job.max_attempts
+
+
+def test_store_and_pure_step_transitions_agree_after_every_step(database_url: str) -> None:
+    machine = type("BoundStepsVersusModel", (StepsVersusModel,), {"database_url": database_url})
+    run_state_machine_as_test(machine, settings=budget(ci=40, long=1000, steps=40))
