@@ -21,13 +21,14 @@ from aws_lambda_powertools.event_handler.exceptions import ServiceError
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from . import api_routes, ui
+from . import api_routes, console_routes, ui
 from .errors import Problem, problem
 from .observability import logger, metrics, tracer
 
 app = APIGatewayHttpResolver()
 app.include_router(api_routes.router)
 app.include_router(ui.router)
+app.include_router(console_routes.router)
 
 
 @app.exception_handler(Exception)

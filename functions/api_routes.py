@@ -17,18 +17,14 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.metrics import MetricUnit
 
 from queue_core import InvalidJob, Job, JobBatch, JobSpec, StepStore, dependencies
-from queue_core.config import comma_list
 from queue_core.steps import MAX_SIGNAL_BYTES
-from queue_core.validation import MAX_PAYLOAD_BYTES
 
+from . import console_routes
 from .errors import BadRequest
 from .identity import caller_id
 from .observability import logger, metrics
-from .requests import EnqueueRequest, parse
+from .requests import MAX_BODY_BYTES, EnqueueRequest, json_body, parse
 from .runtime import kick_tick, settings, store, tasks
-
-# Room for the request's other fields around a payload of the maximum size.
-MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 4096
 
 router = Router()
 
@@ -60,13 +56,11 @@ def enqueue_job() -> Response:
 @router.get("/jobs")
 def list_jobs() -> Response:
     query = router.current_event.query_string_parameters or {}
-    unknown = set(query) - {"status", "type", "queue", "limit", "cursor"}
+    unknown = set(query) - console_routes.FILTERS
     if unknown:
         raise BadRequest(f"unknown query parameters: {', '.join(sorted(unknown))}")
-    page = store(user_id=_caller()).list_jobs(
-        statuses=_csv(query.get("status")),
-        types=_csv(query.get("type")),
-        queues=_csv(query.get("queue")),
+    page = store(user_id=_caller()).search_jobs(
+        console_routes.job_filter(query).params(),
         limit=_limit(query.get("limit")),
         cursor=query.get("cursor") or None,
     )
@@ -137,38 +131,11 @@ def _caller() -> UUID:
 
 def _optional_json_body(max_bytes: int = MAX_BODY_BYTES) -> Any:
     """A JSON body, or None when the request has none."""
-    raw = router.current_event.body
-    if not raw:
-        return None
-    return _json_body(max_bytes)
+    return json_body(router.current_event, required=False, max_bytes=max_bytes)
 
 
 def _json_body(max_bytes: int = MAX_BODY_BYTES) -> Any:
-    try:
-        raw = router.current_event.decoded_body
-    except (ValueError, UnicodeDecodeError):  # isBase64Encoded with a body that is not
-        raise BadRequest("the body is not valid base64-encoded UTF-8") from None
-    if not raw:
-        raise BadRequest("the request needs a JSON body")
-    size = len(raw.encode("utf-8", "surrogatepass"))
-    if size > max_bytes:
-        raise BadRequest(
-            f"the body is {size} bytes, over the limit of {max_bytes}",
-            HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-        )
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise BadRequest(f"the body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise BadRequest("the body is nested too deeply") from None
-    except ValueError as exc:  # an integer over Python's digit limit
-        raise BadRequest(f"the body holds a number too large: {str(exc)[:80]}") from None
-
-
-def _csv(value: str | None) -> list[str] | None:
-    """A filter's values; None (no filter) when absent or empty."""
-    return list(comma_list(value)) or None
+    return json_body(router.current_event, max_bytes=max_bytes)
 
 
 def _limit(value: str | None) -> int:

@@ -19,6 +19,8 @@ from queue_core import (
     TickqError,
     UnknownJobType,
 )
+from queue_core.console import CountChanged
+from queue_core.pauses import QueueNotPaused
 
 from . import db
 from .app_role import LoginBypassesSecurity
@@ -71,6 +73,8 @@ def problem(exc: BaseException, request_id: str | None = None) -> Problem:
         return Problem(422, name, str(exc), {"field": exc.field, "reason": exc.reason})
     if isinstance(exc, InvalidTransition):
         return Problem(409, name, str(exc), {"status": str(exc.status)})
+    if isinstance(exc, CountChanged | QueueNotPaused):
+        return Problem(409, name, str(exc), _conflict(exc))
     if isinstance(exc, QueueFull):
         # The depth counts every user's jobs: an API caller learns only that it is full.
         message = f"queue {exc.queue!r} is full; try again later"
@@ -84,6 +88,14 @@ def problem(exc: BaseException, request_id: str | None = None) -> Problem:
     if isinstance(exc, TickqError):
         return Problem(403, name, str(exc))
     return Problem(500, "InternalError", "internal error", _request(request_id))
+
+
+def _conflict(exc: TickqError) -> dict[str, Any]:
+    if isinstance(exc, CountChanged):
+        return {"expected": exc.expected, "current": exc.current}
+    if isinstance(exc, QueueNotPaused):
+        return {"queue": exc.queue}
+    return {}
 
 
 def _request(request_id: str | None) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """MaintenanceFunction: a reclaim pass, so expired leases come back even while no tick
 runs; retention pruning by the stored policies, within the invocation's time; queue depth
 and oldest-runnable-age metrics per queue and type, and the oldest-runnable age of the most
-starved fairness group.
+starved fairness group; the depth is also kept as a sample per queue for the operator
+view's depth chart (tickq.queue_depth_samples, two days of them).
 
 Environment:
   TICKQ_DATABASE_URL or TICKQ_DB_SECRET_ARN   the worker login (member of tickq_worker)
@@ -20,6 +21,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from queue_core import Runner, TickReport
 from queue_core.config import env_int
+from queue_core.history import QueueHistory
 from queue_core.retention import Retention
 
 from . import db
@@ -43,7 +45,9 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         should_continue=lambda: context.get_remaining_time_in_millis() > margin_ms
     )
     metrics.add_metric(name="pruned", unit=MetricUnit.Count, value=pruned.deleted)
-    depth = record_depth(queue.stats())
+    rows = queue.stats()
+    depth = record_depth(rows)
+    sampled = QueueHistory(queue.conn).record_depth(rows)  # the operator view's depth chart
     starved = record_starved(queue.group_stats())
     answer = {
         "reclaimed": report.reclaimed,
@@ -51,6 +55,7 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         "dead_events": published,
         "pruned": pruned.as_dict(),
         "queues": [{"queue": q, "type": t, **values} for (q, t), values in sorted(depth.items())],
+        "depth_samples": sampled,
         "most_starved_group": None if starved is None else starved.as_dict(),
     }
     logger.info("maintenance finished", extra={"report": answer})

@@ -3,19 +3,25 @@ their values: unknown fields, wrong JSON types and naive times are refused here.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import datetime
+from http import HTTPStatus
 from typing import Any, TypeVar
 from uuid import UUID
 
+from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from queue_core import JobSpec, Registry
 from queue_core.dependencies import MAX_PARENTS
+from queue_core.validation import MAX_PAYLOAD_BYTES
 
 from .errors import BadRequest
 
 Model = TypeVar("Model", bound=BaseModel)
+# Room for the request's other fields around a payload of the maximum size.
+MAX_BODY_BYTES = MAX_PAYLOAD_BYTES + 4096
 MAX_ERRORS_SHOWN = 5
 
 
@@ -76,6 +82,34 @@ class TrustedEnqueueRequest(EnqueueRequest):
 
     def _group(self, user_id: UUID | None) -> str | None:
         return self.group
+
+
+def json_body(
+    event: BaseProxyEvent, *, required: bool = True, max_bytes: int = MAX_BODY_BYTES
+) -> Any:
+    """An HTTP request's JSON body (None when it is empty and not `required`)."""
+    try:
+        raw = event.decoded_body
+    except (ValueError, UnicodeDecodeError):  # isBase64Encoded with a body that is not
+        raise BadRequest("the body is not valid base64-encoded UTF-8") from None
+    if not raw:
+        if not required:
+            return None
+        raise BadRequest("the request needs a JSON body")
+    size = len(raw.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise BadRequest(
+            f"the body is {size} bytes, over the limit of {max_bytes}",
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+        )
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise BadRequest(f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadRequest("the body is nested too deeply") from None
+    except ValueError as exc:  # an integer over Python's digit limit
+        raise BadRequest(f"the body holds a number too large: {str(exc)[:80]}") from None
 
 
 def parse(model: type[Model], data: Any, where: str = "body") -> Model:

@@ -36,6 +36,7 @@ DEFAULT_GROUPS_CLAIM = "cognito:groups"
 SHOWN_GROUPS = 50  # fairness groups in the operator view, the longest-waiting first
 ASSETS = {
     "app.js": "text/javascript; charset=utf-8",
+    "charts.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
 }
 # The page loads only its own assets and talks only to its own origin.

@@ -38,7 +38,7 @@ from queue_core.step_store import StepStore
 from queue_core.store import PostgresStore, StatsRow
 from queue_core.tick import Runner, TickReport
 
-from . import cli_policies, cli_steps, demo, local_invoke, serve
+from . import cli_console, cli_policies, cli_steps, demo, local_invoke, serve
 from .cli_common import (
     EXIT_DATABASE,
     EXIT_INPUT,
@@ -186,6 +186,8 @@ def cmd_tick(args: argparse.Namespace) -> int:
 
 
 def cmd_work(args: argparse.Namespace) -> int:
+    from .progress import WorkStatus, live_status
+
     reg = load_registry(args.tasks)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -198,16 +200,7 @@ def cmd_work(args: argparse.Namespace) -> int:
             return PostgresStore(open_connection(url, settings))
 
         runner = _runner(args, connect_store(), reg)
-        total = TickReport()
-
-        def on_tick(report: TickReport) -> None:
-            total.add(report)
-            if not args.json and err.is_terminal:
-                err.print(
-                    f"\r[dim]claimed {total.claimed}  succeeded {total.succeeded}  "
-                    f"retried {total.retried}  dead {total.dead}[/]",
-                    end="",
-                )
+        status = WorkStatus()
 
         def until() -> None:
             with open_connection(url, settings) as watch:
@@ -230,17 +223,16 @@ def cmd_work(args: argparse.Namespace) -> int:
                 f"polling every {args.poll_interval:g} s instead",
                 highlight=False,
             )
-        with runner:
+        shown = not args.json and err.is_terminal
+        with runner, live_status(err, status, shown=shown):
             report = runner.work(
                 stop=stop,
                 poll_interval=args.poll_interval,
-                on_tick=on_tick,
+                on_tick=status.add,
                 reconnect=connect_store,
                 listen=listen,
             )
         runner.store.close()
-    if not args.json and err.is_terminal:
-        err.print()
     emit(args, report.as_dict(), lambda: out.print(report_table(report)))
     return 0
 
@@ -382,6 +374,8 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    from queue_core.pauses import QueuePauses
+
     with database() as conn:
         store = PostgresStore(conn)
         if args.by == "group":
@@ -394,7 +388,20 @@ def cmd_stats(args: argparse.Namespace) -> int:
         if args.watch:
             return _watch_stats(args, store)
         rows = store.stats()
-    emit(args, _stats_data(rows), lambda: out.print(_stats_table(rows)))
+        paused = QueuePauses(conn).all()
+
+    def human() -> None:
+        out.print(_stats_table(rows))
+        for p in paused:
+            out.print(
+                f"[yellow]queue {p.queue} is paused[/] by {p.paused_by} at {_when(p.paused_at)}"
+            )
+
+    data = _stats_data(rows)
+    names = {p.queue: p for p in paused}
+    for row in data:
+        row["paused"] = row["queue"] in names
+    emit(args, data, human)
     return 0
 
 
@@ -894,6 +901,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_policies.register(command)
     cli_steps.register(command)
+    cli_console.register(command)
     return parser
 
 

@@ -16,7 +16,17 @@ from queue_core import limits as limits_
 from queue_core import retention as retention_
 from queue_core.schedules import Missed, Schedules
 
-from .cli_common import UsageError, database, emit, json_arg, load_registry, out, positive, time_arg
+from .cli_common import (
+    UsageError,
+    database,
+    emit,
+    err,
+    json_arg,
+    load_registry,
+    out,
+    positive,
+    time_arg,
+)
 
 Command = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
@@ -245,10 +255,20 @@ def _policies_table(rows: list[retention_.RetentionPolicy]) -> Table:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
+    from .progress import progress_bar
+
     with database() as conn:
-        report = retention_.Retention(conn).prune(
-            dry_run=args.dry_run, batch_size=args.batch_size, max_batches=args.max_batches
-        )
+        retention = retention_.Retention(conn)
+        shown = not args.dry_run and not args.json and err.is_terminal
+        # The bar's total is what a dry run counts first; only worth it on a terminal.
+        total = retention.prune(dry_run=True).deleted if shown else 0
+        with progress_bar(err, "pruning", total, shown=shown and total > 0) as advance:
+            report = retention.prune(
+                dry_run=args.dry_run,
+                batch_size=args.batch_size,
+                max_batches=args.max_batches,
+                on_batch=advance,
+            )
 
     def human() -> None:
         verb = "would delete" if report.dry_run else "deleted"

@@ -1,5 +1,5 @@
-"""The store's named SQL statements, parsed once from sql/queries.sql and sql/steps.sql and
-run as written."""
+"""The store's named SQL statements, parsed once from sql/queries.sql, sql/steps.sql
+and sql/console.sql (the operator console's) and run as written."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 from importlib import resources
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
-FILES = ("queries.sql", "steps.sql")
+FILES = ("queries.sql", "steps.sql", "console.sql")
 
 
 def _load() -> dict[str, str]:

@@ -160,12 +160,14 @@ class Retention:
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_batches: int | None = None,
         should_continue: Callable[[], bool] = lambda: True,
+        on_batch: Callable[[int], None] | None = None,
         now: datetime | None = None,
     ) -> PruneReport:
         """Delete what the policies let go, `batch_size` rows per short transaction, until
         done, `max_batches` ran or `should_continue()` says stop (a Lambda's time budget).
 
         With `dry_run`, count instead, in one read per policy, and change nothing.
+        `on_batch(n)` hears of each batch's deletions (a progress bar).
         """
         validation.integer(batch_size, "batch_size", 1, MAX_BATCH_SIZE)
         report = PruneReport(dry_run=dry_run)
@@ -185,6 +187,8 @@ class Retention:
                     return report
                 statuses = [row["status"] for row in self._rows("retention_prune", params)]
                 report.batches += 1
+                if on_batch is not None:
+                    on_batch(len(statuses))
                 for status in set(statuses):
                     report.count(rule, status, statuses.count(status))
                 if len(statuses) < batch_size:

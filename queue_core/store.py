@@ -8,7 +8,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -48,6 +48,7 @@ from .jobs import (
     Status,
     job_from_row,
 )
+from .pause_probe import PausedQueues, claimable
 from .ports import (
     NO_JOBS,
     ClaimedBatch,
@@ -113,6 +114,7 @@ class PostgresStore(DerivedOperations):
         self.user_id = user_id
         self._limits: tuple[float, LimitsConfigured] | None = None
         self._fair = FairState(groups_ttl_seconds, rand)
+        self.paused = PausedQueues()
         self._threads = threading.local()
 
     @property
@@ -366,6 +368,8 @@ class PostgresStore(DerivedOperations):
         can parse them while the connection runs its next statement. Taking turns across
         groups, or under caps per group, the claim is jobs_finish_and_claim_fair; under type
         limits alone, a statement of its own (jobs_claim_limited)."""
+        if limit:  # paused queues are left out of the claim (queue_core/pauses.py)
+            queues, limit = claimable(queues, limit, self.paused.current(self._paused_queues))
         if limit and self._claims_fairly(queues):
             return self._finish_and_claim_fair(outcomes, queues, limit, lease_seconds, now)
         if limit and self.limits_configured().types:
@@ -563,6 +567,17 @@ class PostgresStore(DerivedOperations):
         next_cursor = encode_cursor(jobs[limit - 1]) if len(jobs) > limit else None
         return Page(jobs[:limit], next_cursor)
 
+    def search_jobs(
+        self, filters: Mapping[str, Any], *, limit: int = 50, cursor: str | None = None
+    ) -> Page:
+        """list_jobs with the console's filters (`console.JobFilter.params()`)."""
+        check_page_limit(limit)
+        after_created, after_id = decode_cursor(cursor) if cursor else (None, None)
+        params = {**filters, "after_created": after_created, "after_id": after_id}
+        jobs = self._rows("jobs_search", {**params, "limit": limit + 1}, _jobs)
+        next_cursor = encode_cursor(jobs[limit - 1]) if len(jobs) > limit else None
+        return Page(jobs[:limit], next_cursor)
+
     def cancel(self, job_id: UUID | str, *, now: datetime | None = None) -> Job:
         rows = self._rows("jobs_cancel", {"ids": [_uuid(job_id)], "now": now}, _jobs)
         if rows:
@@ -649,6 +664,9 @@ class PostgresStore(DerivedOperations):
             configured = LimitsConfigured(bool(types), bool(queues), bool(per_group))
             self._limits = (checked, configured)
         return self._limits[1]
+
+    def _paused_queues(self) -> list[str]:
+        return list(self._rows("queue_pauses_probe", {}, None)[0][0])
 
     def now(self) -> datetime:
         row = self._rows("clock_now", {}, None)[0]

@@ -4,10 +4,14 @@
 
 const REFRESH_MS = 5000;
 const PAGE_SIZE = 50;
-const WAITING = new Set(["waiting", "queued", "retrying"]);
+const WAITING = new Set(["queued", "retrying", "waiting"]);
 const RETRYABLE = new Set(["dead", "cancelled"]);
+const FILTERS = ["status", "type", "queue", "group", "error", "from", "to"];
 
-const state = { view: "jobs", cursor: null, jobs: [], operator: false, timer: null };
+const state = {
+  view: "jobs", scope: "mine", cursor: null, jobs: [], operator: false, timer: null,
+  selected: new Set(), focus: -1, queues: [], pending: null,
+};
 const $ = (id) => document.getElementById(id);
 
 // Identity: API Gateway's JWT authorizer reads the Authorization header. The page starts
@@ -49,7 +53,7 @@ async function offerSignIn() {
 }
 const bearer = token();
 
-async function api(method, path, query) {
+async function api(method, path, query, body) {
   const url = new URL(path, document.baseURI);
   for (const [key, value] of Object.entries(query || {})) {
     if (value !== null && value !== undefined && value !== "") url.searchParams.set(key, value);
@@ -57,21 +61,27 @@ async function api(method, path, query) {
   const headers = { Accept: "application/json" };
   if (method !== "GET") headers["Content-Type"] = "application/json";
   if (bearer) headers.Authorization = "Bearer " + bearer;
-  const response = await fetch(url, { method, headers, credentials: "same-origin" });
+  const init = { method, headers, credentials: "same-origin" };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(url, init);
   const text = await response.text();
-  let body = null;
+  let parsed = null;
   try {
-    body = text ? JSON.parse(text) : null;
+    parsed = text ? JSON.parse(text) : null;
   } catch (_) {
-    body = { message: text };
+    parsed = { message: text };
   }
   if (!response.ok) {
-    const reason = (body && (body.message || body.error)) || response.statusText;
+    const reason = (parsed && (parsed.message || parsed.error)) || response.statusText;
     const error = new Error(`${method} ${url.pathname}: ${response.status} ${reason}`);
     error.status = response.status;
+    error.body = parsed;
     throw error;
   }
-  return body;
+  return parsed;
 }
 
 // Rendering helpers: text goes through textContent only, never innerHTML.
@@ -129,18 +139,84 @@ function show(message, isError) {
   node.hidden = !message;
 }
 
-// The user's jobs
+function showResults(verb, results) {
+  const changed = results.filter((r) => r.changed).length;
+  show(`${verb} ${changed} of ${results.length} selected job${results.length === 1 ? "" : "s"}`);
+  $("bulk-results").replaceChildren(...results.map((r) => el("li",
+    { dataJobId: r.id, dataOutcome: r.outcome, className: r.changed ? "ok" : "refused" },
+    el("code", {}, "…" + r.id.slice(-8)), ` ${r.outcome}`, r.status ? ` (now ${r.status})` : "")));
+  $("bulk-results").hidden = results.length === 0;
+}
+
+// The URL keeps the view and the filters, so a link shows the same list.
+
+function readUrl() {
+  const params = new URLSearchParams(window.location.search);
+  state.view = params.get("view") === "operator" ? "operator" : "jobs";
+  state.scope = params.get("scope") === "all" ? "all" : "mine";
+  $("filter-scope").value = state.scope;
+  $("filter-status").value = params.get("status") || "";
+  $("filter-type").value = params.get("type") || "";
+  $("filter-queue").value = params.get("queue") || "";
+  $("filter-group").value = params.get("group") || "";
+  $("filter-error").value = params.get("error") || "";
+  $("filter-from").value = localInput(params.get("from"));
+  $("filter-to").value = localInput(params.get("to"));
+  $("chart-window").value = params.get("window") === "day" ? "day" : "hour";
+  state.chartQueue = params.get("chart_queue") || "";
+}
+
+function writeUrl() {
+  const params = new URLSearchParams();
+  if (state.view !== "jobs") params.set("view", state.view);
+  if (state.scope !== "mine") params.set("scope", state.scope);
+  for (const [key, value] of Object.entries(filters())) if (value) params.set(key, value);
+  if ($("chart-window").value !== "hour") params.set("window", $("chart-window").value);
+  if ($("chart-queue").value) params.set("chart_queue", $("chart-queue").value);
+  const search = params.toString();
+  history.replaceState(null, "", window.location.pathname + (search ? "?" + search : ""));
+}
+
+function localInput(iso) {
+  if (!iso) return "";
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return "";
+  const local = new Date(date.getTime() - date.getTimezoneOffset() * 60000);
+  return local.toISOString().slice(0, 19);
+}
+
+function isoFromInput(value) {
+  if (!value) return "";
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? "" : date.toISOString();
+}
+
+// The job list: the caller's own jobs, or every user's for operators.
 
 function filters() {
-  return { status: $("filter-status").value, type: $("filter-type").value.trim() };
+  return {
+    status: $("filter-status").value,
+    type: $("filter-type").value.trim(),
+    queue: $("filter-queue").value.trim(),
+    group: $("filter-group").value.trim(),
+    error: $("filter-error").value.trim(),
+    from: isoFromInput($("filter-from").value),
+    to: isoFromInput($("filter-to").value),
+  };
+}
+
+function listPath() {
+  return state.scope === "all" ? "admin/jobs" : "jobs";
 }
 
 async function loadJobs(append) {
   const query = { ...filters(), limit: PAGE_SIZE, cursor: append ? state.cursor : null };
-  const page = await api("GET", "jobs", query);
-  const jobs = Array.isArray(page) ? page : page.jobs || [];
+  const page = await api("GET", listPath(), query);
+  const jobs = page.jobs || [];
   state.jobs = append ? state.jobs.concat(jobs) : jobs;
-  state.cursor = Array.isArray(page) ? null : page.next_cursor || null;
+  state.cursor = page.next_cursor || null;
+  const shown = new Set(state.jobs.map((job) => job.id));
+  for (const id of [...state.selected]) if (!shown.has(id)) state.selected.delete(id);
   renderJobs();
 }
 
@@ -151,13 +227,19 @@ function renderJobs() {
   $("more").hidden = !state.cursor;
   const types = new Set(state.jobs.map((job) => job.type));
   $("known-types").replaceChildren(...[...types].sort().map((t) => el("option", { value: t })));
+  if (state.focus >= state.jobs.length) state.focus = state.jobs.length - 1;
+  renderSelection();
 }
 
-function jobRow(job) {
+function jobRow(job, index) {
   const actions = el("td", { className: "actions" });
   if (RETRYABLE.has(job.status)) actions.append(action("Retry", job, "retry"));
   if (WAITING.has(job.status)) actions.append(action("Cancel", job, "cancel"));
-  const row = el("tr", { dataJobId: job.id, dataStatus: job.status },
+  const box = el("input", { type: "checkbox", className: "select", "aria-label": `select job ${job.id}` });
+  box.checked = state.selected.has(job.id);
+  box.addEventListener("change", () => select(job.id, box.checked));
+  const row = el("tr", { dataJobId: job.id, dataStatus: job.status, tabindex: "-1" },
+    el("td", {}, box),
     el("td", {}, el("a", { href: "#", className: "job-link", title: job.id }, "…" + job.id.slice(-8))),
     el("td", {}, job.type),
     el("td", {}, job.queue),
@@ -172,7 +254,28 @@ function jobRow(job) {
     event.preventDefault();
     openDetail(job.id).catch((error) => show(error.message, true));
   });
+  row.addEventListener("focus", () => { state.focus = index; });
   return row;
+}
+
+function select(id, on) {
+  if (on) state.selected.add(id);
+  else state.selected.delete(id);
+  renderSelection();
+}
+
+function renderSelection() {
+  const count = state.selected.size;
+  $("selected-count").textContent = count ? `${count} selected` : "none selected";
+  $("bulk-retry").disabled = count === 0;
+  $("bulk-cancel").disabled = count === 0;
+  for (const row of $("jobs").tBodies[0].rows) {
+    const on = state.selected.has(row.dataset.jobId);
+    row.classList.toggle("selected", on);
+    row.querySelector("input.select").checked = on;
+  }
+  const page = state.jobs.length > 0 && state.jobs.every((job) => state.selected.has(job.id));
+  $("select-page").checked = page;
 }
 
 function action(label, job, verb) {
@@ -180,8 +283,13 @@ function action(label, job, verb) {
   button.addEventListener("click", async () => {
     button.disabled = true;
     try {
-      const changed = await api("POST", `jobs/${encodeURIComponent(job.id)}/${verb}`);
-      show(`${label === "Retry" ? "Retried" : "Cancelled"} ${job.type} job …${job.id.slice(-8)}: now ${changed.status}`);
+      if (state.scope === "all") {
+        const answer = await api("POST", "admin/jobs/actions", null, { action: verb, ids: [job.id] });
+        showResults(verb === "retry" ? "Retried" : "Cancelled", answer.results);
+      } else {
+        const changed = await api("POST", `jobs/${encodeURIComponent(job.id)}/${verb}`);
+        show(`${label === "Retry" ? "Retried" : "Cancelled"} ${job.type} job …${job.id.slice(-8)}: now ${changed.status}`);
+      }
       await refresh();
     } catch (error) {
       show(error.message, true);
@@ -191,8 +299,54 @@ function action(label, job, verb) {
   return button;
 }
 
+async function bulk(verb) {
+  const ids = [...state.selected];
+  if (!ids.length) return;
+  const path = state.scope === "all" ? "admin/jobs/actions" : "jobs/actions";
+  try {
+    const answer = await api("POST", path, null, { action: verb, ids });
+    showResults(verb === "retry" ? "Retried" : "Cancelled", answer.results);
+    state.selected.clear();
+    await loadJobs(false);
+  } catch (error) {
+    show(error.message, true);
+  }
+}
+
+// Keyboard: arrows or j/k move between rows, space or x selects, enter opens the detail.
+function onListKey(event) {
+  if ($("detail").open || state.view !== "jobs") return;
+  const target = event.target;
+  if (target.closest && target.closest("form, dialog")) return;
+  const rows = $("jobs").tBodies[0].rows;
+  if (!rows.length) return;
+  const move = { ArrowDown: 1, j: 1, ArrowUp: -1, k: -1 }[event.key];
+  if (move) {
+    event.preventDefault();
+    const next = Math.max(0, Math.min(rows.length - 1, state.focus + move));
+    state.focus = next;
+    rows[next].focus();
+    return;
+  }
+  const row = rows[state.focus];
+  if (!row) return;
+  if (event.key === " " || event.key === "x") {
+    event.preventDefault();
+    select(row.dataset.jobId, !state.selected.has(row.dataset.jobId));
+  } else if (event.key === "Enter" && target.tagName !== "BUTTON" && target.tagName !== "A") {
+    event.preventDefault();
+    openDetail(row.dataset.jobId).catch((error) => show(error.message, true));
+  }
+}
+
+// The job detail, with steps and dependencies when the API reports them.
+
 async function openDetail(id) {
-  const job = await api("GET", `jobs/${encodeURIComponent(id)}`);
+  const path = `jobs/${encodeURIComponent(id)}`;
+  const job = await api("GET", path).catch(async (error) => {
+    if (error.status !== 404 || state.scope !== "all") throw error;
+    return api("GET", `admin/jobs/${encodeURIComponent(id)}`);
+  });
   $("detail-title").textContent = `${job.type} ${job.id}`;
   const fields = ["status", "queue", "attempts", "max_attempts", "priority", "idempotency_key",
     "run_after", "lease_until", "created_at", "started_at", "finished_at", "error"];
@@ -200,37 +354,24 @@ async function openDetail(id) {
     el("dt", {}, name.replace(/_/g, " ")),
     el("dd", {}, job[name] === null || job[name] === undefined ? "—" : String(job[name])),
   ]));
-  $("detail-payload").textContent = JSON.stringify(job.payload, null, 2);
-  $("detail-result").textContent = job.result === null ? "—" : JSON.stringify(job.result, null, 2);
+  renderSteps(job);
+  renderGraph(job);
+  $("detail-payload").textContent = job.payload === undefined ? "(not shown to operators)" : JSON.stringify(job.payload, null, 2);
+  $("detail-result").textContent = job.result === null || job.result === undefined ? "—" : JSON.stringify(job.result, null, 2);
   $("detail-errors").textContent = (job.errors || []).length
     ? job.errors.map((e) => `#${e.attempt} ${e.at}  ${e.error}`).join("\n")
     : "—";
-  renderSteps(job);
-  $("detail-parents").replaceChildren(...relatives(job.after));
-  $("detail-children").replaceChildren(...relatives(job.children));
   if (!$("detail").open) $("detail").showModal();
 }
 
-// The jobs around one job: each a link that opens that job in the same dialog.
-function relatives(jobs) {
-  if (!jobs || !jobs.length) return [el("li", { className: "muted" }, "none")];
-  return jobs.map((other) => {
-    const link = el("a", { href: "#", dataJobId: other.id }, `${other.type} …${other.id.slice(-8)}`);
-    link.addEventListener("click", (event) => {
-      event.preventDefault();
-      openDetail(other.id).catch((error) => show(error.message, true));
-    });
-    return el("li", {}, link, " ",
-      el("span", { className: `status status-${other.status}` }, other.status));
-  });
-}
-
-// A job's durable steps (GET /jobs/{id} adds steps, waiting_for and resumes)
+// A job's durable steps (GET /jobs/{id} adds steps, waiting_for and resumes).
 function renderSteps(job) {
+  // Only jobs the API reports steps for (the caller's own; not the operator's view).
+  $("detail-steps-section").hidden = job.steps === undefined;
   const steps = job.steps || [];
-  $("detail-steps").tBodies[0].replaceChildren(...steps.map((step) => el("tr", {},
+  $("detail-steps").tBodies[0].replaceChildren(...steps.map((step) => el("tr", { dataStep: step.name },
     el("td", {}, step.name),
-    el("td", { title: step.finished_at }, when(step.finished_at)),
+    el("td", { title: step.finished_at || "" }, when(step.finished_at)),
     el("td", { className: "num" }, step.size))));
   $("detail-steps").hidden = steps.length === 0;
   const notes = [];
@@ -240,20 +381,42 @@ function renderSteps(job) {
   $("detail-waiting").textContent = notes.join(" · ");
 }
 
+// The jobs around one job (GET /jobs/{id} adds "after" and "children"): each a link that
+// opens that job in the same dialog, with its status.
+function renderGraph(job) {
+  $("detail-graph-section").hidden = job.after === undefined;
+  $("detail-parents").replaceChildren(...relatives(job.after));
+  $("detail-children").replaceChildren(...relatives(job.children));
+}
+
+function relatives(jobs) {
+  if (!jobs || !jobs.length) return [el("li", { className: "muted" }, "none")];
+  return jobs.map((other) => {
+    const link = el("a", { href: "#", className: "graph-link", dataJobId: other.id },
+      `${other.type} …${other.id.slice(-8)}`);
+    link.addEventListener("click", (event) => {
+      event.preventDefault();
+      openDetail(other.id).catch((error) => show(error.message, true));
+    });
+    return el("li", { dataStatus: other.status }, link, " ",
+      el("span", { className: `status status-${other.status}` }, other.status));
+  });
+}
+
 // The operator view
 
 async function loadOperator() {
-  const stats = await api("GET", "admin/stats");
-  const rows = (stats.queues || []).map((q) => el("tr", { dataQueue: q.queue },
-    el("td", {}, q.queue),
-    el("td", { className: "num" }, q.depth),
-    el("td", { className: "num" }, age(q.oldest_runnable_seconds)),
-    el("td", { className: "num" }, q.waiting),
-    el("td", { className: "num" }, q.running),
-    el("td", { className: "num" }, q.retrying),
-    el("td", { className: q.dead ? "num dead" : "num" }, q.dead),
-    el("td", { className: "num" }, q.total)));
-  $("queues").tBodies[0].replaceChildren(...rows);
+  const [stats, paused] = await Promise.all([api("GET", "admin/stats"), api("GET", "admin/queues")]);
+  const pauses = new Map((paused.pauses || []).map((p) => [p.queue, p]));
+  const queues = stats.queues || [];
+  for (const queue of pauses.keys()) {
+    if (!queues.some((q) => q.queue === queue)) {
+      queues.push({ queue, depth: 0, oldest_runnable_seconds: null, waiting: 0, running: 0, retrying: 0, dead: 0, total: 0 });
+    }
+  }
+  queues.sort((a, b) => a.queue.localeCompare(b.queue));
+  state.queues = queues.map((q) => q.queue);
+  $("queues").tBodies[0].replaceChildren(...queues.map((q) => queueRow(q, pauses.get(q.queue))));
   const groups = (stats.groups || []).map((g) => el("tr", { dataGroup: g.group },
     el("td", {}, g.queue),
     el("td", {}, g.group || "(shared)"),
@@ -261,6 +424,108 @@ async function loadOperator() {
     el("td", { className: "num" }, g.running),
     el("td", { className: "num" }, age(g.oldest_runnable_seconds))));
   $("groups").tBodies[0].replaceChildren(...groups);
+  const chosen = $("chart-queue").value || state.chartQueue || "";
+  $("chart-queue").replaceChildren(el("option", { value: "" }, "every queue"),
+    ...state.queues.map((name) => el("option", { value: name }, name)));
+  $("chart-queue").value = state.queues.includes(chosen) ? chosen : "";
+  await loadCharts();
+}
+
+function queueRow(q, pause) {
+  const button = el("button", { type: "button", className: pause ? "action-resume" : "action-pause" },
+    pause ? "Resume" : "Pause");
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    const verb = pause ? "resume" : "pause";
+    try {
+      await api("POST", `admin/queues/${encodeURIComponent(q.queue)}/${verb}`);
+      show(`${pause ? "Resumed" : "Paused"} queue ${q.queue}`);
+      await loadOperator();
+    } catch (error) {
+      show(error.message, true);
+      button.disabled = false;
+    }
+  });
+  const pausedText = pause ? `paused by ${pause.paused_by} at ${when(pause.paused_at)}` : "";
+  return el("tr", { dataQueue: q.queue, dataPaused: pause ? "true" : "false" },
+    el("td", {}, q.queue),
+    el("td", { className: "num" }, q.depth),
+    el("td", { className: "num" }, age(q.oldest_runnable_seconds)),
+    el("td", { className: "num" }, q.waiting ?? 0),
+    el("td", { className: "num" }, q.running),
+    el("td", { className: "num" }, q.retrying),
+    el("td", { className: q.dead ? "num dead" : "num" }, q.dead),
+    el("td", { className: "num" }, q.total),
+    el("td", { className: pause ? "paused" : "" }, pausedText),
+    el("td", { className: "actions" }, button));
+}
+
+async function loadCharts() {
+  const window_ = $("chart-window").value;
+  const data = await api("GET", "admin/charts", { window: window_, queue: $("chart-queue").value });
+  const charts = window.tickqCharts;
+  const perHour = window_ === "day";
+  const buckets = data.throughput || [];
+  const sum = (key) => buckets.reduce((total, b) => total + (b[key] || 0), 0);
+  $("throughput-totals").textContent =
+    `(${sum("succeeded")} succeeded, ${sum("failed")} failed and retried, ${sum("dead")} dead)`;
+  $("chart-throughput").replaceChildren(charts.throughputChart(buckets, perHour),
+    charts.legend([["bar-succeeded", "succeeded"], ["bar-failed", "failed (retried)"], ["bar-dead", "dead"]]));
+  const samples = mergeSamples(data.depth || []);
+  const end = buckets.length ? new Date(new Date(buckets[buckets.length - 1].start).getTime() + (perHour ? 3600e3 : 60e3)) : new Date();
+  const start = buckets.length ? new Date(buckets[0].start) : new Date(end.getTime() - (perHour ? 86400e3 : 3600e3));
+  $("chart-depth").replaceChildren(
+    charts.lineChart("queue depth", samples, [{ key: "depth", label: "depth" }, { key: "running", label: "running" }], start, end),
+    charts.legend([["line-depth", "depth (queued or retrying)"], ["line-running", "running"]]));
+  $("chart-age").replaceChildren(
+    charts.lineChart("oldest runnable age", samples, [{ key: "oldest_runnable_seconds", label: "seconds" }], start, end));
+}
+
+// Samples of every queue at one instant add up: depth and running sum, the oldest age is the max.
+function mergeSamples(samples) {
+  const byTime = new Map();
+  for (const s of samples) {
+    const seen = byTime.get(s.sampled_at) || { sampled_at: s.sampled_at, depth: 0, running: 0, oldest_runnable_seconds: 0 };
+    seen.depth += s.depth;
+    seen.running += s.running;
+    seen.oldest_runnable_seconds = Math.max(seen.oldest_runnable_seconds, s.oldest_runnable_seconds || 0);
+    byTime.set(s.sampled_at, seen);
+  }
+  return [...byTime.values()];
+}
+
+async function countDead(event) {
+  event.preventDefault();
+  const query = { type: $("dead-type").value.trim(), queue: $("dead-queue").value.trim() };
+  try {
+    const answer = await api("GET", "admin/dead/count", query);
+    state.pending = { ...query, expected: answer.count };
+    $("dead-found").textContent = `${answer.count} dead job${answer.count === 1 ? "" : "s"} match`;
+    $("dead-confirm").textContent = `Retry ${answer.count} dead job${answer.count === 1 ? "" : "s"}`;
+    $("dead-confirm").hidden = answer.count === 0;
+  } catch (error) {
+    show(error.message, true);
+  }
+}
+
+async function retryCounted() {
+  const pending = state.pending;
+  if (!pending) return;
+  const body = { expected: pending.expected };
+  if (pending.type) body.type = pending.type;
+  if (pending.queue) body.queue = pending.queue;
+  $("dead-confirm").hidden = true;
+  state.pending = null;
+  try {
+    const answer = await api("POST", "admin/dead/retry", null, body);
+    showResults("Retried", answer.results);
+    $("dead-found").textContent = "";
+    await loadOperator();
+  } catch (error) {
+    const current = error.body && error.body.current;
+    show(current === undefined ? error.message : `${error.message}; count again`, true);
+    $("dead-found").textContent = current === undefined ? "" : `${current} match now`;
+  }
 }
 
 async function whoAmI() {
@@ -274,6 +539,12 @@ async function whoAmI() {
     state.operator = false;
   }
   $("tab-operator").hidden = !state.operator;
+  $("scope-label").hidden = !state.operator;
+  if (!state.operator && (state.view === "operator" || state.scope === "all")) {
+    state.scope = "mine";
+    $("filter-scope").value = "mine";
+    switchView("jobs");
+  }
 }
 
 // Wiring
@@ -301,22 +572,55 @@ function switchView(view) {
   }
   $("view-jobs").hidden = view !== "jobs";
   $("view-operator").hidden = view !== "operator";
+  writeUrl();
+  refresh();
+}
+
+function applyFilters() {
+  state.scope = $("filter-scope").value === "all" ? "all" : "mine";
+  state.selected.clear();
+  state.focus = -1;
+  writeUrl();
   refresh();
 }
 
 $("filters").addEventListener("submit", (event) => {
   event.preventDefault();
-  refresh();
+  applyFilters();
 });
-$("filter-status").addEventListener("change", refresh);
+$("filter-status").addEventListener("change", applyFilters);
+$("filter-scope").addEventListener("change", applyFilters);
+$("filter-clear").addEventListener("click", () => {
+  for (const name of FILTERS) $(`filter-${name}`).value = "";
+  applyFilters();
+});
+$("select-page").addEventListener("change", () => {
+  for (const job of state.jobs) {
+    if ($("select-page").checked) state.selected.add(job.id);
+    else state.selected.delete(job.id);
+  }
+  renderSelection();
+});
+$("bulk-retry").addEventListener("click", () => bulk("retry"));
+$("bulk-cancel").addEventListener("click", () => bulk("cancel"));
 $("more").addEventListener("click", () => loadJobs(true).catch((e) => show(e.message, true)));
 $("auto-refresh").addEventListener("change", schedule);
 $("detail-close").addEventListener("click", () => $("detail").close());
+$("chart-window").addEventListener("change", () => { writeUrl(); loadCharts().catch((e) => show(e.message, true)); });
+$("chart-queue").addEventListener("change", () => { writeUrl(); loadCharts().catch((e) => show(e.message, true)); });
+$("retry-dead").addEventListener("submit", countDead);
+$("dead-confirm").addEventListener("click", retryCounted);
+document.addEventListener("keydown", onListKey);
 for (const tab of document.querySelectorAll(".tab")) {
   tab.addEventListener("click", () => switchView(tab.dataset.view));
 }
 
 offerSignIn().catch((e) => show(e.message, true));
-whoAmI();
-refresh();
+readUrl();
+for (const tab of document.querySelectorAll(".tab")) {
+  tab.classList.toggle("active", tab.dataset.view === state.view);
+}
+$("view-jobs").hidden = state.view !== "jobs";
+$("view-operator").hidden = state.view !== "operator";
+whoAmI().then(refresh);
 schedule();

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import psycopg
+from playwright.sync_api import Page, expect
 
 from queue_core import PostgresStore, Registry, StepStore
 from queue_core.steps import FOREVER, WaitKind
 
-from .cdp import Page, wait_for
 from .conftest import Serve
-from .test_job_list_page import ALICE, open_page, text
+from .test_job_list_page import ALICE, open_page
 
 
 def test_detail_view_lists_the_steps_and_the_wait(
@@ -29,7 +29,11 @@ def test_detail_view_lists_the_steps_and_the_wait(
 
     page.click(f'tr[data-job-id="{job_id}"] a.job-link')
 
-    wait_for(lambda: page.evaluate("document.getElementById('detail').open"), what="the detail")
-    assert text(page, "detail-steps").count("part:0") == 1 and "fetch" in text(page, "detail-steps")
-    assert "waiting: signal 'approve' no timeout" in text(page, "detail-waiting")
-    assert "resumed 1 time" in text(page, "detail-waiting")
+    expect(page.locator("#detail")).to_be_visible()
+    expect(page.locator("#detail-steps tbody tr")).to_have_count(2)
+    names = page.locator("#detail-steps tbody tr").evaluate_all(
+        "rows => rows.map(r => r.dataset.step)"
+    )
+    assert sorted(names) == ["fetch", "part:0"]
+    expect(page.locator("#detail-waiting")).to_contain_text("waiting: signal 'approve' no timeout")
+    expect(page.locator("#detail-waiting")).to_contain_text("resumed 1 time")

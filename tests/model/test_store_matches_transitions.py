@@ -7,6 +7,8 @@ values driven by `queue_core.transitions`, with the same explicit `now`. After e
 the fields that decide a job's fate must be equal. The two stores make their own ids and
 lease tokens, so the test keeps each Postgres job's twin in memory; every enqueue happens
 at its own microsecond, so the claim order is total and both stores must pick the same jobs.
+Pausing and resuming the queue (which only the Postgres store knows) is held to the model:
+a paused queue's claim takes nothing.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from hypothesis.stateful import (
 
 from queue_core import transitions, validation
 from queue_core.errors import InvalidTransition, LeaseLost
-from queue_core.jobs import KEY_HOLDING, Job, Status
+from queue_core.jobs import DEFAULT_QUEUE, KEY_HOLDING, Job, Status
 from queue_core.memory_store import MemoryStore
+from queue_core.pauses import QueueNotPaused, QueuePauses
 from tests.model.profiles import budget
 from tests.model.stores import deterministic_store
 
@@ -88,6 +91,9 @@ class StoreVersusModel(RuleBasedStateMachine):
         self.grouped = False  # chosen per run by choose_groups
         self.twin: dict[UUID, UUID] = {}  # Postgres job id -> the in-memory store's job id
         self.stale_in_memory: list[Job] = []  # the twins of `stale`, index for index
+        self.conn.execute("truncate tickq.queue_pauses")
+        self.store.paused.ttl_seconds = 0.0  # every claim reads the paused set
+        self.paused: frozenset[str] = frozenset()
 
     def teardown(self) -> None:
         self.conn.close()
@@ -172,6 +178,9 @@ class StoreVersusModel(RuleBasedStateMachine):
         )
         self.retire_twin_if_fair(runnable)
         claimed = self.store.claim(limit=limit, lease_seconds=LEASE, now=self.now)
+        if DEFAULT_QUEUE in self.paused:  # a paused queue gives the claim nothing
+            assert claimed == []
+            return
         if self.memory is not None:
             twins = self.memory.claim(limit=limit, lease_seconds=LEASE, now=self.now)
             assert [self.twin[j.id] for j in claimed] == [j.id for j in twins]
@@ -333,6 +342,19 @@ class StoreVersusModel(RuleBasedStateMachine):
         if self.memory is not None:
             self.memory.retry(self.twin[job.id], now=self.now)
         self.model[job.id] = expected
+
+    @rule(pause=st.booleans())
+    def pause_or_resume(self, pause: bool) -> None:
+        pauses = QueuePauses(self.conn)
+        if pause:
+            pauses.pause(DEFAULT_QUEUE, by="model", now=self.now)
+            self.paused = frozenset({DEFAULT_QUEUE})
+        elif self.paused:
+            pauses.resume(DEFAULT_QUEUE)
+            self.paused = frozenset()
+        else:
+            with pytest.raises(QueueNotPaused):
+                pauses.resume(DEFAULT_QUEUE)
 
     @rule(seconds=st.sampled_from([0.5, 1, 3, 10, 31, 120]))
     def advance_clock(self, seconds: float) -> None:

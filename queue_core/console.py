@@ -1,0 +1,288 @@
+"""What the operator console asks of the queue: filtered job lists and bulk actions.
+
+Users act on their own jobs (row-level security, one statement per job, as a single
+retry or cancel would); operators act on every user's jobs through the security-definer
+functions of migration 0011, which return what identifies a job and how it went, never
+its payload or result.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import psycopg.errors
+import psycopg.rows
+
+from . import validation
+from .errors import InvalidJob, InvalidTransition, JobNotFound, TickqError
+from .jobs import Status
+from .queries import QUERIES
+from .store import MAX_PAGE, PostgresStore, decode_cursor, translate_errors
+
+MAX_BULK = 500  # ids in one bulk request: a page of the list
+MAX_ERROR_FILTER = 200
+STALE_COUNT_SQLSTATE = "TQ409"
+
+
+class BulkAction(StrEnum):
+    RETRY = "retry"
+    CANCEL = "cancel"
+
+
+class CountChanged(TickqError):
+    """The jobs changed since they were counted; nothing was done."""
+
+    def __init__(self, expected: int, current: int) -> None:
+        self.expected = expected
+        self.current = current
+        super().__init__(
+            f"{expected} dead jobs were confirmed but {current} match now; nothing was retried"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """The list's filters, validated; None means "any"."""
+
+    statuses: tuple[str, ...] | None = None
+    types: tuple[str, ...] | None = None
+    queues: tuple[str, ...] | None = None
+    groups: tuple[str, ...] | None = None
+    error: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        statuses: Iterable[Any] | None = None,
+        types: Iterable[Any] | None = None,
+        queues: Iterable[Any] | None = None,
+        groups: Iterable[Any] | None = None,
+        error: Any = None,
+        created_from: Any = None,
+        created_to: Any = None,
+    ) -> JobFilter:
+        known = {s.value for s in Status}
+        if statuses is not None:
+            statuses = tuple(statuses)
+            unknown = sorted(str(s) for s in statuses if s not in known)
+            if unknown:
+                raise InvalidJob("status", f"unknown statuses {unknown}; known: {sorted(known)}")
+        start = None if created_from is None else validation.aware_datetime(created_from, "from")
+        end = None if created_to is None else validation.aware_datetime(created_to, "to")
+        if start is not None and end is not None and end <= start:
+            raise InvalidJob("to", "must be after from")
+        return cls(
+            statuses=None if statuses is None else tuple(statuses),
+            types=_names(types, "type"),
+            queues=_names(queues, "queue"),
+            groups=_names(groups, "group"),
+            error=None if error is None else validation.text(error, "error", MAX_ERROR_FILTER),
+            created_from=start,
+            created_to=end,
+        )
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "statuses": _list(self.statuses),
+            "types": _list(self.types),
+            "queues": _list(self.queues),
+            "groups": _list(self.groups),
+            "error": self.error,
+            "created_from": self.created_from,
+            "created_to": self.created_to,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    """What a bulk action did to one job: `outcome` is retried, cancelled, asked to stop,
+    not found, not retryable, not cancellable, parents unfinished or key taken; `status` is
+    the job's status after it (or before, when nothing changed)."""
+
+    id: UUID
+    outcome: str
+    status: str | None = None
+    reason: str | None = None  # why a user's job was refused (its key is held, a parent...)
+
+    @property
+    def changed(self) -> bool:
+        return self.outcome in ("retried", "cancelled", "asked to stop")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": str(self.id),
+            "outcome": self.outcome,
+            "status": self.status,
+            "changed": self.changed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorJobs:
+    """A page of every user's jobs, as dictionaries of the operator's columns."""
+
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    next_cursor: str | None = None
+
+
+def job_ids(values: Any) -> list[UUID]:
+    """A bulk request's ids: a non-empty list of at most MAX_BULK UUIDs."""
+    if not isinstance(values, list | tuple) or not values:
+        raise InvalidJob("ids", "must be a non-empty list of job ids")
+    if len(values) > MAX_BULK:
+        raise InvalidJob("ids", f"at most {MAX_BULK} jobs at once, got {len(values)}")
+    return list(dict.fromkeys(validation.uuid(v, "ids") for v in values))
+
+
+def act_as_user(
+    store: PostgresStore, action: BulkAction, ids: Sequence[UUID]
+) -> list[ActionResult]:
+    """Retry or cancel the store user's own jobs, one statement each, saying what happened
+    to each: another user's job is simply not found."""
+    results = []
+    for job_id in ids:
+        try:
+            job = store.retry(job_id) if action is BulkAction.RETRY else store.cancel(job_id)
+        except JobNotFound:
+            results.append(ActionResult(job_id, "not found"))
+            continue
+        except InvalidTransition as exc:
+            refused = "not retryable" if action is BulkAction.RETRY else "not cancellable"
+            results.append(ActionResult(job_id, refused, str(exc.status), str(exc)))
+            continue
+        if action is BulkAction.RETRY:
+            results.append(ActionResult(job_id, "retried", job.status.value))
+        else:
+            outcome = "asked to stop" if job.cancel_requested else "cancelled"
+            results.append(ActionResult(job_id, outcome, job.status.value))
+    return results
+
+
+@contextmanager
+def as_operator(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    """One transaction acting as tickq_operator (which may only call the console's and the
+    operator counts' functions), for a login that is a member of it."""
+    with translate_errors(), conn.transaction():
+        conn.execute(QUERIES["role_operator"])
+        yield conn
+
+
+class OperatorConsole:
+    """Every user's jobs, for operators, through the functions tickq_operator may call."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    def jobs(
+        self, job_filter: JobFilter, *, limit: int = 50, cursor: str | None = None
+    ) -> OperatorJobs:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise InvalidJob("limit", f"must be an integer between 1 and {MAX_PAGE}")
+        after_created, after_id = decode_cursor(cursor) if cursor else (None, None)
+        params = {
+            **job_filter.params(),
+            "after_created": after_created,
+            "after_id": after_id,
+            "limit": limit + 1,
+        }
+        with translate_errors(), self.conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+            rows = cur.execute(QUERIES["operator_jobs"], params).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        next_cursor = _cursor(rows[-1]) if more else None
+        return OperatorJobs([_jsonable(r) for r in rows], next_cursor)
+
+    def job(self, job_id: UUID | str) -> dict[str, Any]:
+        """One job of any user, as the operator list shows it, with its error history."""
+        params = {"id": validation.uuid(job_id, "id")}
+        with translate_errors(), self.conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+            row = cur.execute(QUERIES["operator_job"], params).fetchone()
+        if row is None:
+            raise JobNotFound(job_id)
+        return _jsonable(row)
+
+    def act(
+        self, action: BulkAction, ids: Sequence[UUID], *, now: datetime | None = None
+    ) -> list[ActionResult]:
+        name = "operator_retry" if action is BulkAction.RETRY else "operator_cancel"
+        rows = self._rows(name, {"ids": list(ids), "now": now})
+        by_id = {row[0]: ActionResult(row[0], row[2], row[1]) for row in rows}
+        return [by_id[i] for i in ids]
+
+    def count_dead(self, *, types: Iterable[str] | None, queues: Iterable[str] | None) -> int:
+        params = {"types": _list(_names(types, "type")), "queues": _list(_names(queues, "queue"))}
+        return int(self._rows("operator_count_dead", params)[0][0])
+
+    def retry_dead(
+        self,
+        *,
+        types: Iterable[str] | None,
+        queues: Iterable[str] | None,
+        expected: int,
+        now: datetime | None = None,
+    ) -> list[ActionResult]:
+        """Retry every dead job of these types and queues, only if `expected` (the count the
+        operator confirmed) still matches; CountChanged otherwise, with nothing changed."""
+        confirmed = validation.integer(expected, "expected", 1, 1_000_000)
+        params = {
+            "types": _list(_names(types, "type")),
+            "queues": _list(_names(queues, "queue")),
+            "expected": confirmed,
+            "now": now,
+        }
+        try:
+            rows = self._rows("operator_retry_dead", params)
+        except _StaleCount as stale:
+            raise CountChanged(confirmed, stale.current) from None
+        return [ActionResult(row[0], row[2], row[1]) for row in rows]
+
+    def _rows(self, name: str, params: dict[str, Any]) -> list[Any]:
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(QUERIES[name], params)
+                return cur.fetchall()
+        except psycopg.Error as exc:
+            if exc.sqlstate == STALE_COUNT_SQLSTATE:
+                raise _StaleCount(int(exc.diag.message_detail or 0)) from None
+            with translate_errors():
+                raise
+
+
+class _StaleCount(Exception):
+    def __init__(self, current: int) -> None:
+        self.current = current
+
+
+def _names(values: Iterable[Any] | None, field_name: str) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    names = tuple(validation.name(v, field_name) for v in values)
+    return names or None
+
+
+def _list(values: tuple[str, ...] | None) -> list[str] | None:
+    return None if values is None else list(values)
+
+
+def _cursor(row: dict[str, Any]) -> str:
+    """The store's (created_at, id) cursor, for a row that is not a Job."""
+    raw = f"{row['created_at'].isoformat()}|{row['id']}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: v.isoformat() if isinstance(v, datetime) else str(v) if isinstance(v, UUID) else v
+        for k, v in row.items()
+    }

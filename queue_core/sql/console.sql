@@ -1,0 +1,106 @@
+-- Named statements of the operator console (queue_core/pauses.py, console.py, history.py).
+-- The operator's statements call the security-definer functions of migration 0011, so an
+-- operator login reads no job row beyond what each function returns.
+
+-- name: queue_pauses_probe
+-- The paused queues, for the claim to leave out (re-read every few seconds per store).
+select coalesce(array_agg(queue), '{}') from tickq.queue_pauses;
+
+-- name: queue_pause
+-- Pause a queue (a paused one keeps who paused it first and when).
+select * from tickq.queue_pause(%(queue)s, %(by)s, %(reason)s, %(now)s::timestamptz);
+
+-- name: queue_resume
+-- Resume a queue; no row when it was not paused.
+select * from tickq.queue_resume(%(queue)s);
+
+-- name: queue_pauses_list
+-- Every paused queue, by name.
+select * from tickq.queue_pauses_list();
+
+-- name: depth_samples_record
+-- One depth sample per queue at %(now)s, and the samples older than %(keep_seconds)s
+-- deleted: the history keeps its own, short retention.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), pruned as (
+    delete from tickq.queue_depth_samples s
+    using clock
+    where s.sampled_at < clock.now - %(keep_seconds)s * interval '1 second'
+)
+insert into tickq.queue_depth_samples (sampled_at, queue, depth, running,
+                                       oldest_runnable_seconds)
+select clock.now, q.queue, q.depth, q.running, q.oldest
+from unnest(%(queues)s::text[], %(depths)s::bigint[], %(running)s::bigint[],
+            %(oldest)s::float8[]) as q (queue, depth, running, oldest), clock
+on conflict (sampled_at, queue) do nothing;
+
+-- name: throughput
+-- Succeeded, failed (retried) and dead per bucket since %(since)s (tickq.throughput).
+select bucket, succeeded, failed, dead
+from tickq.throughput(%(since)s::timestamptz, %(bucket_seconds)s, %(queue)s,
+                      %(now)s::timestamptz);
+
+-- name: depth_history
+-- Depth samples since %(since)s, oldest first.
+select sampled_at, queue, depth, running, oldest_runnable_seconds
+from tickq.depth_history(%(since)s::timestamptz, %(queue)s);
+
+-- name: operator_jobs
+-- Every user's jobs matching the filter, newest first, without payloads or results.
+select id, queue, type, user_id, group_key, status, attempts, max_attempts, priority,
+       progress, error, run_after, created_at, updated_at, finished_at
+from tickq.operator_jobs(%(statuses)s::text[], %(types)s::text[], %(queues)s::text[],
+                         %(groups)s::text[], %(error)s, %(created_from)s::timestamptz,
+                         %(created_to)s::timestamptz, %(after_created)s::timestamptz,
+                         %(after_id)s::uuid, %(limit)s);
+
+-- name: operator_job
+-- One job of any user, without its payload or result.
+select id, queue, type, user_id, group_key, status, attempts, max_attempts, priority,
+       progress, error, errors, run_after, lease_until, created_at, updated_at, started_at,
+       finished_at
+from tickq.operator_job(%(id)s::uuid);
+
+-- name: operator_retry
+-- Retry jobs of any user by id; one row per id saying what happened.
+select id, status, outcome from tickq.operator_retry(%(ids)s::uuid[], %(now)s::timestamptz);
+
+-- name: operator_cancel
+-- Cancel jobs of any user by id; one row per id saying what happened.
+select id, status, outcome from tickq.operator_cancel(%(ids)s::uuid[], %(now)s::timestamptz);
+
+-- name: operator_count_dead
+-- How many dead jobs of these types and queues there are.
+select tickq.operator_count_dead(%(types)s::text[], %(queues)s::text[]);
+
+-- name: operator_retry_dead
+-- Retry all dead jobs of these types and queues if there are exactly %(expected)s.
+select id, status, outcome
+from tickq.operator_retry_dead(%(types)s::text[], %(queues)s::text[], %(expected)s::bigint,
+                               %(now)s::timestamptz);
+
+-- name: jobs_search
+-- jobs_list with the page's filters (error text, creation range); row-level security keeps
+-- an application user to their own jobs, whose owner index orders them.
+select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
+    priority, run_after, lease_until, lease_token, progress, result, error, errors,
+    lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
+from tickq.jobs
+where (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
+  and (%(types)s::text[] is null or type = any(%(types)s::text[]))
+  and (%(queues)s::text[] is null or queue = any(%(queues)s::text[]))
+  and (%(groups)s::text[] is null or group_key = any(%(groups)s::text[]))
+  and (%(error)s::text is null or strpos(lower(error), lower(%(error)s::text)) > 0)
+  and (%(created_from)s::timestamptz is null or created_at >= %(created_from)s::timestamptz)
+  and (%(created_to)s::timestamptz is null or created_at < %(created_to)s::timestamptz)
+  and (%(after_created)s::timestamptz is null
+       or (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
+order by created_at desc, id desc
+limit %(limit)s;
+
+-- name: role_operator
+-- Act as tickq_operator until this transaction ends: the operator console's statements
+-- call only functions that role may execute.
+set local role tickq_operator;
