@@ -2,8 +2,8 @@
 
 Hypothesis replays a run by its choices, so the store must make no choice of its own: the
 fair claim's first sweep starts at a fixed point instead of a random one, and whether a
-queue holds several groups is looked up at every claim instead of cached for a few seconds
-of wall-clock time. Otherwise a replayed run can claim other jobs, and hypothesis reports
+queue holds several groups, and which queues are paused, are looked up at every claim
+instead of cached for a few seconds of wall-clock time. Otherwise a replayed run can claim other jobs, and hypothesis reports
 the test itself as flaky.
 """
 
@@ -17,4 +17,6 @@ from queue_core.store import PostgresStore
 
 
 def deterministic_store(conn: psycopg.Connection[Any]) -> PostgresStore:
-    return PostgresStore(conn, groups_ttl_seconds=0.0, rand=lambda: 0.5)
+    store = PostgresStore(conn, groups_ttl_seconds=0.0, rand=lambda: 0.5)
+    store.paused.ttl_seconds = 0.0
+    return store

@@ -92,7 +92,6 @@ class StoreVersusModel(RuleBasedStateMachine):
         self.twin: dict[UUID, UUID] = {}  # Postgres job id -> the in-memory store's job id
         self.stale_in_memory: list[Job] = []  # the twins of `stale`, index for index
         self.conn.execute("truncate tickq.queue_pauses")
-        self.store.paused.ttl_seconds = 0.0  # every claim reads the paused set
         self.paused: frozenset[str] = frozenset()
 
     def teardown(self) -> None:
