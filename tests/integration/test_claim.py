@@ -162,8 +162,8 @@ def test_a_claimed_job_reads_back_its_json_exactly(conn: psycopg.Connection) -> 
         {"text": "é ✓ \\u0000-free", "nested": {"list": [1, 2.5, None, True, {}], "empty": []}},
         {"big": "x" * 10_000},
     ]
-    for payload in payloads:
-        store.enqueue(job_spec("t", payload), now=at(0))
+    for n, payload in enumerate(payloads):  # apart in time, so the claim order is total
+        store.enqueue(job_spec("t", payload), now=at(n / 1000))
     first = store.claim(limit=10, now=at(1))
     assert [job.payload for job in first] == payloads
     assert all(job.errors == [] and job.result is None for job in first)
