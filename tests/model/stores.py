@@ -3,8 +3,8 @@
 Hypothesis replays a run by its choices, so the store must make no choice of its own: the
 fair claim's first sweep starts at a fixed point instead of a random one, and whether a
 queue holds several groups, and which queues are paused, are looked up at every claim
-instead of cached for a few seconds of wall-clock time. Otherwise a replayed run can claim other jobs, and hypothesis reports
-the test itself as flaky.
+instead of cached for a few seconds of wall-clock time. Otherwise a replayed run can claim
+other jobs, and hypothesis reports the test itself as flaky.
 """
 
 from __future__ import annotations
