@@ -64,7 +64,7 @@ def durable_step(job: JobContext, execution: int, name: str) -> Any:
 def chaos_steps(job: JobContext) -> dict[str, Any]:
     execution = evidence.started(job, "steps")
     try:
-        names = [f"s{i}" for i in range(int(job.payload["steps"]))]
+        names = [f"s{i:02d}" for i in range(int(job.payload["steps"]))]  # sort as run
         results = [durable_step(job, execution, name) for name in names]
     except BaseException as exc:
         evidence.ended(execution, evidence.reported(exc))

@@ -31,7 +31,9 @@ from tests.chaos.limits import STEP_MAX_ATTEMPTS
 
 CHAOS_SECONDS = float(os.environ.get("TICKQ_STEPS_SOAK_SECONDS", "25"))
 JOBS = int(os.environ.get("TICKQ_STEPS_SOAK_JOBS", "60"))
-STEPS_PER_JOB = 8
+# Long enough (about 1.5 s of steps) that a job claimed by a 1.5 s tick or function
+# invocation has to suspend to finish, even on an idle machine.
+STEPS_PER_JOB = 16
 DRAIN_SECONDS = 120.0
 SEED = int(os.environ.get("TICKQ_SOAK_SEED", str(random.randrange(1_000_000))))
 TASKS = "tests.chaos.step_tasks"
