@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 
 from queue_core import JobCancelled, JobContext, PermanentError, RetryAfter
+from queue_core.step_context import Suspended
 from tests.chaos.limits import EVIDENCE_LOST_EXIT_CODE
 
 START = """
@@ -28,6 +29,21 @@ returning id
 END = """
 update chaos.executions set reported = %(reported)s, ended_at = clock_timestamp()
 where id = %(execution)s
+"""
+
+# While set, the handler has handed control to `job.step` and no step fn is running: the
+# engine may suspend the job on the handler's behalf. A suspension is stored in the
+# handler's own call before the handler hears of it, so this mark, written first, is what
+# explains it (and explains it still when the process dies before reporting `suspended`).
+BETWEEN_STEPS = """
+update chaos.executions
+set between_steps_at = case when %(between)s then clock_timestamp() end
+where id = %(execution)s
+"""
+
+STEP_COMPLETED = """
+insert into chaos.step_runs (job_id, name, lease_token, attempt, completed_at)
+values (%(id)s, %(name)s, %(token)s, %(attempt)s, clock_timestamp())
 """
 
 _local = threading.local()
@@ -73,8 +89,25 @@ def ended(execution: int, reported: str) -> None:
     _write(END, {"execution": execution, "reported": reported})
 
 
+def between_steps(execution: int, between: bool) -> None:
+    """Mark (or clear) the stretch where the engine may suspend this execution."""
+    _write(BETWEEN_STEPS, {"execution": execution, "between": between})
+
+
+def step_completed(job: JobContext, name: str) -> None:
+    """Record that a step's fn completed under this lease, whether or not it gets stored."""
+    assert job.row.lease_token is not None
+    _write(
+        STEP_COMPLETED,
+        {"id": job.id, "name": name, "token": job.row.lease_token, "attempt": job.attempt},
+    )
+
+
 def reported(exc: BaseException) -> str:
-    """The outcome the runner makes of a handler's exception (see Runner._judge)."""
+    """The outcome the runner makes of a handler's exception (see Runner._judge); a
+    suspension was stored before it unwound the handler, and gives its attempt back."""
+    if isinstance(exc, Suspended):
+        return "suspended"
     if isinstance(exc, RetryAfter):
         return "snoozed"
     if isinstance(exc, JobCancelled):

@@ -8,6 +8,9 @@ Three records, each kept apart from the engine's own bookkeeping:
 - `chaos.versions`: every version of every job row (insert, each update, delete), written
   by a trigger, old and new values side by side, including `lease_until`.
 - `chaos.enqueues`: what each enqueue asked for and was answered.
+- `chaos.step_runs`: for durable steps, each step fn's own record that it completed, under
+  which lease; and `chaos.executions.between_steps_at`, set while a handler is inside
+  `job.step` with no fn running, where the engine may suspend it.
 
 Every invariant is a named query that returns the offending rows, so a violation prints
 the rows that prove it. Add an invariant by adding an entry to ALWAYS (checked while the
@@ -35,7 +38,10 @@ create table chaos.executions (
     reported    text,
     pid         integer not null,
     started_at  timestamptz not null,
-    ended_at    timestamptz
+    ended_at    timestamptz,
+    -- Durable steps: set while the handler is inside job.step and no step fn runs (see
+    -- evidence.BETWEEN_STEPS); a suspension stored meanwhile is the handler's own.
+    between_steps_at timestamptz
 );
 create index on chaos.executions (lease_token);
 create index on chaos.executions (job_id);
@@ -44,7 +50,9 @@ create index on chaos.executions (job_id);
 create table chaos.reports (reported text not null, status text not null);
 insert into chaos.reports values
     ('succeeded', 'succeeded'), ('failed', 'retrying'), ('failed', 'dead'),
-    ('permanent', 'dead'), ('snoozed', 'queued'), ('cancelled', 'cancelled');
+    ('permanent', 'dead'), ('snoozed', 'queued'), ('cancelled', 'cancelled'),
+    -- Reported after the engine stored it (see _HOLDER_SUSPENDED), its attempt given back.
+    ('suspended', 'queued');
 
 create table chaos.versions (
     id                   bigserial primary key,
@@ -105,6 +113,17 @@ create table chaos.enqueues (
     answered_at     timestamptz not null default clock_timestamp()
 );
 create index on chaos.enqueues (job_id);
+
+-- Durable steps: each step fn's completion, written by the fn itself before it returns.
+create table chaos.step_runs (
+    id           bigserial primary key,
+    job_id       uuid not null,
+    name         text not null,
+    lease_token  uuid not null,
+    attempt      integer not null,
+    completed_at timestamptz not null
+);
+create index on chaos.step_runs (job_id, name);
 """
 
 # A version that ends a lease: the row leaves a token it held.
@@ -122,12 +141,32 @@ _HOLDER_REPORTED = """
               and r.status = l.new_status)
 """
 
-_LEASED_EXECUTIONS = """
+# The holder suspended: the job went back to queued while its handler was inside job.step
+# with no fn running. The engine stores a suspension in the handler's own call, before the
+# handler can report it, so the mark that precedes the write is the evidence.
+_HOLDER_SUSPENDED = """
+    (l.new_status = 'queued'
+     and exists (select from chaos.executions e
+                 where e.lease_token = l.old_token and e.between_steps_at <= l.at))
+"""
+
+_EXPLAINED = f"({_HOLDER_REPORTED} or {_HOLDER_SUSPENDED})"
+
+# The version in which an execution's own suspension ended its lease, if it did.
+_SUSPENSION_OF_E = """
+    select min(l.at) as at from chaos.versions l
+    where l.old_token = e.lease_token and l.new_token is null and l.new_status = 'queued'
+      and e.between_steps_at <= l.at
+"""
+
+_LEASED_EXECUTIONS = f"""
     select e.id, e.job_id, e.lease_token, e.started_at as lo,
-           least(coalesce(e.ended_at, 'infinity'), lease.until) as hi
+           least(coalesce(e.ended_at, 'infinity'), lease.until,
+                 coalesce(suspension.at, 'infinity')) as hi
     from chaos.executions e
     cross join lateral (select max(v.new_lease_until) as until from chaos.versions v
                         where v.new_token = e.lease_token) lease
+    cross join lateral ({_SUSPENSION_OF_E}) suspension
 """
 
 ALWAYS: dict[str, str] = {
@@ -143,13 +182,13 @@ ALWAYS: dict[str, str] = {
     "a lease ended before it expired, by other than its holder's report": f"""
         with l as ({_LEASE_ENDS})
         select l.job_id, l.old_status, l.new_status, l.at, l.old_lease_until from l
-        where l.at < l.old_lease_until and not {_HOLDER_REPORTED}
+        where l.at < l.old_lease_until and not {_EXPLAINED}
     """,
     "an expired lease reclaimed to the wrong state": f"""
         with l as ({_LEASE_ENDS})
         select l.job_id, l.new_status, l.old_attempts, l.max_attempts,
                l.old_cancel_requested, l.at from l
-        where l.at >= l.old_lease_until and not {_HOLDER_REPORTED}
+        where l.at >= l.old_lease_until and not {_EXPLAINED}
           and l.new_status <> case when l.old_cancel_requested then 'cancelled'
                                    when l.old_attempts >= l.max_attempts then 'dead'
                                    else 'retrying' end
@@ -174,6 +213,49 @@ ALWAYS: dict[str, str] = {
         select job_id, old_attempts, new_attempts, at from chaos.versions
         where op = 'update' and old_token is null and new_token is not null
           and new_attempts is distinct from old_attempts + 1
+    """,
+    # A suspension gives back the attempt its claim counted (SPEC §8); nothing else does.
+    "an attempt given back other than by its holder's suspension": f"""
+        select l.job_id, l.old_status, l.new_status, l.old_attempts, l.new_attempts, l.at
+        from chaos.versions l
+        where l.op = 'update' and l.new_attempts < l.old_attempts
+          and not (l.old_token is not null and l.new_token is null and {_HOLDER_SUSPENDED})
+    """,
+    "a suspension that did not give its attempt back": f"""
+        with l as ({_LEASE_ENDS})
+        select l.job_id, l.old_attempts, l.new_attempts, l.at from l
+        where {_HOLDER_SUSPENDED} and not {_HOLDER_REPORTED}
+          and l.new_attempts is distinct from l.old_attempts - 1
+    """,
+    "an execution told it was suspended whose lease did not end in a suspension": """
+        select e.job_id, e.lease_token, e.ended_at from chaos.executions e
+        where e.reported = 'suspended'
+          and not exists (select from chaos.versions l
+                          where l.old_token = e.lease_token and l.new_token is null
+                            and l.new_status = 'queued' and l.at <= e.ended_at
+                            and l.new_attempts = l.old_attempts - 1)
+    """,
+    # Durable steps (SPEC §8): a step's result is stored after its fn completed, under the
+    # lease that fn ran under, while that lease held; once stored, no later attempt runs it.
+    "a stored step whose fn did not complete under the lease it names": """
+        select s.job_id, s.name, s.finished_at from tickq.job_steps s
+        where not exists (select from chaos.step_runs r
+                          where r.job_id = s.job_id and r.name = s.name
+                            and r.lease_token = (s.result ->> 'lease_token')::uuid
+                            and r.completed_at <= s.finished_at)
+    """,
+    "a step stored under a lease the job no longer held": """
+        select s.job_id, s.name, s.finished_at, l.new_status, l.at from tickq.job_steps s
+        join chaos.versions l on l.job_id = s.job_id
+            and l.old_token = (s.result ->> 'lease_token')::uuid
+            and l.new_token is distinct from l.old_token
+        where l.at <= s.finished_at
+    """,
+    "a stored step's fn run again by a later attempt": """
+        select s.job_id, s.name, s.finished_at, r.lease_token, c.at from tickq.job_steps s
+        join chaos.step_runs r on r.job_id = s.job_id and r.name = s.name
+        join chaos.versions c on c.new_token = r.lease_token and c.old_token is null
+        where c.at > s.finished_at
     """,
     "attempts beyond max_attempts": """
         select job_id, new_attempts, max_attempts from chaos.versions
@@ -242,10 +324,26 @@ AT_END: dict[str, str] = {
         select id, status, attempts, run_after, lease_until from tickq.jobs
         where status not in ('succeeded', 'dead', 'cancelled')
     """,
-    "more executions than attempts": """
+    # Executions that ended in their own suspension gave their attempt back.
+    "more executions than attempts": f"""
         select e.job_id, count(*), j.attempts from chaos.executions e
         join tickq.jobs j on j.id = e.job_id
+        cross join lateral ({_SUSPENSION_OF_E}) suspension
+        where suspension.at is null
         group by e.job_id, j.attempts having count(*) > j.attempts
+    """,
+    "a succeeded job of steps without every step stored": """
+        select j.id, count(s.name), j.payload ->> 'steps' from tickq.jobs j
+        left join tickq.job_steps s on s.job_id = j.id
+        where j.status = 'succeeded' and j.payload ? 'steps'
+        group by j.id having count(s.name) <> (j.payload ->> 'steps')::int
+    """,
+    "a result that differs from the stored steps": """
+        select j.id from tickq.jobs j
+        where j.status = 'succeeded' and j.payload ? 'steps'
+          and j.result -> 'steps' is distinct from
+              (select jsonb_agg(s.result order by s.name) from tickq.job_steps s
+               where s.job_id = j.id)
     """,
     "an execution still running after the drain": """
         select e.job_id, e.lease_token from chaos.executions e

@@ -10,3 +10,6 @@ MAX_ATTEMPTS = 4
 BACKOFF = {"base": 0.3, "factor": 4, "max": 0.5, "jitter": 0.2}
 CRASH_EXIT_CODE = 86
 EVIDENCE_LOST_EXIT_CODE = 87
+# Durable-steps jobs: every killed or crashed execution counts an attempt, and a job of
+# several steps meets several of them.
+STEP_MAX_ATTEMPTS = 25

@@ -1,8 +1,11 @@
 """The handler of the durable-steps soak: a job of several steps, each of which may crash its
-worker process, raise, or take a while; every step's fn records a side effect fenced by the
-lease token (chaos_tasks.record) just before it returns, and its result names that lease.
+worker process, raise, outlive its lease, or take a while.
 
-Importing chaos_tasks also registers the main soak's handler; the workers load this module.
+It records its execution like the main soak's handler (evidence.py), with the outcome
+`suspended` when the engine suspended it, and marks each stretch inside `job.step` where no
+fn runs (where the engine may suspend it). Every step's fn records its own completion in
+chaos.step_runs just before it returns, and its result names the lease it ran under, so the
+invariants can tell which fn completion a stored step came from.
 """
 
 from __future__ import annotations
@@ -12,12 +15,11 @@ import random
 import time
 from typing import Any
 
-from queue_core import JobContext, LeaseLost, task
-from tests.chaos.chaos_tasks import record
-from tests.chaos.limits import CRASH_EXIT_CODE, LEASE_SECONDS
+from queue_core import JobContext, task
+from tests.chaos import evidence
+from tests.chaos.limits import CRASH_EXIT_CODE, LEASE_SECONDS, STEP_MAX_ATTEMPTS
 
-STEP_MAX_ATTEMPTS = 25
-STEP_SECONDS = 0.3  # the longest step: 0.15 s of work and a fenced insert
+STEP_SECONDS = 0.3  # the longest step but one: 0.15 s of work and two evidence writes
 
 
 def run_step(job: JobContext, name: str) -> dict[str, Any]:
@@ -26,10 +28,30 @@ def run_step(job: JobContext, name: str) -> dict[str, Any]:
         os._exit(CRASH_EXIT_CODE)  # the worker dies mid-step, before the step is stored
     if roll < 0.045:
         raise RuntimeError(f"chaos failure in {name}")
-    time.sleep(random.uniform(0.02, 0.15))
-    if not record(job, f"step:{name}"):
-        raise LeaseLost(job.id)
+    if roll < 0.055:
+        # Outlives its lease (longer than step_seconds promised): another attempt takes the
+        # job, and this fn's completion must not be stored.
+        time.sleep(LEASE_SECONDS * 1.5)
+    else:
+        time.sleep(random.uniform(0.02, 0.15))
+    evidence.step_completed(job, name)
     return {"step": name, "lease_token": str(job.row.lease_token)}
+
+
+def durable_step(job: JobContext, execution: int, name: str) -> Any:
+    ran = False
+
+    def fn() -> dict[str, Any]:
+        nonlocal ran
+        ran = True
+        evidence.between_steps(execution, False)
+        return run_step(job, name)
+
+    evidence.between_steps(execution, True)
+    result = job.step(name, fn)
+    if not ran:  # returned from storage: no fn ran, the handler goes on
+        evidence.between_steps(execution, False)
+    return result
 
 
 @task(
@@ -40,8 +62,12 @@ def run_step(job: JobContext, name: str) -> dict[str, Any]:
     backoff={"base": 0.1, "factor": 2, "max": 0.5},
 )
 def chaos_steps(job: JobContext) -> dict[str, Any]:
-    names = [f"s{i}" for i in range(int(job.payload["steps"]))]
-    results = [job.step(name, lambda name=name: run_step(job, name)) for name in names]
-    if not record(job, "done"):
-        raise LeaseLost(job.id)
+    execution = evidence.started(job, "steps")
+    try:
+        names = [f"s{i:02d}" for i in range(int(job.payload["steps"]))]  # sort as run
+        results = [durable_step(job, execution, name) for name in names]
+    except BaseException as exc:
+        evidence.ended(execution, evidence.reported(exc))
+        raise
+    evidence.ended(execution, "succeeded")
     return {"steps": results}

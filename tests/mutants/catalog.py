@@ -38,6 +38,7 @@ class Mutant:
 QUERIES = "queue_core/sql/queries.sql"
 JOBS_MIGRATION = "queue_core/migrations/0001_jobs.sql"
 LIMITS_MIGRATION = "queue_core/migrations/0004_limits.sql"
+STEPS = "queue_core/sql/steps.sql"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -205,5 +206,33 @@ MUTANTS: tuple[Mutant, ...] = (
             ),
         ),
         targeted=("tests/integration/test_limits.py",),
+    ),
+    Mutant(
+        "step-write-without-token-check",
+        "a step is stored without checking the lease token (a stale worker's step lands)",
+        (
+            Edit(
+                STEPS,
+                "    where id = %(id)s and lease_token = %(lease_token)s and status = 'running'\n"
+                "    for share\n",
+                "    where id = %(id)s and status = 'running'\n    for share\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_steps.py"
+            "::test_a_worker_that_lost_its_lease_mid_step_cannot_store_that_step",
+        ),
+    ),
+    Mutant(
+        "stored-steps-not-loaded",
+        "a job's stored steps do not load, so their fns run again",
+        (
+            Edit(
+                STEPS,
+                "       (select coalesce(jsonb_object_agg(s.name, s.result), '{}'::jsonb)\n"
+                "        from tickq.job_steps s where s.job_id = j.id),\n",
+                "       '{}'::jsonb,\n",
+            ),
+        ),
     ),
 )
