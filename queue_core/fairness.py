@@ -55,7 +55,9 @@ def start_between(first: str, last: str, roll: float) -> str:
     common = 0
     while common < len(first) and first[common] == last[common]:
         common += 1
-    low = ord(first[common]) if common < len(first) else 0
+    # Past the end of `first` (a prefix of `last`, such as the shared group ''), the lowest
+    # character is 1, not 0: PostgreSQL text cannot hold NUL, and the claim would fail.
+    low = ord(first[common]) if common < len(first) else 1
     high = ord(last[common])
     return last[:common] + chr(min(high, low + int(roll * (high - low + 1))))
 

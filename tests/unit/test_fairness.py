@@ -87,3 +87,16 @@ def test_random_starts_spread_over_the_groups():
 def test_a_start_between_a_group_and_its_extension_stays_between():
     start = start_between("t", "t9", 0.5)
     assert "t" <= start <= "t9"
+
+
+@pytest.mark.parametrize("roll", [0.0, 0.001, 0.5, 0.999])
+@pytest.mark.parametrize(("first", "last"), [("", "b"), ("", "0d3f"), ("t", "t9")])
+def test_a_start_after_a_prefix_never_holds_a_nul_character(
+    first: str, last: str, roll: float
+) -> None:
+    # Given the shared group '' (or any group that prefixes the last one) first in order,
+    # When a fresh worker draws where its first sweep begins
+    start = start_between(first, last, roll)
+    # Then the start is text PostgreSQL can take, and lies between the two groups
+    assert "\x00" not in start
+    assert first < start <= last
