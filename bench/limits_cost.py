@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -31,19 +28,7 @@ from queue_core.migrate import migrate
 from queue_core.store import PostgresStore
 from queue_core.validation import job_spec
 
-from .server import fresh_database
-
-
-@contextmanager
-def _admin_url() -> Iterator[str]:
-    external = os.environ.get("TICKQ_DATABASE_URL")
-    if external:
-        yield external
-        return
-    from infra.localdb import LocalPostgres
-
-    with LocalPostgres() as server:
-        yield server.url
+from .server import env_or_local_server, fresh_database
 
 
 def _drain(url: str, claimers: int, batch: int) -> tuple[int, float]:
@@ -107,7 +92,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    with _admin_url() as admin, fresh_database(admin, "limits") as url:
+    with env_or_local_server() as admin, fresh_database(admin, "limits") as url:
         with psycopg.connect(url) as conn:
             migrate(conn)
         result = measure(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +28,19 @@ def benchmark_server(url: str | None) -> Iterator[str]:
         yield url
         return
     with LocalPostgres(fsync=True, settings=DURABLE_SETTINGS) as server:
+        yield server.url
+
+
+@contextmanager
+def env_or_local_server() -> Iterator[str]:
+    """Yield a superuser URL: TICKQ_DATABASE_URL when set, else a throwaway local server
+    with the launcher's defaults (the focused cost benchmarks compare ratios within one run,
+    so they do not need the durable settings of the full comparison)."""
+    external = os.environ.get("TICKQ_DATABASE_URL")
+    if external:
+        yield external
+        return
+    with LocalPostgres() as server:
         yield server.url
 
 
