@@ -70,7 +70,7 @@ def _drain(url: str, claimers: int, batch: int, probe: bool) -> tuple[int, float
 
 def _round(url: str, jobs: int, claimers: int, batch: int, config: str) -> float:
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("truncate tickq.jobs, tickq.queue_pauses")
+        conn.execute("truncate tickq.jobs, tickq.queue_pauses cascade")
         if config == "other_queue_paused":
             QueuePauses(conn).pause("bulk", by="bench")
         PostgresStore(conn).enqueue_many([job_spec("work", {"i": i}) for i in range(jobs)])
