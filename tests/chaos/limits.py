@@ -13,3 +13,6 @@ EVIDENCE_LOST_EXIT_CODE = 87
 # Durable-steps jobs: every killed or crashed execution counts an attempt, and a job of
 # several steps meets several of them.
 STEP_MAX_ATTEMPTS = 25
+# Their retries wait at most half a second: the soak enqueues with this policy too, so no
+# job sits out the drain behind the default backoff's minutes-long cap.
+STEP_BACKOFF = {"base": 0.1, "factor": 2, "max": 0.5}

@@ -17,7 +17,7 @@ from typing import Any
 
 from queue_core import JobContext, task
 from tests.chaos import evidence
-from tests.chaos.limits import CRASH_EXIT_CODE, LEASE_SECONDS, STEP_MAX_ATTEMPTS
+from tests.chaos.limits import CRASH_EXIT_CODE, LEASE_SECONDS, STEP_BACKOFF, STEP_MAX_ATTEMPTS
 
 STEP_SECONDS = 0.3  # the longest step but one: 0.15 s of work and two evidence writes
 
@@ -59,7 +59,7 @@ def durable_step(job: JobContext, execution: int, name: str) -> Any:
     max_attempts=STEP_MAX_ATTEMPTS,
     lease_seconds=LEASE_SECONDS,
     step_seconds=STEP_SECONDS,
-    backoff={"base": 0.1, "factor": 2, "max": 0.5},
+    backoff=STEP_BACKOFF,
 )
 def chaos_steps(job: JobContext) -> dict[str, Any]:
     execution = evidence.started(job, "steps")

@@ -27,7 +27,7 @@ from queue_core import validation
 from queue_core.store import PostgresStore
 from tests.chaos import harness, invariants
 from tests.chaos.harness import Database, Monitor, Supervisor, database_now, record_enqueues
-from tests.chaos.limits import STEP_MAX_ATTEMPTS
+from tests.chaos.limits import STEP_BACKOFF, STEP_MAX_ATTEMPTS
 
 CHAOS_SECONDS = float(os.environ.get("TICKQ_STEPS_SOAK_SECONDS", "25"))
 JOBS = int(os.environ.get("TICKQ_STEPS_SOAK_JOBS", "60"))
@@ -63,7 +63,10 @@ def test_every_step_is_stored_exactly_once_under_kills_and_crashes(
     try:
         specs = [
             validation.job_spec(
-                "chaos-steps", {"steps": STEPS_PER_JOB}, max_attempts=STEP_MAX_ATTEMPTS
+                "chaos-steps",
+                {"steps": STEPS_PER_JOB},
+                max_attempts=STEP_MAX_ATTEMPTS,
+                backoff_policy=STEP_BACKOFF,
             )
             for _ in range(JOBS)
         ]
