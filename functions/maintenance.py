@@ -1,8 +1,10 @@
 """MaintenanceFunction: a reclaim pass, so expired leases come back even while no tick
-runs; retention pruning by the stored policies, within the invocation's time; queue depth
-and oldest-runnable-age metrics per queue and type, and the oldest-runnable age of the most
-starved fairness group; the depth is also kept as a sample per queue for the operator
-view's depth chart (tickq.queue_depth_samples, two days of them).
+runs; the partitions of finished jobs for the next days (queue_core/partitions.py), and a
+partition for any day found in the default one; retention pruning by the stored policies,
+within the invocation's time; queue depth and oldest-runnable-age metrics per queue and
+type, and the oldest-runnable age of the most starved fairness group; the depth is also kept
+as a sample per queue for the operator view's depth chart (tickq.queue_depth_samples, two
+days of them).
 
 Environment:
   TICKQ_DATABASE_URL or TICKQ_DB_SECRET_ARN   the worker login (member of tickq_worker)
@@ -19,7 +21,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from queue_core import Runner, TickReport
+from queue_core import Runner, TickReport, partitions
 from queue_core.config import env_int
 from queue_core.history import QueueHistory
 from queue_core.retention import Retention
@@ -40,6 +42,8 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     metrics.add_metric(name="reclaimed", unit=MetricUnit.Count, value=report.reclaimed)
     metrics.add_metric(name="dead", unit=MetricUnit.Count, value=report.dead)
     published = publish_dead_letters(report.dead_letters)
+    created = partitions.ensure(db.connection())
+    metrics.add_metric(name="partitions_created", unit=MetricUnit.Count, value=created)
     margin_ms = env_int("TICKQ_SAFETY_MARGIN_MS", 10_000, 0, 900_000)
     pruned = Retention(db.connection()).prune(
         should_continue=lambda: context.get_remaining_time_in_millis() > margin_ms
@@ -53,6 +57,7 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         "reclaimed": report.reclaimed,
         "dead": report.dead,
         "dead_events": published,
+        "partitions_created": created,
         "pruned": pruned.as_dict(),
         "queues": [{"queue": q, "type": t, **values} for (q, t), values in sorted(depth.items())],
         "depth_samples": sampled,

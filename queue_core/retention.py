@@ -6,9 +6,13 @@ ago and/or are older than the newest `keep_last`. Each job follows the most spec
 policy that matches it (queue and type, then type, then queue, then the catch-all); jobs no
 policy matches are kept, and dead jobs are kept unless a policy lists `dead`.
 
-Pruning deletes at most `batch_size` rows per statement, each statement its own short
-transaction on an autocommit connection, so it never holds long locks. Deleting a job frees
-its idempotency key: a succeeded job's key stays taken until the job is pruned.
+Finished jobs are stored in one partition per UTC day (queue_core/partitions.py). A day
+whose every job the policies let go is dropped whole, in one short transaction, instead of
+deleting its rows: see retention_partitions_droppable for when that is. Everything else
+(the newest days, policies that keep the last N, jobs some policy keeps) is pruned row by
+row: at most `batch_size` rows per statement, each statement its own short transaction on
+an autocommit connection, so it never holds long locks. Deleting a job frees its
+idempotency key: a succeeded job's key stays taken until the job is pruned.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ __all__ = [
     "PruneReport",
     "Retention",
     "RetentionPolicy",
+    "governing",
     "parse_age",
     "policy",
 ]
@@ -90,6 +95,7 @@ class PruneReport:
     by_status: dict[str, int] = field(default_factory=dict)
     by_policy: dict[str, int] = field(default_factory=dict)
     batches: int = 0
+    partitions_dropped: list[str] = field(default_factory=list)  # whole days, oldest first
     complete: bool = True  # False when stopped by max_batches or should_continue
 
     def as_dict(self) -> dict[str, Any]:
@@ -171,7 +177,11 @@ class Retention:
         """
         validation.integer(batch_size, "batch_size", 1, MAX_BATCH_SIZE)
         report = PruneReport(dry_run=dry_run)
-        for rule in self.policies():
+        rules = self.policies()
+        if not dry_run and not self._drop_partitions(rules, report, should_continue, now):
+            report.complete = False
+            return report
+        for rule in rules:
             params = _params(rule, now)
             if dry_run:
                 for row in self._rows("retention_count", params):
@@ -195,8 +205,41 @@ class Retention:
                     break
         return report
 
+    def _drop_partitions(
+        self,
+        rules: list[RetentionPolicy],
+        report: PruneReport,
+        should_continue: Callable[[], bool],
+        now: datetime | None,
+    ) -> bool:
+        """Drop the day partitions whose every job the policies let go, counting their jobs
+        under the policy that governs each; False when `should_continue()` said stop."""
+        for row in self._rows("retention_partitions_droppable", {"now": now}):
+            if not should_continue():
+                return False
+            gone = self._rows("retention_partition_drop", {"name": row["name"]})
+            if not gone:  # kept: a parent in it is still needed by an unfinished child
+                continue
+            report.partitions_dropped.append(row["name"])
+            for job in gone:
+                if job["n"]:
+                    rule = governing(rules, job["queue"], job["type"])
+                    report.count(rule, job["status"], job["n"])
+        return True
+
     def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         return named_rows(self.conn, name, params)
+
+
+def governing(rules: Iterable[RetentionPolicy], queue: str, type: str) -> RetentionPolicy:
+    """The most specific policy matching a job of this queue and type (a dropped partition
+    is only ever one where the catch-all exists, so one always matches)."""
+    matching = [
+        r
+        for r in rules
+        if (r.queue is None or r.queue == queue) and (r.type is None or r.type == type)
+    ]
+    return max(matching, key=lambda r: r.rank)
 
 
 def _params(rule: RetentionPolicy, now: datetime | None) -> dict[str, Any]:

@@ -48,6 +48,7 @@ from .jobs import (
     Status,
     job_from_row,
 )
+from .moved_rows import retryable
 from .pause_probe import PausedQueues, claimable
 from .ports import (
     NO_JOBS,
@@ -165,6 +166,21 @@ class PostgresStore(DerivedOperations):
         caller's transaction when it has one: a bad parent (InvalidParent) writes nothing."""
         if not len(batch):
             return []
+        attempt = 1
+        while True:  # again when a parent moved between partitions under it (moved_rows)
+            try:
+                return self._enqueue_after_once(batch, after, now)
+            except DatabaseError as exc:
+                if not retryable(self.conn, exc, attempt):
+                    raise
+                attempt += 1
+
+    def _enqueue_after_once(
+        self,
+        batch: JobBatch,
+        after: Sequence[Sequence[dependencies.ParentRef]],
+        now: datetime | None,
+    ) -> list[EnqueueResult]:
         with self._admission(batch.bases), self._atomic():
             if not dependencies.is_sequential(batch.keys, after):
                 return self._enqueue_linked(batch, after, now, ENQUEUE_ROUNDS)
@@ -401,8 +417,16 @@ class PostgresStore(DerivedOperations):
         with translate_errors():
             # Binary rows: a claim returns whole jobs, and parsing them is its main client cost.
             cur = self._cursor(binary=True)
+            attempt = 1
             try:
-                cur.execute(QUERIES[statement], params)
+                while True:
+                    try:
+                        cur.execute(QUERIES[statement], params)
+                        break
+                    except psycopg.errors.SerializationFailure as exc:
+                        if not retryable(self.conn, exc, attempt):  # see moved_rows
+                            raise
+                        attempt += 1
                 first = cur.fetchone()  # the held ids, and the first job or all nulls
             except BaseException:
                 cur.close()
@@ -682,7 +706,20 @@ class PostgresStore(DerivedOperations):
         self, name: str, params: dict[str, Any], reading: _Reading | None, *, binary: bool = False
     ) -> list[Any]:
         """Run one named statement; `binary` results skip text parsing of uuids and times.
-        With `reading`, rows that carry a job come back as what it makes of them."""
+        With `reading`, rows that carry a job come back as what it makes of them. Run again
+        when it met a job that another transaction moved between partitions (moved_rows)."""
+        attempt = 1
+        while True:
+            try:
+                return self._rows_once(name, params, reading, binary)
+            except DatabaseError as exc:
+                if not retryable(self.conn, exc, attempt):
+                    raise
+                attempt += 1
+
+    def _rows_once(
+        self, name: str, params: dict[str, Any], reading: _Reading | None, binary: bool
+    ) -> list[Any]:
         query = QUERIES[name]
         with translate_errors(), self._scope(), self._cursor(binary=binary) as cur:
             cur.execute(query, params)

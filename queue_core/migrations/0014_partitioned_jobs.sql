@@ -198,6 +198,25 @@ create trigger jobs_forget after delete on tickq.jobs
     referencing old table as gone
     for each statement execute function tickq.jobs_forget();
 
+-- Emptying the jobs (tests, benchmarks, a reset) empties what hung on them, as TRUNCATE ...
+-- CASCADE did through the foreign keys. A delete, not a truncate: a TRUNCATE that names
+-- these tables too is still using them here.
+create function tickq.jobs_forget_all() returns trigger
+    language plpgsql security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+begin
+    delete from tickq.job_steps;
+    delete from tickq.job_signals;
+    delete from tickq.job_dependencies;
+    return null;
+end $$;
+
+create trigger jobs_forget_all after truncate on tickq.jobs
+    for each statement execute function tickq.jobs_forget_all();
+
+revoke all on function tickq.jobs_forget(), tickq.jobs_forget_all() from public;
+
 -- 8. Day partitions of finished jobs. tickq.jobs_partitions_ensure gives each of the days
 -- from p_from to p_from + p_days (and every day that has rows in the default partition) a
 -- partition of its own, moving those rows out of the default first. Each day is one short
@@ -273,8 +292,8 @@ end $$;
 
 -- Drop one day partition whose every job retention lets go (queue_core/retention.py decides
 -- which), with the steps, signals and dependency edges of its jobs, in one transaction.
--- Returns what went, by queue, type and status, for the pruning report; nothing, and the
--- partition stays, when one of its jobs is a parent that an unfinished child still needs
+-- Returns what went, by queue, type and status, for the pruning report (a row of nulls when
+-- it was empty); nothing, and the partition stays, when one of its jobs is a parent that an unfinished child still needs
 -- (the child reads its result when it runs).
 create function tickq.jobs_partition_drop(p_name text)
     returns table (queue text, type text, status text, n bigint)
@@ -302,9 +321,12 @@ begin
             if v_needed then
                 return;
             end if;
+            -- One row per queue, type and status; one row of nulls for an empty partition.
             return query execute format(
                 'select j.queue, j.type, j.status, count(*) from tickq.%I j'
-                ' group by j.queue, j.type, j.status', p_name);
+                ' group by j.queue, j.type, j.status'
+                ' union all select null, null, null, 0'
+                ' where not exists (select from tickq.%I)', p_name, p_name);
             execute format('delete from tickq.job_steps s using tickq.%I j'
                            ' where s.job_id = j.id', p_name);
             execute format('delete from tickq.job_signals s using tickq.%I j'

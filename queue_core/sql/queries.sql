@@ -1113,3 +1113,50 @@ select j.status, count(*)
 from tickq.jobs j
 where j.id = any(array(select id from doomed))
 group by j.status;
+
+-- name: partitions_ensure
+-- Day partitions of finished jobs from today (UTC) to `days` ahead, and for each day that
+-- has rows in the default partition (which move in); returns how many were created.
+select tickq.jobs_partitions_ensure(
+    (coalesce(%(now)s::timestamptz, now()) at time zone 'UTC')::date, %(days)s::integer);
+
+-- name: partitions_list
+-- The day partitions of finished jobs, oldest first, with their row estimates.
+select d.name, d.day, d.upper_bound, greatest(c.reltuples, 0)::bigint as estimated_rows
+from tickq.jobs_day_partitions() d
+join pg_class c on c.oid = ('tickq.' || d.name)::regclass
+order by d.name;
+
+-- name: retention_partitions_droppable
+-- Day partitions that retention drops whole instead of deleting their rows (retention.py),
+-- oldest first: a catch-all policy exists (so each job has a governing policy), every
+-- policy lets go of every job that finished before the partition's end (its max age is
+-- that old, or it keeps none), and no job in it has a status that some policy keeps. Jobs
+-- in other partitions are pruned row by row, as are those of any policy keeping the last N.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), rules as materialized (
+    select coalesce(bool_or(p.queue is null and p.type is null), false) as catch_all,
+           min(case when p.keep_last = 0 then 'infinity'::timestamptz
+                    when p.max_age_seconds is not null
+                        then clock.now - p.max_age_seconds * interval '1 second'
+                    else '-infinity'::timestamptz end) as before,
+           array(select s from unnest(array['succeeded', 'dead', 'cancelled']) s
+                 where exists (select from tickq.retention_policies k
+                               where not (s = any(k.statuses)))) as kept
+    from tickq.retention_policies p, clock
+)
+select d.name
+from tickq.jobs_day_partitions() d, rules r
+where r.catch_all and d.upper_bound <= r.before
+  and not exists (select from tickq.jobs j
+                  where j.status = any(r.kept)
+                    and j.finished_at >= d.upper_bound - interval '1 day'
+                    and j.finished_at < d.upper_bound)
+order by d.name;
+
+-- name: retention_partition_drop
+-- Drop one day partition with its jobs' steps, signals and edges; what went, by queue, type
+-- and status (nothing when a parent in it is still needed by an unfinished child).
+select p.queue, p.type, p.status, p.n
+from tickq.jobs_partition_drop(%(name)s) p;

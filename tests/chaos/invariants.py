@@ -77,13 +77,25 @@ create table chaos.versions (
 create index on chaos.versions (job_id);
 create index on chaos.versions (old_token) where old_token is not null;
 
+-- tickq.jobs is partitioned: an update that moves a job between partitions (it finishes, or
+-- a dead one is retried) runs as a delete and an insert, and fires no AFTER UPDATE trigger.
+-- So updates are recorded BEFORE (a moved row fires that too; the name sorts after the
+-- engine's own BEFORE triggers, so the row is final), and the delete and insert of a move
+-- are told apart from real ones: the moved job is still there, or was inserted before. A
+-- storage move by maintenance (tickq.jobs_partitions_ensure) is no change to the job.
 create function chaos.record_version() returns trigger language plpgsql as $$
 begin
     if tg_op = 'INSERT' then
+        if current_setting('tickq.moving_rows', true) = 'on'
+           or exists (select from chaos.versions v where v.job_id = new.id and v.op = 'insert')
+        then
+            return null;
+        end if;
         insert into chaos.versions (op, job_id, new_status, new_token, new_lease_until,
                                     new_attempts, max_attempts, new_run_after, backoff_max)
         values ('insert', new.id, new.status, new.lease_token, new.lease_until,
                 new.attempts, new.max_attempts, new.run_after, new.backoff_max);
+        return null;
     elsif tg_op = 'UPDATE' then
         insert into chaos.versions (op, job_id, old_status, new_status, old_token, new_token,
                                     old_lease_until, new_lease_until, old_attempts,
@@ -93,15 +105,21 @@ begin
                 old.lease_until, new.lease_until, old.attempts, new.attempts,
                 new.max_attempts, old.run_after, new.run_after, old.cancel_requested,
                 new.backoff_max, new.error);
-    else
-        insert into chaos.versions (op, job_id, old_status, old_token)
-        values ('delete', old.id, old.status, old.lease_token);
+        return new;
     end if;
+    if current_setting('tickq.moving_rows', true) = 'on'
+       or exists (select from tickq.jobs j where j.id = old.id) then
+        return null;
+    end if;
+    insert into chaos.versions (op, job_id, old_status, old_token)
+    values ('delete', old.id, old.status, old.lease_token);
     return null;
 end $$;
 -- Every write, with no WHEN clause: a second 'succeeded' over a 'succeeded' row, a lease
 -- extension and a progress report all leave a version.
-create trigger jobs_versions after insert or update or delete on tickq.jobs
+create trigger jobs_versions before update on tickq.jobs
+    for each row execute function chaos.record_version();
+create trigger jobs_versions_rows after insert or delete on tickq.jobs
     for each row execute function chaos.record_version();
 
 create table chaos.enqueues (

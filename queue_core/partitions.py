@@ -1,0 +1,54 @@
+"""Partitions of finished jobs: one per UTC day, created ahead of time by maintenance.
+
+tickq.jobs keeps live jobs in tickq.jobs_live and finished ones in tickq.jobs_done, which is
+partitioned again by finish time, one partition per UTC day (migration 0014). A finish whose
+day has no partition yet lands in the default partition and never fails; `ensure` gives
+today and the next `days_ahead` days a partition, and any day found in the default
+partition one too, moving its rows in. Retention drops whole days (queue_core/retention.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+import psycopg
+
+from . import validation
+from .store import named_rows
+
+__all__ = ["DEFAULT_DAYS_AHEAD", "DayPartition", "ensure", "partitions"]
+
+# Maintenance runs every few minutes; three days ahead survive a long outage of it.
+DEFAULT_DAYS_AHEAD = 3
+MAX_DAYS_AHEAD = 366
+
+
+@dataclass(frozen=True, slots=True)
+class DayPartition:
+    name: str
+    day: date
+    upper_bound: datetime
+    estimated_rows: int
+
+
+def ensure(
+    conn: psycopg.Connection[Any],
+    *,
+    days_ahead: int = DEFAULT_DAYS_AHEAD,
+    now: datetime | None = None,
+) -> int:
+    """Create the missing day partitions from today to `days_ahead` days ahead, and for each
+    day with rows in the default partition; returns how many were created. Each step waits
+    at most a moment for its locks (and retries), so it never holds up the queue."""
+    validation.integer(days_ahead, "days_ahead", 0, MAX_DAYS_AHEAD)
+    created: int = named_rows(conn, "partitions_ensure", {"now": now, "days": days_ahead})[0][
+        "jobs_partitions_ensure"
+    ]
+    return created
+
+
+def partitions(conn: psycopg.Connection[Any]) -> list[DayPartition]:
+    """The day partitions, oldest first."""
+    return [DayPartition(**row) for row in named_rows(conn, "partitions_list", {})]
