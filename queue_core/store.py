@@ -772,7 +772,7 @@ def translate_errors() -> Iterator[None]:
         raise InvalidJob("text", "is not valid UTF-8 (lone surrogate characters)") from None
     except psycopg.errors.QueryCanceled as exc:
         raise DatabaseError(f"statement cancelled (statement_timeout?): {exc}") from exc
-    except psycopg.errors.TransactionRollback as exc:
+    except (psycopg.errors.TransactionRollback, psycopg.errors.SerializationFailure) as exc:
         raise DatabaseError(f"transaction rolled back, safe to retry: {exc}") from exc
     except psycopg.OperationalError as exc:
         raise DatabaseError(f"database unavailable: {exc}") from exc

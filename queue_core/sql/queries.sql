@@ -248,8 +248,9 @@ with clock as materialized (
         started_at = clock.now,
         updated_at = clock.now
     from clock
-    -- An id array probes the primary key per row whatever the table's statistics say.
-    where j.id = any(array(select id from picked))
+    -- An id array probes the id index per row whatever the table's statistics say; the
+    -- statuses (the picked rows are locked) keep the probe in the live partition.
+    where j.id = any(array(select id from picked)) and j.status in ('queued', 'retrying')
     returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
         j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
@@ -340,8 +341,9 @@ with clock as materialized (
         started_at = clock.now,
         updated_at = clock.now
     from clock
-    -- An id array probes the primary key per row whatever the table's statistics say.
-    where j.id = any(array(select id from picked))
+    -- An id array probes the id index per row whatever the table's statistics say; the
+    -- statuses (the picked rows are locked) keep the probe in the live partition.
+    where j.id = any(array(select id from picked)) and j.status in ('queued', 'retrying')
     returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
         j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
@@ -384,6 +386,8 @@ with clock as materialized (
            case when j.cancel_requested then 'cancelled while running'
                 else 'lease expired' end as error
     from tickq.jobs j join expired using (id)
+    -- Still running (locked above); saying so reads the live partition alone.
+    where j.status = 'running'
 ), reclaimed as (
     update tickq.jobs j
     set status = d.status,
@@ -401,7 +405,7 @@ with clock as materialized (
         updated_at = clock.now,
         finished_at = case when d.status <> 'retrying' then clock.now end
     from decided d, clock
-    where j.id = d.id
+    where j.id = d.id and j.status = 'running'
     returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
         j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,

@@ -1,0 +1,308 @@
+"""tickq.jobs in partitions: live jobs apart, finished ones by day (migration 0014).
+
+A missing day never fails a finish, maintenance gives days their partitions and moves rows
+out of the default one, retention drops whole days and still keeps what a policy keeps, a
+deleted job takes its steps, signals and edges along, and a database at 0013 upgrades.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+import psycopg
+import pytest
+
+from queue_core import PostgresStore, partitions
+from queue_core.migrate import available, migrate
+from queue_core.queries import QUERIES
+from queue_core.retention import Retention, policy
+from queue_core.validation import job_spec
+
+NOW = datetime(2030, 6, 1, tzinfo=UTC)
+OLD_DAY = date(2030, 5, 1)  # a month before NOW: past a week's retention
+
+
+def where(conn: psycopg.Connection, job_id: object) -> str:
+    """The partition holding a job."""
+    row = conn.execute(
+        "select tableoid::regclass::text from tickq.jobs where id = %s", (job_id,)
+    ).fetchone()
+    assert row is not None, f"job {job_id} is gone"
+    return str(row[0])
+
+
+def finished_on(conn: psycopg.Connection, day: date, n: int, status: str = "succeeded") -> None:
+    """n jobs of `status` that finished on `day`, in that day's partition."""
+    at = datetime(day.year, day.month, day.day, 12, tzinfo=UTC)
+    conn.execute(
+        "insert into tickq.jobs (type, status, finished_at)"
+        " select 't', %s, %s - g * interval '1 second' from generate_series(1, %s) g",
+        (status, at, n),
+    )
+    partitions.ensure(conn, days_ahead=0, now=at)
+
+
+def partition_names(conn: psycopg.Connection) -> list[str]:
+    return [p.name for p in partitions.partitions(conn)]
+
+
+def test_a_finish_on_a_day_without_partition_lands_in_the_default_one_until_maintenance(
+    conn: psycopg.Connection,
+) -> None:
+    # Given a day far ahead of every partition made
+    store = PostgresStore(conn)
+    day = datetime(2031, 3, 4, 9, tzinfo=UTC)
+    assert "jobs_done_20310304" not in partition_names(conn)
+    store.enqueue(job_spec("t"), now=day)
+    (job,) = store.claim(now=day)
+    assert where(conn, job.id) == "tickq.jobs_live"
+
+    # When the job finishes that day, Then it succeeds, kept in the default partition
+    store.complete(job, {"ok": True}, now=day)
+    finished = store.get(job.id)
+    assert finished.status == "succeeded"
+    assert where(conn, job.id) == "tickq.jobs_done_default"
+
+    # When maintenance runs, Then the day has a partition and the job moved there unchanged
+    created = partitions.ensure(conn, now=datetime(2030, 1, 1, tzinfo=UTC))
+    assert created >= 1 and "jobs_done_20310304" in partition_names(conn)
+    assert where(conn, job.id) == "tickq.jobs_done_20310304"
+    assert store.get(job.id) == finished
+    assert conn.execute("select count(*) from tickq.jobs_done_default").fetchone() == (0,)
+
+
+def test_maintenance_makes_partitions_ahead_and_is_idempotent(conn: psycopg.Connection) -> None:
+    start = datetime(2032, 2, 27, tzinfo=UTC)
+    assert partitions.ensure(conn, days_ahead=3, now=start) == 4
+    names = partition_names(conn)
+    for name in ("20320227", "20320228", "20320229", "20320301"):
+        assert f"jobs_done_{name}" in names
+    assert partitions.ensure(conn, days_ahead=3, now=start) == 0
+
+
+def test_a_bad_days_ahead_is_refused(conn: psycopg.Connection) -> None:
+    with pytest.raises(Exception, match="days_ahead"):
+        partitions.ensure(conn, days_ahead=-1)
+    with pytest.raises(psycopg.errors.InvalidParameterValue):
+        conn.execute("select tickq.jobs_partitions_ensure(current_date, 1000)")
+
+
+def test_statements_about_live_jobs_read_only_the_live_partition(
+    conn: psycopg.Connection,
+) -> None:
+    # Given finished jobs in a day partition beside the live ones
+    finished_on(conn, OLD_DAY, 100)
+    for name in ("jobs_reclaim", "jobs_extend_lease", "jobs_report_progress"):
+        assert "jobs_done" not in _plan(conn, name), name
+    # Finishing and claiming read live jobs only (finished rows move out as they are written).
+    for name in ("jobs_finish_and_claim", "jobs_finish_and_claim_queues"):
+        plan = _plan(conn, name)
+        assert "jobs_live" in plan and "jobs_done" not in plan, (name, plan)
+
+
+def _plan(conn: psycopg.Connection, name: str) -> str:
+    params = {
+        "now": NOW,
+        "outcomes": "[]",
+        "succeeded_ids": [],
+        "succeeded_tokens": [],
+        "queue": "default",
+        "queues": ["default"],
+        "limit": 10,
+        "lease_seconds": 30,
+        "seconds": 30,
+        "after": None,
+        "id": "00000000-0000-0000-0000-000000000001",
+        "lease_token": "00000000-0000-0000-0000-000000000002",
+        "progress": "{}",
+    }
+    with conn.cursor() as cur:
+        cur.execute("explain " + QUERIES[name], params)
+        return "\n".join(r[0] for r in cur.fetchall())
+
+
+def test_retention_drops_whole_days_past_every_policy(conn: psycopg.Connection) -> None:
+    # Given a month-old day of finished jobs, one with a step, a signal and an edge
+    finished_on(conn, OLD_DAY, 50)
+    finished_on(conn, OLD_DAY, 10, status="cancelled")
+    (old_id,) = conn.execute(
+        "select id from tickq.jobs where finished_at::date = %s limit 1", (OLD_DAY,)
+    ).fetchone()
+    _hang_on(conn, old_id)
+    finished_on(conn, NOW.date() - timedelta(days=1), 5)  # yesterday: kept
+    retention = Retention(conn)
+    retention.set(policy(max_age="7d", statuses=["succeeded", "cancelled", "dead"]))
+
+    # When retention prunes
+    report = retention.prune(now=NOW)
+
+    # Then the old day went whole, counted, and took what hung on its jobs along
+    assert "jobs_done_20300501" in report.partitions_dropped
+    assert "jobs_done_20300501" not in partition_names(conn)
+    assert report.by_status == {"succeeded": 50, "cancelled": 10}
+    assert report.by_policy == {"all jobs": 60}
+    assert _hanging(conn, old_id) == (0, 0, 0)
+    # Yesterday's five, and the child of the edge (finished at NOW)
+    assert conn.execute("select count(*) from tickq.jobs").fetchone() == (6,)
+
+
+def test_a_day_holding_jobs_a_policy_keeps_is_not_dropped(conn: psycopg.Connection) -> None:
+    # Given an old day with succeeded and dead jobs, and a policy keeping dead ones
+    finished_on(conn, OLD_DAY, 20)
+    finished_on(conn, OLD_DAY, 2, status="dead")
+    retention = Retention(conn)
+    retention.set(policy(max_age="7d"))
+
+    report = retention.prune(now=NOW)
+
+    # Then the day stays, its succeeded jobs pruned row by row, the dead ones kept
+    assert "jobs_done_20300501" not in report.partitions_dropped
+    assert "jobs_done_20300501" in partition_names(conn)
+    assert report.by_status == {"succeeded": 20}
+    assert conn.execute("select status, count(*) from tickq.jobs group by 1").fetchall() == [
+        ("dead", 2)
+    ]
+
+
+def test_keep_last_n_keeps_the_newest_even_in_old_days(conn: psycopg.Connection) -> None:
+    # Given old days only, and a policy keeping the newest 3 (and no max age)
+    finished_on(conn, OLD_DAY, 10)
+    finished_on(conn, OLD_DAY + timedelta(days=1), 10)
+    newest = conn.execute(
+        "select id from tickq.jobs order by finished_at desc, id desc limit 3"
+    ).fetchall()
+    retention = Retention(conn)
+    retention.set(policy(keep_last=3))
+
+    report = retention.prune(now=NOW)
+
+    # Then no day went whole, and exactly the newest three remain
+    assert report.partitions_dropped == []
+    assert report.deleted == 17
+    assert conn.execute("select id from tickq.jobs order by finished_at desc").fetchall() == newest
+
+
+def test_a_per_queue_policy_keeping_longer_keeps_the_day(conn: psycopg.Connection) -> None:
+    finished_on(conn, OLD_DAY, 5)
+    retention = Retention(conn)
+    retention.set(policy(max_age="7d"))
+    retention.set(policy(queue="audit", max_age="365d"))
+
+    report = retention.prune(now=NOW)
+
+    assert "jobs_done_20300501" not in report.partitions_dropped
+    assert report.deleted == 5  # row by row: the catch-all governs these jobs
+
+
+def test_a_day_holding_a_parent_an_unfinished_child_needs_is_kept(
+    conn: psycopg.Connection,
+) -> None:
+    # Given an old day whose one job is the parent of a waiting child
+    finished_on(conn, OLD_DAY, 1)
+    (parent,) = conn.execute("select id from tickq.jobs").fetchone()
+    conn.execute("update tickq.jobs set has_children = true where id = %s", (parent,))
+    (child,) = conn.execute(
+        "insert into tickq.jobs (type, status, pending_parents) values ('t', 'waiting', 1)"
+        " returning id"
+    ).fetchone()
+    conn.execute(
+        "insert into tickq.job_dependencies (child_id, parent_id) values (%s, %s)",
+        (child, parent),
+    )
+    retention = Retention(conn)
+    retention.set(policy(max_age="7d"))
+
+    report = retention.prune(now=NOW)
+
+    assert "jobs_done_20300501" not in report.partitions_dropped
+    assert where(conn, parent) == "tickq.jobs_done_20300501"
+
+
+def test_deleting_or_truncating_jobs_takes_their_steps_signals_and_edges(
+    conn: psycopg.Connection,
+) -> None:
+    finished_on(conn, OLD_DAY, 2)
+    first, second = (r[0] for r in conn.execute("select id from tickq.jobs order by id"))
+    _hang_on(conn, first)
+    _hang_on(conn, second)
+
+    conn.execute("delete from tickq.jobs where id = %s", (first,))
+    assert _hanging(conn, first) == (0, 0, 0)
+    assert _hanging(conn, second) == (1, 1, 1)
+
+    conn.execute("truncate tickq.jobs")
+    assert _hanging(conn, second) == (0, 0, 0)
+
+
+def _hang_on(conn: psycopg.Connection, job_id: object) -> None:
+    """A step, a signal and an edge (to a waiting child) on the job."""
+    conn.execute(
+        "insert into tickq.job_steps (job_id, name, result, size, finished_at)"
+        " values (%s, 's', '1', 1, now())",
+        (job_id,),
+    )
+    conn.execute(
+        "insert into tickq.job_signals (job_id, name, size, sent_at) values (%s, 'go', 0, now())",
+        (job_id,),
+    )
+    (child,) = conn.execute(
+        "insert into tickq.jobs (type, status, finished_at) values ('t', 'cancelled', %s)"
+        " returning id",
+        (NOW,),
+    ).fetchone()
+    conn.execute(
+        "insert into tickq.job_dependencies (child_id, parent_id) values (%s, %s)",
+        (child, job_id),
+    )
+
+
+def _hanging(conn: psycopg.Connection, job_id: object) -> tuple[int, int, int]:
+    row = conn.execute(
+        "select (select count(*) from tickq.job_steps where job_id = %(id)s),"
+        " (select count(*) from tickq.job_signals where job_id = %(id)s),"
+        " (select count(*) from tickq.job_dependencies where parent_id = %(id)s)",
+        {"id": job_id},
+    ).fetchone()
+    assert row is not None
+    return (row[0], row[1], row[2])
+
+
+def test_a_database_at_0013_upgrades_with_its_jobs(fresh_database_url: str) -> None:
+    # Given a database migrated up to 0013, with live and finished jobs, a key, a step
+    with psycopg.connect(fresh_database_url) as conn:
+        conn.execute("create schema tickq")
+        conn.execute(
+            "create table tickq.schema_migrations ("
+            " version text primary key, applied_at timestamptz not null default now())"
+        )
+        for migration in available():
+            if migration.version >= "0014":
+                break
+            conn.execute(migration.sql.encode())
+            conn.execute("insert into tickq.schema_migrations values (%s)", (migration.version,))
+        store = PostgresStore(conn)
+        store.enqueue(job_spec("t", idempotency_key="k1"))
+        store.enqueue(job_spec("t"))
+        (done,) = store.claim(limit=1)
+        store.complete(done, {"n": 1})
+        conn.execute(
+            "insert into tickq.job_steps (job_id, name, result, size, finished_at)"
+            " values (%s, 's', '1', 1, now())",
+            (done.id,),
+        )
+        before = sorted(store.list_jobs(limit=10).jobs, key=lambda j: j.id)
+        conn.commit()
+
+        # When it migrates
+        assert migrate(conn) == [m.version for m in available() if m.version >= "0014"]
+
+        # Then the jobs are the same, in their partitions, with their key and step
+        after = sorted(store.list_jobs(limit=10).jobs, key=lambda j: j.id)
+        assert after == before
+        assert where(conn, done.id).startswith("tickq.jobs_done_")
+        assert conn.execute("select count(*) from tickq.job_keys").fetchone() == (1,)
+        assert store.enqueue(job_spec("t", idempotency_key="k1")).duplicate
+        assert conn.execute("select count(*) from tickq.job_steps").fetchone() == (1,)
+        assert conn.execute(
+            "select relkind from pg_class where oid = 'tickq.jobs'::regclass"
+        ).fetchone() == ("p",)
