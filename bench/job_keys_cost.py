@@ -108,6 +108,10 @@ def measure(
         medians = {name: statistics.median(r[kind] for r in rates[name]) for name in names}
         result[kind] = {name: [round(r[kind]) for r in rates[name]] for name in names}
         result[f"{kind}_after_over_before"] = round(medians["after"] / medians["before"], 3)
+        # Each round's two versions ran back to back: the median of those paired ratios
+        # is the figure least moved by load that changes between rounds.
+        paired = [a[kind] / b[kind] for a, b in zip(rates["after"], rates["before"], strict=True)]
+        result[f"{kind}_paired_ratio_median"] = round(statistics.median(paired), 3)
     return result
 
 
