@@ -1,0 +1,137 @@
+"""Enqueue throughput of two versions of the engine side by side: this tree and another
+checkout (such as the commit before the key table of migration 0013), keyless and keyed.
+
+Each version runs in its own interpreter with its own tree first on the path, against its
+own freshly migrated database on one server; rounds alternate which version goes first, so
+drift favours neither. A round bulk-enqueues batches and single-enqueues jobs, without keys
+and with a fresh key per job.
+
+    mkdir /tmp/before && git archive <commit> | tar -x -C /tmp/before
+    .venv/bin/python -m bench.job_keys_cost --before /tmp/before [--jobs 20000] [--rounds 5]
+
+Uses TICKQ_DATABASE_URL (a superuser able to create databases) or a throwaway local server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+BATCH = 1000
+KINDS = ("bulk_keyless", "bulk_keyed", "single_keyless", "single_keyed")
+HERE = Path(__file__).resolve().parent.parent
+
+
+def one_round(url: str, jobs: int, singles: int, run: str) -> dict[str, float]:
+    """Jobs per second of each kind of enqueue, with the engine importable here."""
+    import psycopg
+
+    from queue_core.store import PostgresStore
+    from queue_core.validation import job_spec
+
+    rates: dict[str, float] = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("truncate tickq.jobs cascade")
+        store = PostgresStore(conn)
+        for keyed in (False, True):
+            began = time.perf_counter()
+            for b in range(jobs // BATCH):
+                store.enqueue_many(
+                    [
+                        job_spec(
+                            "work", {"i": i}, idempotency_key=f"{run}-{b}-{i}" if keyed else None
+                        )
+                        for i in range(BATCH)
+                    ]
+                )
+            rates["bulk_keyed" if keyed else "bulk_keyless"] = jobs / (time.perf_counter() - began)
+            began = time.perf_counter()
+            for i in range(singles):
+                store.enqueue(
+                    job_spec("work", {"i": i}, idempotency_key=f"{run}-s-{i}" if keyed else None)
+                )
+            rates["single_keyed" if keyed else "single_keyless"] = singles / (
+                time.perf_counter() - began
+            )
+    return rates
+
+
+def _in_tree(tree: Path, url: str, jobs: int, singles: int, run: str) -> dict[str, float]:
+    """one_round in a child interpreter that imports queue_core from `tree`."""
+    # Only `tree` is on the child's path; this file is run by its path, so the measuring
+    # code is the same for both versions and the engine is the tree's.
+    code = (
+        "import json, runpy, sys; sys.path.insert(0, sys.argv[1]);"
+        "f = runpy.run_path(sys.argv[2])['one_round'];"
+        "print(json.dumps(f(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tree), __file__, url, str(jobs), str(singles), run],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ""},
+        cwd=tree,
+    ).stdout
+    return dict(json.loads(out.splitlines()[-1]))
+
+
+def _migrate_in_tree(tree: Path, url: str) -> None:
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import psycopg;"
+        "from queue_core.migrate import migrate;"
+        "c = psycopg.connect(sys.argv[2]); migrate(c); c.commit()"
+    )
+    subprocess.run([sys.executable, "-c", code, str(tree), url], check=True, cwd=tree)
+
+
+def measure(
+    trees: dict[str, Path], urls: dict[str, str], *, jobs: int, singles: int, rounds: int
+) -> dict[str, Any]:
+    rates: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    for name, tree in trees.items():  # warm caches and plans
+        _in_tree(tree, urls[name], BATCH, 100, f"warm-{name}")
+    names = list(trees)
+    for n in range(rounds):
+        for name in names if n % 2 == 0 else names[::-1]:
+            rates[name].append(_in_tree(trees[name], urls[name], jobs, singles, f"r{n}-{name}"))
+    result: dict[str, Any] = {"jobs": jobs, "singles": singles, "rounds": rounds}
+    for kind in KINDS:
+        medians = {name: statistics.median(r[kind] for r in rates[name]) for name in names}
+        result[kind] = {name: [round(r[kind]) for r in rates[name]] for name in names}
+        result[f"{kind}_after_over_before"] = round(medians["after"] / medians["before"], 3)
+        # Each round's two versions ran back to back: the median of those paired ratios
+        # is the figure least moved by load that changes between rounds.
+        paired = [a[kind] / b[kind] for a, b in zip(rates["after"], rates["before"], strict=True)]
+        result[f"{kind}_paired_ratio_median"] = round(statistics.median(paired), 3)
+    return result
+
+
+def main() -> None:
+    from .server import env_or_local_server, fresh_database
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", type=Path, required=True, help="checkout of the old engine")
+    parser.add_argument("--jobs", type=int, default=20000)
+    parser.add_argument("--singles", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    trees = {"before": args.before.resolve(), "after": HERE}
+    with env_or_local_server() as admin, ExitStack() as stack:
+        urls = {name: stack.enter_context(fresh_database(admin, f"keys_{name}")) for name in trees}
+        for name, tree in trees.items():
+            _migrate_in_tree(tree, urls[name])
+        result = measure(trees, urls, jobs=args.jobs, singles=args.singles, rounds=args.rounds)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
