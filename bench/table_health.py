@@ -45,7 +45,8 @@ def churn(url: str, jobs: int, storage: str | None) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True) as conn:
         if storage:
             # Constant text from CANDIDATES above, never user input.
-            conn.execute(f"alter table tickq.jobs set ({storage})")
+            # On the live jobs' partition, where the churn is (migration 0014).
+            conn.execute(f"alter table tickq.jobs_live set ({storage})")
         store = PostgresStore(conn)
         rates: list[float] = []
         window, window_start, done = max(jobs // 10, BATCH), time.perf_counter(), 0
@@ -60,9 +61,13 @@ def churn(url: str, jobs: int, storage: str | None) -> dict[str, Any]:
                 window_start = now
         conn.execute("select pg_stat_force_next_flush()")
         row = conn.execute(
-            "select n_live_tup, n_dead_tup, n_tup_upd, n_tup_hot_upd, autovacuum_count,"
-            " pg_relation_size('tickq.jobs'), pg_indexes_size('tickq.jobs')"
-            " from pg_stat_user_tables where relid = 'tickq.jobs'::regclass"
+            # Summed over the partitions of tickq.jobs (migration 0014).
+            "select sum(s.n_live_tup)::bigint, sum(s.n_dead_tup)::bigint,"
+            " sum(s.n_tup_upd)::bigint, sum(s.n_tup_hot_upd)::bigint,"
+            " sum(s.autovacuum_count)::bigint, sum(pg_relation_size(s.relid))::bigint,"
+            " sum(pg_indexes_size(s.relid))::bigint"
+            " from pg_partition_tree('tickq.jobs') t"
+            " join pg_stat_user_tables s on s.relid = t.relid where t.isleaf"
         ).fetchone()
     assert row is not None
     names = ("live", "dead", "updates", "hot_updates", "autovacuums", "heap_bytes", "index_bytes")
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                 # Start from stock settings whatever migration 0006 chose, then apply each.
                 with psycopg.connect(url, autocommit=True) as conn:
                     conn.execute(
-                        "alter table tickq.jobs reset (fillfactor,"
+                        "alter table tickq.jobs_live reset (fillfactor,"
                         " autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold,"
                         " autovacuum_vacuum_insert_scale_factor,"
                         " autovacuum_analyze_scale_factor, autovacuum_vacuum_cost_delay)"

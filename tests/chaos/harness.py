@@ -224,6 +224,62 @@ class Monitor(threading.Thread):
                 conn.close()
 
 
+class PartitionChurn(threading.Thread):
+    """Creates and drops partitions of finished jobs while the workers run, as maintenance
+    and retention do in production. Started with today's partition gone, so finishes land
+    in the default partition until the first round gives today a partition again, moving
+    them in under the workers' feet; then every round drops an empty day ahead and makes
+    it again. Reconnects across database restarts; other failures fail the test."""
+
+    def __init__(self, url: str, interval: float = 2.0) -> None:
+        super().__init__(daemon=True, name="chaos-partitions")
+        self.url = url
+        self.interval = interval
+        self.stop_event = threading.Event()
+        self.failures: list[str] = []
+        self.created = 0
+        self.dropped = 0
+        self.outages = 0
+
+    @staticmethod
+    def drop_today(url: str) -> None:
+        """Drop today's (still empty) partition, before any job finishes."""
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                "select tickq.jobs_partition_drop("
+                "tickq.jobs_partition_name((now() at time zone 'UTC')::date))"
+            )
+
+    def run(self) -> None:
+        conn: psycopg.Connection[Any] | None = None
+        try:
+            while not self.stop_event.wait(self.interval):
+                try:
+                    if conn is None or conn.closed or conn.broken:
+                        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=2)
+                    row = conn.execute(PARTITIONS_ENSURE).fetchone()
+                    self.created += row[0] if row else 0
+                    if conn.execute(PARTITION_DROP_AHEAD).fetchone():
+                        self.dropped += 1
+                except psycopg.OperationalError:
+                    self.outages += 1
+                    conn = None
+                    continue
+        except Exception as exc:  # any other failure is the test's, not the database's
+            self.failures.append(f"partition churn failed: {type(exc).__name__}: {exc}")
+        finally:
+            if conn is not None:
+                conn.close()
+
+
+PARTITIONS_ENSURE = "select tickq.jobs_partitions_ensure((now() at time zone 'UTC')::date, 3)"
+# The day after tomorrow: no job finishes there, so dropping it loses nothing.
+PARTITION_DROP_AHEAD = """
+select * from tickq.jobs_partition_drop(
+    tickq.jobs_partition_name((now() at time zone 'UTC')::date + 2))
+"""
+
+
 RECORD_ENQUEUE = """
 insert into chaos.enqueues (idempotency_key, job_id, duplicate, asked_at)
 values (%(key)s, %(id)s, %(duplicate)s, %(asked_at)s)

@@ -363,7 +363,7 @@ AT_END: dict[str, str] = {
         select j.id, count(s.name), j.payload ->> 'steps' from tickq.jobs j
         left join tickq.job_steps s on s.job_id = j.id
         where j.status = 'succeeded' and j.payload ? 'steps'
-        group by j.id having count(s.name) <> (j.payload ->> 'steps')::int
+        group by j.id, j.payload having count(s.name) <> (j.payload ->> 'steps')::int
     """,
     "a result that differs from the stored steps": """
         select j.id from tickq.jobs j

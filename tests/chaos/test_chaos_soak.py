@@ -9,6 +9,7 @@ The invariants (tests/chaos/invariants.py) are computed from evidence the engine
 writes: the handlers' own record of each execution, a trigger's record of every row
 version and the enqueuer's record of every answer. They are checked every ~500 ms while it
 runs and all of them once more at the end, with the checks that no job was lost or stuck.
+Meanwhile partitions of finished jobs are created and dropped (harness.PartitionChurn).
 A failure of the monitor or the enqueuer fails the test. `TICKQ_SOAK_SEED` replays a run's
 choices (worker timing still differs).
 """
@@ -30,6 +31,7 @@ from tests.chaos.harness import (
     Database,
     Enqueuer,
     Monitor,
+    PartitionChurn,
     Supervisor,
     database_now,
     record_enqueues,
@@ -140,12 +142,15 @@ def test_no_job_is_lost_under_kills_crashes_and_a_database_restart(tmp_path: Pat
     db.create()
     supervisor = Supervisor(db.url, logs=tmp_path, works=2, ticks=1, functions=1)
     monitor = Monitor(db.url)
+    churn = PartitionChurn(db.url)
     try:
+        PartitionChurn.drop_today(db.url)  # the first finishes land in the default partition
         expected = enqueue_initial(db.url, INITIAL_JOBS, rng)
         started = time.monotonic()
         enqueuer = Enqueuer(db.url, until=started + CHAOS_SECONDS * 0.8, rate=10, seed=SEED)
         monitor.start()
         enqueuer.start()
+        churn.start()
 
         # Chaos phase: the main thread supervises, kills and restarts the database (the
         # server's parent-death signal is tied to the thread that started it).
@@ -172,6 +177,8 @@ def test_no_job_is_lost_under_kills_crashes_and_a_database_restart(tmp_path: Pat
         supervisor.stop()
         monitor.stop_event.set()
         monitor.join()
+        churn.stop_event.set()
+        churn.join()
 
         with psycopg.connect(db.url, autocommit=True) as conn:
             present = {row[0] for row in conn.execute("select id from tickq.jobs")}
@@ -180,6 +187,7 @@ def test_no_job_is_lost_under_kills_crashes_and_a_database_restart(tmp_path: Pat
         violations = [
             *monitor.failures,
             *enqueuer.failures,
+            *churn.failures,
             *monitor.violations,
             *(v for v in final if v not in monitor.violations),
             *([f"lost jobs: {lost[:5]}"] if lost else []),
@@ -192,6 +200,8 @@ def test_no_job_is_lost_under_kills_crashes_and_a_database_restart(tmp_path: Pat
             duration_seconds=round(duration, 1),
             monitor_rounds=monitor.rounds,
             monitor_outages=monitor.outages,
+            partitions_created=churn.created,
+            partitions_dropped=churn.dropped,
             violations=len(violations),
         )
         print("chaos soak summary:", report)
@@ -200,9 +210,12 @@ def test_no_job_is_lost_under_kills_crashes_and_a_database_restart(tmp_path: Pat
     finally:
         supervisor.stop()
         monitor.stop_event.set()
+        churn.stop_event.set()
         db.stop()
 
     assert violations == [], f"seed {SEED}: rerun with TICKQ_SOAK_SEED={SEED}"
     assert report["worker_kills"] > 0 and db.restarts >= 1 and monitor.rounds >= 10
+    # Today's partition came back under the workers, and days were dropped and made again.
+    assert report["partitions_created"] >= 2 and report["partitions_dropped"] >= 1, report
     assert report["stale_reports_refused"] > 0, "no execution outlived its lease: fence untested"
     assert Counter(report["outcomes"]).keys() <= {"succeeded", "dead", "cancelled"}

@@ -194,6 +194,18 @@ def test_a_per_queue_policy_keeping_longer_keeps_the_day(conn: psycopg.Connectio
     assert report.deleted == 5  # row by row: the catch-all governs these jobs
 
 
+def test_without_a_catch_all_policy_no_day_is_dropped(conn: psycopg.Connection) -> None:
+    # Jobs no policy governs are kept: a day holding any of them stays whole.
+    finished_on(conn, OLD_DAY, 5)
+    retention = Retention(conn)
+    retention.set(policy(queue="bulk", max_age="7d"))
+
+    report = retention.prune(now=NOW)
+
+    assert (report.partitions_dropped, report.deleted) == ([], 0)
+    assert conn.execute("select count(*) from tickq.jobs").fetchone() == (5,)
+
+
 def test_a_day_holding_a_parent_an_unfinished_child_needs_is_kept(
     conn: psycopg.Connection,
 ) -> None:
