@@ -50,7 +50,7 @@ def install_single_table(url: str) -> None:
             " version text primary key, applied_at timestamptz not null default now())"
         )
         for migration in available():
-            if migration.version > LAST_SINGLE_TABLE:
+            if migration.version[:4] > LAST_SINGLE_TABLE:
                 break
             conn.execute(migration.sql.encode())
             conn.execute("insert into tickq.schema_migrations values (%s)", (migration.version,))

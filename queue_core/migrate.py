@@ -49,9 +49,8 @@ def migrate(conn: psycopg.Connection) -> list[str]:
             applied.append(migration.version)
         # Today's partition of finished jobs and the next days' (migration 0014), so a
         # database migrated long after 0014 starts with them; maintenance keeps them ahead.
-        if conn.execute("select to_regproc('tickq.jobs_partitions_ensure') is not null").fetchone()[
-            0
-        ]:
+        row = conn.execute("select to_regproc('tickq.jobs_partitions_ensure') is not null")
+        if (found := row.fetchone()) and found[0]:
             conn.execute("select tickq.jobs_partitions_ensure((now() at time zone 'UTC')::date, 3)")
     return applied
 

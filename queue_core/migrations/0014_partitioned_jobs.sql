@@ -107,117 +107,7 @@ begin
     end if;
 end $$;
 
--- 4. The rows. Each lands in its partition (finished ones in the default one until
--- tickq.jobs_partitions_ensure below gives their day a partition).
-insert into tickq.jobs select * from tickq.jobs_unpartitioned;
-drop table tickq.jobs_unpartitioned;
-
--- 5. Indexes, built once the rows are in. On every partition: lookups by id and a user's list.
-create index jobs_id_idx on tickq.jobs (id);
-create index jobs_owner_idx on tickq.jobs (user_id, created_at desc, id desc)
-    where user_id is not null;
-
--- Live jobs only: the claim, the fair claim, expired leases, jobs waiting to retry.
-create index jobs_claim_idx on tickq.jobs_live (queue, priority desc, run_after, created_at)
-    where status in ('queued', 'retrying');
-create index jobs_fair_idx on tickq.jobs_live
-    (queue, priority desc, group_key, run_after, created_at)
-    where status in ('queued', 'retrying');
-create index jobs_lease_idx on tickq.jobs_live (lease_until) where status = 'running';
-create index jobs_retrying_idx on tickq.jobs_live (updated_at) where status = 'retrying';
-
--- Finished jobs only: listing and retention by status and age, failure counts, and the
--- parents retention must keep while a child still needs them.
-create index jobs_finished_idx on tickq.jobs_done (status, finished_at);
-create index jobs_failed_finished_idx on tickq.jobs_done (finished_at)
-    where errors <> '[]'::jsonb;
-create index jobs_done_parents_idx on tickq.jobs_done (finished_at) where has_children;
-
--- 6. Row-level security, grants, triggers and functions as they were.
-alter table tickq.jobs enable row level security;
-alter table tickq.jobs force row level security;
-
-do $$
-declare
-    r record;
-begin
-    for r in select * from tickq_0014_policies loop
-        execute format('create policy %I on %s as %s for %s to %s',
-                       r.name, r.tab, case when r.permissive then 'permissive' else 'restrictive' end,
-                       r.command, r.roles)
-             || coalesce(' using (' || r.qual || ')', '')
-             || coalesce(' with check (' || r.with_check || ')', '');
-    end loop;
-    for r in select * from tickq_0014_grants loop
-        execute format('grant %s%s on tickq.jobs to %s', r.privilege_type,
-                       coalesce(' (' || quote_ident(r.column_name) || ')', ''),
-                       case r.grantee when 0 then 'public'
-                                      else quote_ident(pg_get_userbyid(r.grantee)) end);
-    end loop;
-end $$;
-
-do $$
-declare
-    r record;
-begin
-    for r in select definition from tickq_0014_triggers loop
-        execute r.definition;
-    end loop;
-    -- Functions returning jobs, and who may call them.
-    for r in select * from tickq_0014_functions loop
-        execute r.definition;
-        if r.acl is not null then
-            execute format('revoke all on function %s from public', r.signature);
-            execute (select string_agg(
-                         format('grant execute on function %s to %s', r.signature,
-                                case a.grantee when 0 then 'public'
-                                               else quote_ident(pg_get_userbyid(a.grantee))
-                                end), '; ')
-                     from aclexplode(r.acl) a where a.privilege_type = 'EXECUTE');
-        end if;
-    end loop;
-end $$;
-
--- 7. A deleted job takes its steps, signals and dependency edges with it, as the foreign
--- keys' cascades did. A statement trigger with the deleted rows: one set-based delete per
--- table and statement, and nothing at all for statements that delete no job. Security
--- definer, as a cascade: the rows go whoever deleted the job.
-create function tickq.jobs_forget() returns trigger
-    language plpgsql security definer
-    set search_path = pg_catalog, pg_temp
-    as $$
-begin
-    delete from tickq.job_steps s using gone g where s.job_id = g.id;
-    delete from tickq.job_signals s using gone g where s.job_id = g.id;
-    delete from tickq.job_dependencies d using gone g where d.child_id = g.id;
-    delete from tickq.job_dependencies d using gone g where d.parent_id = g.id;
-    return null;
-end $$;
-
-create trigger jobs_forget after delete on tickq.jobs
-    referencing old table as gone
-    for each statement execute function tickq.jobs_forget();
-
--- Emptying the jobs (tests, benchmarks, a reset) empties what hung on them, as TRUNCATE ...
--- CASCADE did through the foreign keys. A delete, not a truncate: a TRUNCATE that names
--- these tables too is still using them here.
-create function tickq.jobs_forget_all() returns trigger
-    language plpgsql security definer
-    set search_path = pg_catalog, pg_temp
-    as $$
-begin
-    delete from tickq.job_steps;
-    delete from tickq.job_signals;
-    delete from tickq.job_dependencies;
-    return null;
-end $$;
-
-create trigger jobs_forget_all after truncate on tickq.jobs
-    for each statement execute function tickq.jobs_forget_all();
-
-revoke all on function tickq.jobs_forget(), tickq.jobs_forget_all() from public;
-
--- 8. Day partitions of finished jobs. tickq.jobs_partitions_ensure gives each of the days
+-- 4. Day partitions of finished jobs. tickq.jobs_partitions_ensure gives each of the days
 -- from p_from to p_from + p_days (and every day that has rows in the default partition) a
 -- partition of its own, moving those rows out of the default first. Each day is one short
 -- step under a short lock timeout, retried, so it never holds up the queue: attaching takes
@@ -291,7 +181,8 @@ begin
 end $$;
 
 -- Drop one day partition whose every job retention lets go (queue_core/retention.py decides
--- which), with the steps, signals and dependency edges of its jobs, in one transaction.
+-- which), with the idempotency keys, steps, signals and dependency edges of its jobs, in one
+-- transaction.
 -- Returns what went, by queue, type and status, for the pruning report (a row of nulls when
 -- it was empty); nothing, and the partition stays, when one of its jobs is a parent that an unfinished child still needs
 -- (the child reads its result when it runs).
@@ -327,6 +218,8 @@ begin
                 ' group by j.queue, j.type, j.status'
                 ' union all select null, null, null, 0'
                 ' where not exists (select from tickq.%I)', p_name, p_name);
+            execute format('delete from tickq.job_keys k using tickq.%I j'
+                           ' where k.job_id = j.id', p_name);
             execute format('delete from tickq.job_steps s using tickq.%I j'
                            ' where s.job_id = j.id', p_name);
             execute format('delete from tickq.job_signals s using tickq.%I j'
@@ -364,6 +257,121 @@ revoke all on function tickq.jobs_partitions_ensure(date, integer),
 grant execute on function tickq.jobs_partitions_ensure(date, integer),
     tickq.jobs_partition_drop(text) to tickq_worker;
 
--- Today's partition and the next three days', and a partition for each day of the rows
--- moved above.
+-- 5. The rows. Each day of finished jobs gets its partition first, so every row is copied
+-- once, straight to where it belongs.
+select tickq.jobs_partitions_ensure(d.day, 0)
+from (select distinct (finished_at at time zone 'UTC')::date as day
+      from tickq.jobs_unpartitioned
+      where finished_at is not null and status in ('succeeded', 'dead', 'cancelled')
+      order by 1) d;
+insert into tickq.jobs select * from tickq.jobs_unpartitioned;
+drop table tickq.jobs_unpartitioned;
+
+-- 6. Indexes, built once the rows are in. On every partition: lookups by id and a user's list.
+create index jobs_id_idx on tickq.jobs (id);
+create index jobs_owner_idx on tickq.jobs (user_id, created_at desc, id desc)
+    where user_id is not null;
+
+-- Live jobs only: the claim, the fair claim, expired leases, jobs waiting to retry.
+create index jobs_claim_idx on tickq.jobs_live (queue, priority desc, run_after, created_at)
+    where status in ('queued', 'retrying');
+create index jobs_fair_idx on tickq.jobs_live
+    (queue, priority desc, group_key, run_after, created_at)
+    where status in ('queued', 'retrying');
+create index jobs_lease_idx on tickq.jobs_live (lease_until) where status = 'running';
+create index jobs_retrying_idx on tickq.jobs_live (updated_at) where status = 'retrying';
+
+-- Finished jobs only: listing and retention by status and age, failure counts, and the
+-- parents retention must keep while a child still needs them.
+create index jobs_finished_idx on tickq.jobs_done (status, finished_at);
+create index jobs_failed_finished_idx on tickq.jobs_done (finished_at)
+    where errors <> '[]'::jsonb;
+create index jobs_done_parents_idx on tickq.jobs_done (finished_at) where has_children;
+
+-- 7. Row-level security, grants, triggers and functions as they were.
+alter table tickq.jobs enable row level security;
+alter table tickq.jobs force row level security;
+
+do $$
+declare
+    r record;
+begin
+    for r in select * from tickq_0014_policies loop
+        execute format('create policy %I on %s as %s for %s to %s',
+                       r.name, r.tab, case when r.permissive then 'permissive' else 'restrictive' end,
+                       r.command, r.roles)
+             || coalesce(' using (' || r.qual || ')', '')
+             || coalesce(' with check (' || r.with_check || ')', '');
+    end loop;
+    for r in select * from tickq_0014_grants loop
+        execute format('grant %s%s on tickq.jobs to %s', r.privilege_type,
+                       coalesce(' (' || quote_ident(r.column_name) || ')', ''),
+                       case r.grantee when 0 then 'public'
+                                      else quote_ident(pg_get_userbyid(r.grantee)) end);
+    end loop;
+end $$;
+
+do $$
+declare
+    r record;
+begin
+    for r in select definition from tickq_0014_triggers loop
+        execute r.definition;
+    end loop;
+    -- Functions returning jobs, and who may call them.
+    for r in select * from tickq_0014_functions loop
+        execute r.definition;
+        if r.acl is not null then
+            execute format('revoke all on function %s from public', r.signature);
+            execute (select string_agg(
+                         format('grant execute on function %s to %s', r.signature,
+                                case a.grantee when 0 then 'public'
+                                               else quote_ident(pg_get_userbyid(a.grantee))
+                                end), '; ')
+                     from aclexplode(r.acl) a where a.privilege_type = 'EXECUTE');
+        end if;
+    end loop;
+end $$;
+
+-- 8. A deleted job takes its key, steps, signals and dependency edges with it, as the foreign
+-- keys' cascades did. A statement trigger with the deleted rows: one set-based delete per
+-- table and statement, and nothing at all for statements that delete no job. Security
+-- definer, as a cascade: the rows go whoever deleted the job.
+create function tickq.jobs_forget() returns trigger
+    language plpgsql security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+begin
+    delete from tickq.job_keys k using gone g where k.job_id = g.id;
+    delete from tickq.job_steps s using gone g where s.job_id = g.id;
+    delete from tickq.job_signals s using gone g where s.job_id = g.id;
+    delete from tickq.job_dependencies d using gone g where d.child_id = g.id;
+    delete from tickq.job_dependencies d using gone g where d.parent_id = g.id;
+    return null;
+end $$;
+
+create trigger jobs_forget after delete on tickq.jobs
+    referencing old table as gone
+    for each statement execute function tickq.jobs_forget();
+
+-- Emptying the jobs (tests, benchmarks, a reset) empties what hung on them, as TRUNCATE ...
+-- CASCADE did through the foreign keys. A delete, not a truncate: a TRUNCATE that names
+-- these tables too is still using them here.
+create function tickq.jobs_forget_all() returns trigger
+    language plpgsql security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+begin
+    delete from tickq.job_steps;
+    delete from tickq.job_signals;
+    delete from tickq.job_dependencies;
+    return null;
+end $$;
+
+create trigger jobs_forget_all after truncate on tickq.jobs
+    for each statement execute function tickq.jobs_forget_all();
+
+revoke all on function tickq.jobs_forget(), tickq.jobs_forget_all() from public;
+
+-- Today's partition and the next three days' (the days of the copied rows have theirs).
 select tickq.jobs_partitions_ensure((now() at time zone 'UTC')::date, 3);

@@ -318,3 +318,18 @@ def test_a_database_at_0013_upgrades_with_its_jobs(fresh_database_url: str) -> N
         assert conn.execute(
             "select relkind from pg_class where oid = 'tickq.jobs'::regclass"
         ).fetchone() == ("p",)
+
+
+def test_migrate_gives_today_a_partition_even_with_nothing_to_apply(
+    conn: psycopg.Connection,
+) -> None:
+    today = conn.execute(
+        "select tickq.jobs_partition_name((now() at time zone 'UTC')::date)"
+    ).fetchone()[0]
+    partitions.ensure(conn)  # (a test before may have dropped it)
+    conn.execute("select * from tickq.jobs_partition_drop(%s)", (today,))
+    assert today not in partition_names(conn)
+
+    assert migrate(conn) == []
+
+    assert today in partition_names(conn)
