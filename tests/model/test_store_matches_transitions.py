@@ -8,7 +8,9 @@ the fields that decide a job's fate must be equal. The two stores make their own
 lease tokens, so the test keeps each Postgres job's twin in memory; every enqueue happens
 at its own microsecond, so the claim order is total and both stores must pick the same jobs.
 Pausing and resuming the queue (which only the Postgres store knows) is held to the model:
-a paused queue's claim takes nothing.
+a paused queue's claim takes nothing. So is the storage of finished jobs: day partitions
+dropped and made between steps (finishes landing in the default partition, then moved into
+their day) change no job.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from queue_core import transitions, validation
+from queue_core import partitions, transitions, validation
 from queue_core.errors import InvalidTransition, LeaseLost
 from queue_core.jobs import DEFAULT_QUEUE, KEY_HOLDING, Job, Status
 from queue_core.memory_store import MemoryStore
@@ -80,6 +82,7 @@ class StoreVersusModel(RuleBasedStateMachine):
         super().__init__()
         self.conn = psycopg.connect(self.database_url, autocommit=True)
         self.conn.execute("truncate tickq.jobs cascade")
+        partitions.ensure(self.conn, days_ahead=0, now=T0)  # each run starts with T0's day
         self.store = deterministic_store(self.conn)
         self.now = T0
         self.model: dict[UUID, Job] = {}
@@ -373,6 +376,27 @@ class StoreVersusModel(RuleBasedStateMachine):
                 self.memory.extend_lease(ghost, uuid4(), 10, now=self.now)
             with pytest.raises(LeaseLost):
                 self.memory.report_progress(ghost, uuid4(), 1, now=self.now)
+
+    @rule(ahead=st.integers(0, 2), drop_today=st.booleans())
+    def maintain_partitions(self, ahead: int, drop_today: bool) -> None:
+        """Storage only, no job changes: drop today's day partition while no job finished
+        today (later finishes land in the default partition), or make the partitions from
+        today on, moving what the default partition holds into its days."""
+        name = f"jobs_done_{self.now:%Y%m%d}"
+        exists = name in {p.name for p in partitions.partitions(self.conn)}
+        if drop_today and exists:
+            day = datetime(self.now.year, self.now.month, self.now.day, tzinfo=UTC)
+            finished_today = self.conn.execute(
+                "select exists (select from tickq.jobs where finished_at >= %s"
+                " and finished_at < %s)",
+                (day, day + timedelta(days=1)),
+            ).fetchone()
+            if finished_today == (False,):
+                self.conn.execute("select * from tickq.jobs_partition_drop(%s)", (name,))
+                event("partition dropped")
+            return
+        if partitions.ensure(self.conn, days_ahead=ahead, now=self.now):
+            event("partitions made")
 
     # Invariants
 
