@@ -135,14 +135,14 @@ def reset_storage_options(conn: psycopg.Connection[Any], names: str) -> None:
 
 
 def wal_lsn(conn: psycopg.Connection[Any]) -> str:
-    row = conn.execute("select pg_current_wal_lsn()::text").fetchone()
+    row = conn.execute("select pg_current_wal_insert_lsn()::text").fetchone()
     assert row is not None
     return str(row[0])
 
 
 def wal_bytes_since(conn: psycopg.Connection[Any], lsn: str) -> int:
     """WAL the whole server wrote since `lsn` (the benchmark's database is its only writer)."""
-    row = conn.execute("select pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", (lsn,))
+    row = conn.execute("select pg_wal_lsn_diff(pg_current_wal_insert_lsn(), %s::pg_lsn)", (lsn,))
     value = row.fetchone()
     assert value is not None
     return int(value[0])
