@@ -35,6 +35,7 @@ from queue_core.migrate import available, migrate
 from queue_core.retention import Retention, policy
 
 from .server import env_or_local_server, fresh_database
+from .storage import LEAVES
 from .systems import raw_side, tickq_side
 
 BATCHES = (100, 10)
@@ -97,11 +98,8 @@ def table_state(url: str) -> dict[str, int]:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("select pg_stat_force_next_flush()")
         row = conn.execute(
-            "with tables as (select relid from pg_partition_tree('tickq.jobs') where isleaf"
-            " union all select oid from pg_class"
-            " where oid = 'tickq.jobs'::regclass and relkind = 'r')"
-            " select sum(pg_total_relation_size(t.relid))::bigint, sum(s.n_dead_tup)::bigint"
-            " from tables t join pg_stat_user_tables s on s.relid = t.relid"
+            "select sum(pg_total_relation_size(t.relid))::bigint, sum(s.n_dead_tup)::bigint"
+            f" from ({LEAVES}) t join pg_stat_user_tables s on s.relid = t.relid"
         ).fetchone()
     assert row is not None
     return {"total_bytes": row[0], "dead_tuples": row[1]}
