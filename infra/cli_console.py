@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.table import Table
 
+from queue_core import partitions
 from queue_core import retention as retention_
 from queue_core.history import QueueHistory, depth_by_queue
 from queue_core.pauses import QueuePause, QueuePauses
@@ -48,16 +49,19 @@ def cmd_queues(args: argparse.Namespace) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
-    """What MaintenanceFunction does, once, here: reclaim, prune, sample queue depth."""
+    """What MaintenanceFunction does, once, here: reclaim, make the day partitions of
+    finished jobs ahead, prune, sample queue depth."""
     with database() as conn:
         store = PostgresStore(conn)
         report = TickReport()
         Runner(store, load_registry(args.tasks)).reclaim(report)
+        created = partitions.ensure(conn)
         pruned = retention_.Retention(conn).prune()
         sampled = QueueHistory(conn).record_depth(store.stats())
     data = {
         "reclaimed": report.reclaimed,
         "dead": report.dead,
+        "partitions_created": created,
         "pruned": pruned.as_dict(),
         "depth_samples": sampled,
     }
@@ -65,7 +69,8 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     def human() -> None:
         out.print(
             f"reclaimed {report.reclaimed} expired leases ({report.dead} went dead), "
-            f"pruned {pruned.deleted} finished jobs, sampled the depth of {sampled} queues"
+            f"made {created} day partitions, pruned {pruned.deleted} finished jobs, "
+            f"sampled the depth of {sampled} queues"
         )
 
     emit(args, data, human)
@@ -141,6 +146,8 @@ def register(command: Command) -> None:
     action("resume", "claim the queue's jobs again").add_argument("queue")
 
     p = command(
-        "maintain", cmd_maintain, "reclaim expired leases, prune, sample queue depth (once)"
+        "maintain",
+        cmd_maintain,
+        "reclaim expired leases, make day partitions, prune, sample queue depth (once)",
     )
     p.add_argument("--tasks", nargs="*", help="handler modules (else TICKQ_TASK_MODULES)")

@@ -84,3 +84,18 @@ def test_maintain_samples_the_depth_of_every_queue(cli, conn: psycopg.Connection
     assert (report["reclaimed"], report["depth_samples"]) == (0, 2)
     samples = QueueHistory(conn).depth("hour")
     assert sorted((s.queue, s.depth) for s in samples) == [("bulk", 1), ("default", 1)]
+
+
+def test_maintain_makes_the_missing_day_partitions(cli, conn: psycopg.Connection) -> None:
+    today = conn.execute(
+        "select tickq.jobs_partition_name((now() at time zone 'UTC')::date)"
+    ).fetchone()[0]
+    conn.execute("select tickq.jobs_partitions_ensure((now() at time zone 'UTC')::date, 0)")
+    conn.execute("select * from tickq.jobs_partition_drop(%s)", (today,))
+
+    code, report, _ = cli("maintain", "--json")
+
+    assert code == 0 and report["partitions_created"] >= 1
+    assert conn.execute("select to_regclass('tickq.' || %s) is not null", (today,)).fetchone() == (
+        True,
+    )
