@@ -39,6 +39,7 @@ from .errors import (
     UnknownJobType,
 )
 from .jobs import EnqueueResult, Job, JobSpec, Status
+from .partitions import ensure_partitions
 from .registry import Registry, Task, registry, task
 from .step_store import StepStore
 from .steps import InvalidStep, WaitTimeout
@@ -79,6 +80,7 @@ __all__ = [
     "WaitTimeout",
     "enqueue",
     "enqueue_many",
+    "ensure_partitions",
     "registry",
     "signal",
     "task",

@@ -10,7 +10,7 @@ partition one too, moving its rows in. Retention drops whole days (queue_core/re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 import psycopg
@@ -18,7 +18,7 @@ import psycopg
 from . import validation
 from .store import named_rows
 
-__all__ = ["DEFAULT_DAYS_AHEAD", "DayPartition", "ensure", "partitions"]
+__all__ = ["DEFAULT_DAYS_AHEAD", "DayPartition", "ensure", "ensure_partitions", "partitions"]
 
 # Maintenance runs every few minutes; three days ahead survive a long outage of it.
 DEFAULT_DAYS_AHEAD = 3
@@ -47,6 +47,28 @@ def ensure(
         "jobs_partitions_ensure"
     ]
     return created
+
+
+def ensure_partitions(
+    conn: psycopg.Connection[Any],
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    days_ahead: int = DEFAULT_DAYS_AHEAD,
+    now: datetime | None = None,
+) -> int:
+    """`ensure`, plus a partition for each UTC day of finish times in [since, until), for
+    bulk loads of finished jobs (an import, a benchmark) made before they are written."""
+    created = 0
+    if since is not None and until is not None and until > since:
+        first = since.astimezone(UTC).date()
+        last = (until - timedelta(microseconds=1)).astimezone(UTC).date()
+        days = validation.integer((last - first).days, "until - since (days)", 0, MAX_DAYS_AHEAD)
+        start = datetime.combine(first, time(), UTC)
+        created += named_rows(conn, "partitions_ensure", {"now": start, "days": days})[0][
+            "jobs_partitions_ensure"
+        ]
+    return created + ensure(conn, days_ahead=days_ahead, now=now)
 
 
 def partitions(conn: psycopg.Connection[Any]) -> list[DayPartition]:

@@ -80,6 +80,15 @@ def test_maintenance_makes_partitions_ahead_and_is_idempotent(conn: psycopg.Conn
     assert partitions.ensure(conn, days_ahead=3, now=start) == 0
 
 
+def test_a_bulk_load_gets_the_days_it_spans_first(conn: psycopg.Connection) -> None:
+    since = datetime(2033, 1, 30, 18, tzinfo=UTC)
+    until = datetime(2033, 2, 2, tzinfo=UTC)  # exclusive: Feb 2 is not spanned
+    assert partitions.ensure_partitions(conn, since=since, until=until, days_ahead=0) >= 3
+    names = partition_names(conn)
+    assert {"jobs_done_20330130", "jobs_done_20330131", "jobs_done_20330201"} <= set(names)
+    assert "jobs_done_20330202" not in names
+
+
 def test_a_bad_days_ahead_is_refused(conn: psycopg.Connection) -> None:
     with pytest.raises(Exception, match="days_ahead"):
         partitions.ensure(conn, days_ahead=-1)
