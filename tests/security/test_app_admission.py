@@ -90,3 +90,22 @@ def test_the_apis_429_does_not_state_every_users_depth(
     assert (response["statusCode"], body["error"], body["queue"]) == (429, "QueueFull", "bulk")
     assert "2" not in body["message"] and "depth" not in body
     assert count(conn) == 2
+
+
+def test_an_app_retry_into_a_full_queue_is_refused_like_an_enqueue(
+    as_app: RoleConnect, conn: psycopg.Connection, alice: UUID
+) -> None:
+    # A retried job moves from the finished partitions back into the live one, which the
+    # admission trigger sees as the insert it is: a waiting job more in the queue.
+    worker = PostgresStore(conn)
+    worker.enqueue(job_spec("t", queue="bulk", user_id=alice, max_attempts=1))
+    (job,) = worker.claim(queues=["bulk"])
+    worker.fail(job, "boom")
+    Limits(conn).set_queue(queue_limit("bulk", max_depth=1))
+    worker.enqueue(job_spec("t", queue="bulk", user_id=alice))
+    alices = PostgresStore(as_app(), user_id=alice)
+
+    with pytest.raises(QueueFull):
+        alices.retry(job.id)
+
+    assert worker.get(job.id).status == "dead"
