@@ -109,6 +109,23 @@ def test_statements_about_live_jobs_read_only_the_live_partition(
         assert "jobs_live" in plan and "jobs_done" not in plan, (name, plan)
 
 
+def test_the_claims_inside_functions_lease_from_the_live_partition_alone(
+    conn: psycopg.Connection,
+) -> None:
+    # tickq.claim_fair and tickq.claim_limited (migration 0014b): every lookup by id of
+    # the rows they lease names the live statuses, so the planner reads jobs_live alone.
+    for name in ("tickq.claim_fair", "tickq.claim_limited"):
+        body = conn.execute("select pg_get_functiondef(%s::regproc)", (name,)).fetchone()[0]
+        lookups = [
+            line
+            for line in body.splitlines()
+            if "j.id = any(" in line or "j on j.id = c.id" in line
+        ]
+        assert lookups, name
+        for line in lookups:
+            assert "j.status in ('queued', 'retrying')" in line, (name, line)
+
+
 def _plan(conn: psycopg.Connection, name: str) -> str:
     params = {
         "now": NOW,
