@@ -4,7 +4,7 @@ checkout (such as the commit before the key table of migration 0013), keyless an
 Each version runs in its own interpreter with its own tree first on the path, against its
 own freshly migrated database on one server; rounds alternate which version goes first, so
 drift favours neither. A round bulk-enqueues batches and single-enqueues jobs, without keys
-and with a fresh key per job.
+and with a fresh key per job, then drains a backlog of each in one tick at batch 100.
 
     mkdir /tmp/before && git archive <commit> | tar -x -C /tmp/before
     .venv/bin/python -m bench.job_keys_cost --before /tmp/before [--jobs 20000] [--rounds 5]
@@ -26,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 BATCH = 1000
-KINDS = ("bulk_keyless", "bulk_keyed", "single_keyless", "single_keyed")
+KINDS = (
+    "bulk_keyless",
+    "bulk_keyed",
+    "single_keyless",
+    "single_keyed",
+    "drain_keyless",
+    "drain_keyed",
+)
+DRAIN_BATCH = 100
 HERE = Path(__file__).resolve().parent.parent
 
 
@@ -61,7 +69,34 @@ def one_round(url: str, jobs: int, singles: int, run: str) -> dict[str, float]:
             rates["single_keyed" if keyed else "single_keyless"] = singles / (
                 time.perf_counter() - began
             )
+        for keyed in (False, True):
+            rates["drain_keyed" if keyed else "drain_keyless"] = _drain(conn, jobs, keyed, run)
     return rates
+
+
+def _drain(conn: Any, jobs: int, keyed: bool, run: str) -> float:
+    """Jobs per second that one tick at batch 100 runs to success: the finish updates no
+    longer maintain the jobs' unique key index."""
+    from queue_core import PostgresStore, Registry, Runner
+    from queue_core.validation import job_spec
+
+    conn.execute("truncate tickq.jobs cascade")
+    registry = Registry()
+    registry.task("noop")(lambda job: None)
+    store = PostgresStore(conn)
+    for b in range(jobs // BATCH):
+        store.enqueue_many(
+            [
+                job_spec("noop", idempotency_key=f"{run}-d-{b}-{i}" if keyed else None)
+                for i in range(BATCH)
+            ]
+        )
+    runner = Runner(store, registry, batch_size=DRAIN_BATCH, concurrency=1)
+    began = time.perf_counter()
+    report = runner.tick()
+    took = time.perf_counter() - began
+    assert report.succeeded == jobs, report
+    return jobs / took
 
 
 def _in_tree(tree: Path, url: str, jobs: int, singles: int, run: str) -> dict[str, float]:
