@@ -8,6 +8,7 @@ and with a fresh key per job, then drains a backlog of each in one tick at batch
 
     mkdir /tmp/before && git archive <commit> | tar -x -C /tmp/before
     .venv/bin/python -m bench.job_keys_cost --before /tmp/before [--jobs 20000] [--rounds 5]
+    .venv/bin/python -m bench.job_keys_cost --before . --triggers-only [--jobs 100000]
 
 Uses TICKQ_DATABASE_URL (a superuser able to create databases) or a throwaway local server.
 """
@@ -150,6 +151,53 @@ def measure(
     return result
 
 
+# The key triggers (migration 0013) whose WHEN clause every update of a job evaluates.
+KEY_TRIGGERS = ("jobs_key_free", "jobs_key_take")
+
+
+def trigger_cost(url: str, *, jobs: int, rounds: int) -> dict[str, Any]:
+    """What the key triggers' WHEN clauses cost updates of keyless jobs: the same updates
+    (claim-like, then finish-like, over `jobs` rows) with the triggers enabled and disabled,
+    alternating which goes first, in this tree's schema."""
+    import psycopg
+
+    times: dict[bool, list[float]] = {True: [], False: []}
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("truncate tickq.jobs cascade")
+        conn.execute(
+            "insert into tickq.jobs (type) select 'noop' from generate_series(1, %s)", (jobs,)
+        )
+        conn.execute("vacuum analyze tickq.jobs")
+        for n in range(rounds + 1):
+            for enabled in (n % 2 == 0, n % 2 == 1):
+                state = "enable" if enabled else "disable"
+                for name in KEY_TRIGGERS:
+                    conn.execute(f"alter table tickq.jobs {state} trigger {name}")
+                began = time.perf_counter()
+                conn.execute(
+                    "update tickq.jobs set status = 'running', attempts = attempts + 1,"
+                    " lease_token = gen_random_uuid(), lease_until = now() + interval '1 minute',"
+                    " started_at = now(), updated_at = now()"
+                )
+                conn.execute(
+                    "update tickq.jobs set status = 'queued', attempts = 0, lease_token = null,"
+                    " lease_until = null, started_at = null, updated_at = now()"
+                )
+                took = time.perf_counter() - began
+                if n:  # the first pair warms caches
+                    times[enabled].append(took)
+                conn.execute("vacuum tickq.jobs")
+        for name in KEY_TRIGGERS:
+            conn.execute(f"alter table tickq.jobs enable trigger {name}")
+    paired = [on / off for on, off in zip(times[True], times[False], strict=True)]
+    return {
+        "updates_per_round": 2 * jobs,
+        "seconds_triggers_on": [round(t, 3) for t in times[True]],
+        "seconds_triggers_off": [round(t, 3) for t in times[False]],
+        "time_on_over_off_paired_median": round(statistics.median(paired), 3),
+    }
+
+
 def main() -> None:
     from .server import env_or_local_server, fresh_database
 
@@ -158,7 +206,17 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20000)
     parser.add_argument("--singles", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--triggers-only",
+        action="store_true",
+        help="measure only the key triggers' cost on keyless updates (this tree)",
+    )
     args = parser.parse_args()
+    if args.triggers_only:
+        with env_or_local_server() as admin, fresh_database(admin, "keys_triggers") as url:
+            _migrate_in_tree(HERE, url)
+            print(json.dumps(trigger_cost(url, jobs=args.jobs, rounds=args.rounds), indent=2))
+        return
     trees = {"before": args.before.resolve(), "after": HERE}
     with env_or_local_server() as admin, ExitStack() as stack:
         urls = {name: stack.enter_context(fresh_database(admin, f"keys_{name}")) for name in trees}
