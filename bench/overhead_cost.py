@@ -5,9 +5,12 @@ Every drain runs in a fresh Python process of its own (connected before the cloc
 on a backlog enqueued just before it, one database per system on one server. With
 `--before REF`, the engine as it was at REF (`git archive`, public API only) drains beside
 this tree's, so a change to the engine is measured before and after in the same run.
-`--profile` drains once more at batch 10 under pyinstrument and prints where the time went.
+`--profile` drains once more at batch 10 with each tickq under pyinstrument and prints where
+the time went. `--fast-commits` uses a throwaway server without fsync, where a commit costs
+next to nothing and the client's share of each batch shows most.
 
     python -m bench.overhead_cost [--jobs 5000] [--rounds 5] [--before REF] [--profile]
+                                  [--fast-commits]
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from infra.localdb import LocalPostgres
 
 from .dependencies_cost import tree_at
 from .server import benchmark_server, fresh_database, server_description
@@ -57,23 +62,37 @@ INSTALLS: dict[str, Callable[[str], None]] = {
 }
 
 
-def child(system: str, url: str, batch: int) -> None:
+def child(system: str, url: str, batch: int, profile: bool = False) -> None:
     """Connect, wait for a line on stdin, drain, print `jobs seconds cpu_seconds` (the cpu
-    time is this process's, all its threads: the client's overhead)."""
+    time is this process's, all its threads: the client's overhead); with `profile`, then
+    pyinstrument's text of the drain."""
     run = DRAINS[system](url, batch, "tick")
     print("ready", flush=True)
     sys.stdin.readline()
+    profiler = None
+    if profile:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.0002)
+        profiler.start()
     started, cpu = time.perf_counter(), time.process_time()
     done = run()
     print(done, time.perf_counter() - started, time.process_time() - cpu, flush=True)
+    if profiler is not None:
+        profiler.stop()
+        print(profiler.output_text(unicode=False, color=False), flush=True)
 
 
-def timed_drain(drainer: Drainer, url: str, batch: int) -> tuple[int, float, float]:
+def timed_drain(
+    drainer: Drainer, url: str, batch: int, profile: bool = False
+) -> tuple[int, float, float, str]:
+    """(jobs, seconds, client cpu seconds, profile text) of one drain in a fresh process."""
     env = dict(os.environ)
     paths = [str(drainer.tree)] if drainer.tree else []
     env["PYTHONPATH"] = os.pathsep.join([*paths, str(ROOT), env.get("PYTHONPATH", "")])
+    command = ["--child", drainer.system, url, str(batch), "profile" if profile else "time"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.overhead_cost", "--child", drainer.system, url, str(batch)],
+        [sys.executable, "-m", "bench.overhead_cost", *command],
         cwd=drainer.tree or ROOT,
         env=env,
         stdin=subprocess.PIPE,
@@ -86,22 +105,21 @@ def timed_drain(drainer: Drainer, url: str, batch: int) -> tuple[int, float, flo
     proc.stdin.write("go\n")
     proc.stdin.flush()
     done, seconds, cpu = proc.stdout.readline().split()
+    text = proc.stdout.read()
     if proc.wait(timeout=60) != 0:
         raise RuntimeError(f"{drainer.label}: the drain process failed")
-    return int(done), float(seconds), float(cpu)
+    return int(done), float(seconds), float(cpu), text
 
 
-def profile(url: str, jobs: int, batch: int) -> str:
-    """pyinstrument's text of one tickq tick drain, in this process."""
-    from pyinstrument import Profiler
-
-    ENQUEUES["tickq"](url, jobs)
-    run = DRAINS["tickq"](url, batch, "tick")
-    profiler = Profiler(interval=0.0002)
-    with profiler:
-        done = run()
-    assert done >= jobs, done
-    return str(profiler.output_text(unicode=False, color=False, show_all=False))
+@contextlib.contextmanager
+def server(url: str | None, fast_commits: bool) -> Iterator[str]:
+    """The durable benchmark server, or with `fast_commits` one that never flushes."""
+    if fast_commits and not url:
+        with LocalPostgres() as fast:
+            yield fast.url
+        return
+    with benchmark_server(url) as admin_url:
+        yield admin_url
 
 
 @contextlib.contextmanager
@@ -120,19 +138,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=5000, help="backlog per drain")
     parser.add_argument("--rounds", type=int, default=5, help="rounds to take medians over")
     parser.add_argument("--before", help="also drain with the engine at this git ref")
-    parser.add_argument("--profile", action="store_true", help="profile a batch-10 drain")
+    parser.add_argument(
+        "--profile", action="store_true", help="profile a batch-10 drain of each tickq"
+    )
+    parser.add_argument(
+        "--fast-commits",
+        action="store_true",
+        help="a throwaway server without fsync: commits cost nothing, the client shows",
+    )
     parser.add_argument("--database-url", default=os.environ.get("TICKQ_DATABASE_URL"))
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child(args.child[0], args.child[1], int(args.child[2]))
+        child(args.child[0], args.child[1], int(args.child[2]), args.child[3] == "profile")
         return 0
     if args.jobs < 1 or args.rounds < 1:
         parser.error("--jobs and --rounds must be positive integers")
     rates: dict[tuple[str, int], list[float]] = {}
     cpus: dict[tuple[str, int], list[float]] = {}
     with (
-        benchmark_server(args.database_url) as admin_url,
+        server(args.database_url, args.fast_commits) as admin_url,
         drainers(args.before) as columns,
         contextlib.ExitStack() as stack,
     ):
@@ -149,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 for drainer in columns[shift:] + columns[:shift]:
                     url = urls[drainer.label]
                     ENQUEUES[drainer.system](url, args.jobs)
-                    done, seconds, cpu = timed_drain(drainer, url, batch)
+                    done, seconds, cpu, _ = timed_drain(drainer, url, batch)
                     if done < args.jobs:
                         raise RuntimeError(f"{drainer.label} ran {done} of {args.jobs} jobs")
                     rates.setdefault((drainer.label, batch), []).append(done / seconds)
@@ -157,10 +182,12 @@ def main(argv: list[str] | None = None) -> int:
                     cpus.setdefault((drainer.label, batch), []).append(cpu / done * batch * 1e6)
             print(f"round {round_ + 1} of {args.rounds} done", file=sys.stderr, flush=True)
         print(render(rates, cpus, [d.label for d in columns], args.rounds))
-        if args.profile:
-            with fresh_database(admin_url, "profile") as url:
-                tickq_side.install(url)
-                print(profile(url, args.jobs, 10))
+        for drainer in columns if args.profile else ():
+            if drainer.system == "tickq":
+                url = urls[drainer.label]
+                ENQUEUES[drainer.system](url, args.jobs)
+                print(f"\n{drainer.label}, batch 10:")
+                print(timed_drain(drainer, url, 10, profile=True)[3])
     return 0
 
 
