@@ -7,10 +7,12 @@ on a backlog enqueued just before it, one database per system on one server. Wit
 this tree's, so a change to the engine is measured before and after in the same run.
 `--profile` drains once more at batch 10 with each tickq under pyinstrument and prints where
 the time went. `--fast-commits` uses a throwaway server without fsync, where a commit costs
-next to nothing and the client's share of each batch shows most.
+next to nothing and the client's share of each batch shows most. `--overlap-switch` adds this
+tree's engine with the database-thread overlap taken for every quick batch (as before
+OVERLAP_MIN_SECONDS) and never taken.
 
     python -m bench.overhead_cost [--jobs 5000] [--rounds 5] [--before REF] [--profile]
-                                  [--fast-commits]
+                                  [--fast-commits] [--overlap-switch]
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class Drainer:
     label: str
     system: str  # the drain to run in the child: "tickq", "raw-sql" or "slim-raw"
     tree: Path | None = None  # queue_core from this directory instead of this tree
+    # With a value, this tree's pipeline.OVERLAP_MIN_SECONDS is set to it in the child.
+    overlap_min: float | None = None
 
 
 DRAINS: dict[str, Callable[..., Callable[[], int]]] = {
@@ -62,10 +66,16 @@ INSTALLS: dict[str, Callable[[str], None]] = {
 }
 
 
-def child(system: str, url: str, batch: int, profile: bool = False) -> None:
+def child(
+    system: str, url: str, batch: int, profile: bool = False, overlap_min: str = "default"
+) -> None:
     """Connect, wait for a line on stdin, drain, print `jobs seconds cpu_seconds` (the cpu
     time is this process's, all its threads: the client's overhead); with `profile`, then
     pyinstrument's text of the drain."""
+    if overlap_min != "default":
+        from queue_core import pipeline
+
+        pipeline.OVERLAP_MIN_SECONDS = float(overlap_min)
     run = DRAINS[system](url, batch, "tick")
     print("ready", flush=True)
     sys.stdin.readline()
@@ -90,7 +100,11 @@ def timed_drain(
     env = dict(os.environ)
     paths = [str(drainer.tree)] if drainer.tree else []
     env["PYTHONPATH"] = os.pathsep.join([*paths, str(ROOT), env.get("PYTHONPATH", "")])
-    command = ["--child", drainer.system, url, str(batch), "profile" if profile else "time"]
+    overlap_min = "default" if drainer.overlap_min is None else str(drainer.overlap_min)
+    command = [
+        *("--child", drainer.system, url, str(batch)),
+        *("profile" if profile else "time", overlap_min),
+    ]
     proc = subprocess.Popen(
         [sys.executable, "-m", "bench.overhead_cost", *command],
         cwd=drainer.tree or ROOT,
@@ -123,9 +137,12 @@ def server(url: str | None, fast_commits: bool) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def drainers(before: str | None) -> Iterator[list[Drainer]]:
+def drainers(before: str | None, overlap_switch: bool) -> Iterator[list[Drainer]]:
     mine = [Drainer("slim-raw", "slim-raw"), Drainer("raw-sql", "raw-sql")]
     mine.append(Drainer("tickq", "tickq"))
+    if overlap_switch:
+        mine.append(Drainer("tickq overlap-always", "tickq", overlap_min=0.0))
+        mine.append(Drainer("tickq overlap-never", "tickq", overlap_min=float("inf")))
     if before is None:
         yield mine
         return
@@ -147,10 +164,16 @@ def main(argv: list[str] | None = None) -> int:
         help="a throwaway server without fsync: commits cost nothing, the client shows",
     )
     parser.add_argument("--database-url", default=os.environ.get("TICKQ_DATABASE_URL"))
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--overlap-switch",
+        action="store_true",
+        help="also drain with this tree's overlap on for every quick batch, and off",
+    )
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child(args.child[0], args.child[1], int(args.child[2]), args.child[3] == "profile")
+        system, url, batch, mode, overlap_min = args.child
+        child(system, url, int(batch), mode == "profile", overlap_min)
         return 0
     if args.jobs < 1 or args.rounds < 1:
         parser.error("--jobs and --rounds must be positive integers")
@@ -158,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     cpus: dict[tuple[str, int], list[float]] = {}
     with (
         server(args.database_url, args.fast_commits) as admin_url,
-        drainers(args.before) as columns,
+        drainers(args.before, args.overlap_switch) as columns,
         contextlib.ExitStack() as stack,
     ):
         print(f"server: {server_description(admin_url)}", file=sys.stderr)
