@@ -25,8 +25,7 @@ from queue_core.migrate import migrate
 from queue_core.store import PostgresStore
 from queue_core.validation import job_spec
 
-from .limits_cost import _admin_url
-from .server import fresh_database
+from .server import env_or_local_server, fresh_database
 
 BATCH = 1000
 
@@ -85,7 +84,7 @@ def main() -> None:
     parser.add_argument("--singles", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    with _admin_url() as admin, fresh_database(admin, "app_admit") as url:
+    with env_or_local_server() as admin, fresh_database(admin, "app_admit") as url:
         with psycopg.connect(url) as conn:
             migrate(conn)
         result = measure(url, jobs=args.jobs, singles=args.singles, rounds=args.rounds)

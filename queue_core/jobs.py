@@ -24,7 +24,7 @@ class Status(enum.StrEnum):
 
 RUNNABLE = frozenset({Status.QUEUED, Status.RETRYING})
 TERMINAL = frozenset({Status.SUCCEEDED, Status.DEAD, Status.CANCELLED})
-# Statuses whose idempotency key is still taken (the partial unique index covers these).
+# Statuses whose idempotency key is still taken (they hold a row of tickq.job_keys).
 KEY_HOLDING = frozenset(
     {Status.WAITING, Status.QUEUED, Status.RUNNING, Status.RETRYING, Status.SUCCEEDED}
 )

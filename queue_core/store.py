@@ -336,8 +336,11 @@ class PostgresStore(DerivedOperations):
                 _column(params, column, list(map(value_of, sent.bases)))
         _column(params, "payload", sent.payloads)
         _column(params, "idempotency_key", sent.keys)
+        # Keyless batches skip the key table (jobs_enqueue_unkeyed): nothing can conflict.
+        keyed = params["each_idempotency_key"] is not None or params["all_idempotency_key"]
+        statement = "jobs_enqueue" if keyed is not None else "jobs_enqueue_unkeyed"
         # Only the jobs that did not insert come back: (their id, the holder's id, status).
-        refused = {row[0]: row for row in self._rows("jobs_enqueue", params, None)}
+        refused = {row[0]: row for row in self._rows(statement, params, None)}
         if not refused:  # the common case: every job is new
             for index, id_ in zip(pending, ids, strict=True):
                 results[index] = EnqueueResult(id_, Status.QUEUED, False)

@@ -37,12 +37,16 @@ set status = 'succeeded', lease_token = null, lease_until = null,
 where id = any(%(ids)s::uuid[]) and status = 'running'
 """
 INSERT_ONE = "insert into tickq.jobs (type, payload) values ('noop', %(payload)s::jsonb)"
+# Keys are claimed in tickq.job_keys first, and only the jobs whose key was won go in.
 INSERT_MANY = """
-insert into tickq.jobs (type, idempotency_key)
-select 'noop', k from unnest(%(keys)s::text[]) k
-on conflict (idempotency_key, user_id)
-    where idempotency_key is not null and status not in ('dead', 'cancelled')
-    do nothing
+with claimed as (
+    insert into tickq.job_keys (idempotency_key, job_id)
+    select k, gen_random_uuid() from unnest(%(keys)s::text[]) k
+    on conflict (idempotency_key, user_id) do nothing
+    returning job_id, idempotency_key
+)
+insert into tickq.jobs (id, type, idempotency_key)
+select job_id, 'noop', idempotency_key from claimed
 """
 
 

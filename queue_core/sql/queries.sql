@@ -11,11 +11,14 @@
 -- would cost more than the insert. Each column comes either as an array (each_<column>)
 -- or, when the whole batch shares one value, as a scalar (all_<column>) with a null array:
 -- a batch of one job type sends two arrays (ids, keys) instead of fifteen. Arrays go in
--- binary, which the driver dumps several times faster than text.
+-- binary, which the driver dumps several times faster than text. A batch without keys goes
+-- through jobs_enqueue_unkeyed instead.
 with clock as materialized (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), input as materialized (
-    select *
+    select i.*,
+           coalesce(i.idempotency_key, %(all_idempotency_key)s::text) as key,
+           coalesce(i.user_id, %(all_user_id)s::uuid) as owner
     from unnest(%(each_id)b::uuid[], %(each_queue)b::text[], %(each_type)b::text[],
                 %(each_user_id)b::uuid[], %(each_payload)b::text[],
                 %(each_idempotency_key)b::text[], %(each_max_attempts)b::integer[],
@@ -27,7 +30,21 @@ with clock as materialized (
         as i (id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
               run_after, delay, lease_seconds, backoff_base, backoff_factor, backoff_max,
               backoff_jitter, group_key)
+), claimed as (
+    -- The key table decides duplicates (migration 0013), so concurrent enqueues of one key
+    -- from many connections leave exactly one job: the losers wait for the winner, then
+    -- skip. Keys are claimed in one global order: two batches that share uncommitted keys
+    -- then wait on each other in the same order instead of each holding a key the other
+    -- needs (a deadlock when callers enqueue batches inside their own transactions).
+    insert into tickq.job_keys as k (idempotency_key, user_id, job_id)
+    select i.key, i.owner, i.id
+    from input i
+    where i.key is not null
+    order by i.key, i.owner
+    on conflict (idempotency_key, user_id) do nothing
+    returning k.job_id
 ), inserted as (
+    -- Only the jobs whose key this statement won, and the keyless ones.
     insert into tickq.jobs as j (
         id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
         run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
@@ -35,9 +52,9 @@ with clock as materialized (
     select i.id,
            coalesce(i.queue, %(all_queue)s::text),
            coalesce(i.type, %(all_type)s::text),
-           coalesce(i.user_id, %(all_user_id)s::uuid),
+           i.owner,
            coalesce(i.payload, %(all_payload)s::text)::jsonb,
-           coalesce(i.idempotency_key, %(all_idempotency_key)s::text),
+           i.key,
            coalesce(i.max_attempts, %(all_max_attempts)s::integer),
            coalesce(i.priority, %(all_priority)s::integer),
            coalesce(i.run_after, %(all_run_after)s::timestamptz,
@@ -50,47 +67,80 @@ with clock as materialized (
            coalesce(i.group_key, %(all_group_key)s::text),
            clock.now, clock.now
     from input i, clock
-    -- Keys are inserted in one global order: two batches that share uncommitted keys then
-    -- wait on each other in the same order instead of each holding a key the other needs
-    -- (a deadlock when callers enqueue batches inside their own transactions). A batch-wide
-    -- key or user is one constant and needs no place in the order.
-    order by i.idempotency_key, i.user_id
-    -- The partial unique index decides duplicates, so concurrent enqueues of one key from
-    -- many connections leave exactly one job: the losers wait for the winner, then skip.
-    on conflict (idempotency_key, user_id)
-        where idempotency_key is not null and status not in ('dead', 'cancelled')
-        do nothing
+    where i.key is null or i.id in (select c.job_id from claimed c)
     returning j.id
 )
 select i.id, j.id, j.status
 from input i
-left join tickq.jobs j
-    on j.idempotency_key = coalesce(i.idempotency_key, %(all_idempotency_key)s::text)
-   and j.user_id is not distinct from coalesce(i.user_id, %(all_user_id)s::uuid)
-   and j.status not in ('dead', 'cancelled')
+left join tickq.job_keys k
+    on k.idempotency_key = i.key and k.user_id is not distinct from i.owner
+left join tickq.jobs j on j.id = k.job_id
 where not exists (select from inserted where inserted.id = i.id);
 
+-- name: jobs_enqueue_unkeyed
+-- jobs_enqueue for a batch without idempotency keys: nothing can conflict, so the jobs go
+-- straight in, and the key table is never touched. Same parameters as jobs_enqueue; returns
+-- nothing, as every job inserts.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+)
+insert into tickq.jobs as j (
+    id, queue, type, user_id, payload, max_attempts, priority,
+    run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
+    group_key, created_at, updated_at)
+select i.id,
+       coalesce(i.queue, %(all_queue)s::text),
+       coalesce(i.type, %(all_type)s::text),
+       coalesce(i.user_id, %(all_user_id)s::uuid),
+       coalesce(i.payload, %(all_payload)s::text)::jsonb,
+       coalesce(i.max_attempts, %(all_max_attempts)s::integer),
+       coalesce(i.priority, %(all_priority)s::integer),
+       coalesce(i.run_after, %(all_run_after)s::timestamptz,
+                clock.now + coalesce(i.delay, %(all_delay)s::float8) * interval '1 second'),
+       coalesce(i.lease_seconds, %(all_lease_seconds)s::integer),
+       coalesce(i.backoff_base, %(all_backoff_base)s::float8),
+       coalesce(i.backoff_factor, %(all_backoff_factor)s::float8),
+       coalesce(i.backoff_max, %(all_backoff_max)s::float8),
+       coalesce(i.backoff_jitter, %(all_backoff_jitter)s::float8),
+       coalesce(i.group_key, %(all_group_key)s::text),
+       clock.now, clock.now
+from unnest(%(each_id)b::uuid[], %(each_queue)b::text[], %(each_type)b::text[],
+            %(each_user_id)b::uuid[], %(each_payload)b::text[],
+            %(each_max_attempts)b::integer[],
+            %(each_priority)b::integer[], %(each_run_after)b::timestamptz[],
+            %(each_delay)b::float8[], %(each_lease_seconds)b::integer[],
+            %(each_backoff_base)b::float8[], %(each_backoff_factor)b::float8[],
+            %(each_backoff_max)b::float8[], %(each_backoff_jitter)b::float8[],
+            %(each_group_key)b::text[])
+    as i (id, queue, type, user_id, payload, max_attempts, priority,
+          run_after, delay, lease_seconds, backoff_base, backoff_factor, backoff_max,
+          backoff_jitter, group_key),
+    clock;
+
 -- name: jobs_enqueue_one
--- jobs_enqueue for exactly one job, returning its whole row (a single enqueue shows it),
--- with plain parameters: unpacking one-element arrays through a materialized CTE cost half
--- of a single enqueue.
-with inserted as (
+-- jobs_enqueue for exactly one keyed job, returning its whole row (a single enqueue shows
+-- it), with plain parameters: unpacking one-element arrays through a materialized CTE cost
+-- half of a single enqueue.
+with claimed as (
+    -- Same arbiter as jobs_enqueue: the key table decides duplicates.
+    insert into tickq.job_keys (idempotency_key, user_id, job_id)
+    values (%(key)s::text, %(user_id)s::uuid, %(id)s::uuid)
+    on conflict (idempotency_key, user_id) do nothing
+    returning job_id
+), inserted as (
     insert into tickq.jobs as j (
         id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
         run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
         group_key, created_at, updated_at)
-    values (%(id)s, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
-            %(key)s::text, %(max_attempts)s, %(priority)s,
-            coalesce(%(run_after)s::timestamptz,
-                     coalesce(%(now)s::timestamptz, now())
-                     + %(delay)s::float8 * interval '1 second'),
-            %(lease_seconds)s::integer, %(backoff_base)s, %(backoff_factor)s,
-            %(backoff_max)s, %(backoff_jitter)s, %(group_key)s::text,
-            coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
-    -- Same arbiter as jobs_enqueue: the partial unique index decides duplicates.
-    on conflict (idempotency_key, user_id)
-        where idempotency_key is not null and status not in ('dead', 'cancelled')
-        do nothing
+    select %(id)s::uuid, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
+           %(key)s::text, %(max_attempts)s::integer, %(priority)s::integer,
+           coalesce(%(run_after)s::timestamptz,
+                    coalesce(%(now)s::timestamptz, now())
+                    + %(delay)s::float8 * interval '1 second'),
+           %(lease_seconds)s::integer, %(backoff_base)s::float8, %(backoff_factor)s::float8,
+           %(backoff_max)s::float8, %(backoff_jitter)s::float8, %(group_key)s::text,
+           coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now())
+    where exists (select from claimed)
     returning id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
         priority, run_after, lease_until, lease_token, progress, result, error, errors,
         lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
@@ -104,16 +154,15 @@ select j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
     j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
     j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
     j.started_at, j.finished_at, j.group_key, j.has_children, true as duplicate
-from tickq.jobs j
-where %(key)s::text is not null
-  and j.idempotency_key = %(key)s::text
-  and j.user_id is not distinct from %(user_id)s::uuid
-  and j.status not in ('dead', 'cancelled')
-  and not exists (select from inserted);
+from tickq.job_keys k
+join tickq.jobs j on j.id = k.job_id
+where k.idempotency_key = %(key)s::text
+  and k.user_id is not distinct from %(user_id)s::uuid
+  and not exists (select from claimed);
 
 -- name: jobs_enqueue_one_unkeyed
--- jobs_enqueue_one for a job without an idempotency key: nothing can conflict (keyless rows
--- are outside the unique index), and skipping the duplicate lookup halves the statement.
+-- jobs_enqueue_one for a job without an idempotency key: nothing can conflict (keyless jobs
+-- hold no row of tickq.job_keys), and skipping the duplicate lookup halves the statement.
 -- Returns only what the request does not already tell (the stored payload, the database
 -- clock's times): reading back all 27 columns cost more client time than the insert.
 insert into tickq.jobs (
@@ -454,8 +503,10 @@ from cancelled cross join settled;
 
 -- name: jobs_retry
 -- Send dead (or, by id, cancelled) jobs back to the queue with fresh attempts. A job whose
--- idempotency key a live job has taken meanwhile is skipped, and so is all but the newest
--- of several finished jobs sharing one key, since the key can be live only once; and so is
+-- idempotency key a live job has taken meanwhile (tickq.job_keys) is skipped, and so is all
+-- but the newest of several finished jobs sharing one key, since the key can be live only
+-- once (a job that takes the key between this check and the update makes the statement
+-- fail in the jobs_key_take trigger, changing nothing); and so is
 -- a job with a parent that has not succeeded (dependencies), which must not run yet.
 with candidates as (
     select id, idempotency_key, user_id, finished_at
@@ -473,10 +524,9 @@ with candidates as (
                       join tickq.jobs p on p.id = d.parent_id
                       where d.child_id = c.id and p.status <> 'succeeded')
       and (c.idempotency_key is null
-       or (not exists (select from tickq.jobs o
-                       where o.idempotency_key = c.idempotency_key
-                         and o.user_id is not distinct from c.user_id
-                         and o.status not in ('dead', 'cancelled'))
+       or (not exists (select from tickq.job_keys k
+                       where k.idempotency_key = c.idempotency_key
+                         and k.user_id is not distinct from c.user_id)
            and not exists (select from candidates n
                            where n.idempotency_key = c.idempotency_key
                              and n.user_id is not distinct from c.user_id
@@ -884,6 +934,15 @@ with clock as materialized (
         as i (id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
               run_after, delay, lease_seconds, backoff_base, backoff_factor, backoff_max,
               backoff_jitter, group_key, status, pending_parents, has_children)
+), claimed as (
+    -- The key table decides duplicates, keys in one global order, as in jobs_enqueue.
+    insert into tickq.job_keys as k (idempotency_key, user_id, job_id)
+    select i.idempotency_key, i.user_id, i.id
+    from input i
+    where i.idempotency_key is not null
+    order by i.idempotency_key, i.user_id
+    on conflict (idempotency_key, user_id) do nothing
+    returning k.job_id
 ), inserted as (
     insert into tickq.jobs as j (
         id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
@@ -895,10 +954,7 @@ with clock as materialized (
            i.lease_seconds, i.backoff_base, i.backoff_factor, i.backoff_max, i.backoff_jitter,
            i.group_key, i.status, i.pending_parents, i.has_children, clock.now, clock.now
     from input i, clock
-    order by i.idempotency_key, i.user_id  -- one global key order, as in jobs_enqueue
-    on conflict (idempotency_key, user_id)
-        where idempotency_key is not null and status not in ('dead', 'cancelled')
-        do nothing
+    where i.idempotency_key is null or i.id in (select c.job_id from claimed c)
     returning j.id, j.user_id
 ), linked as (
     insert into tickq.job_dependencies (child_id, parent_id, user_id)
@@ -916,10 +972,9 @@ with clock as materialized (
 )
 select i.id, j.id, j.status
 from input i
-left join tickq.jobs j
-    on j.idempotency_key = i.idempotency_key
-   and j.user_id is not distinct from i.user_id
-   and j.status not in ('dead', 'cancelled')
+left join tickq.job_keys k
+    on k.idempotency_key = i.idempotency_key and k.user_id is not distinct from i.user_id
+left join tickq.jobs j on j.id = k.job_id
 where not exists (select from inserted where inserted.id = i.id);
 
 -- name: job_parent_results
@@ -1013,6 +1068,11 @@ with clock as materialized (
             and c.status not in ('succeeded', 'dead', 'cancelled')))
     limit %(batch)s
     for update of j skip locked
+), keys as (
+    -- Succeeded jobs hold their keys: a pruned job lets its key go in the same statement
+    -- (tickq.job_keys has no foreign key to cascade from).
+    delete from tickq.job_keys k
+    where k.job_id = any(array(select id from doomed))
 )
 delete from tickq.jobs j
 where j.id = any(array(select id from doomed))

@@ -291,6 +291,15 @@ ALWAYS: dict[str, str] = {
         where idempotency_key is not null and status not in ('dead', 'cancelled')
         group by idempotency_key, user_id having count(*) > 1
     """,
+    "the key table out of step with the live keyed jobs": """
+        select coalesce(j.idempotency_key, k.idempotency_key), j.id, k.job_id
+        from (select id, idempotency_key, user_id from tickq.jobs
+              where idempotency_key is not null and status not in ('dead', 'cancelled')) j
+        full join tickq.job_keys k
+            on k.job_id = j.id and k.idempotency_key = j.idempotency_key
+           and k.user_id is not distinct from j.user_id
+        where j.id is null or k.job_id is null
+    """,
     "a duplicate answered with a job that was not live": """
         select q.idempotency_key, q.job_id, q.asked_at from chaos.enqueues q
         where q.duplicate

@@ -403,6 +403,20 @@ class StoreVersusModel(RuleBasedStateMachine):
         assert len(keys) == len(set(keys))
 
     @invariant()
+    def key_table_holds_the_models_keys(self) -> None:
+        """tickq.job_keys holds exactly the keys the pure model says are taken, each by the
+        job the model says holds it: dead and cancelled jobs freed theirs, retried jobs took
+        theirs back."""
+        held = {
+            (j.idempotency_key, j.id)
+            for j in self.model.values()
+            if j.idempotency_key is not None and j.status in KEY_HOLDING
+        }
+        rows = self.conn.execute("select idempotency_key, job_id from tickq.job_keys").fetchall()
+        assert len(rows) == len(held)
+        assert set(rows) == held
+
+    @invariant()
     def attempts_within_limit(self) -> None:
         for job in self.model.values():
             assert 0 <= job.attempts <= job.max_attempts

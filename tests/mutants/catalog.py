@@ -37,6 +37,7 @@ class Mutant:
 
 QUERIES = "queue_core/sql/queries.sql"
 JOBS_MIGRATION = "queue_core/migrations/0001_jobs.sql"
+KEYS_MIGRATION = "queue_core/migrations/0013_job_keys.sql"
 LIMITS_MIGRATION = "queue_core/migrations/0004_limits.sql"
 STEPS = "queue_core/sql/steps.sql"
 
@@ -134,26 +135,50 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "idempotency-drops-succeeded",
-        "the idempotency index lets a key go once its job succeeded",
+        "the key table lets a key go once its job succeeded",
         (
             Edit(
-                JOBS_MIGRATION,
-                "where idempotency_key is not null and status not in ('dead', 'cancelled');",
-                "where idempotency_key is not null"
-                " and status not in ('dead', 'cancelled', 'succeeded');",
-            ),
-            # The arbiters of both enqueue statements must name the index's predicate.
-            Edit(
-                QUERIES,
-                "        where idempotency_key is not null"
-                " and status not in ('dead', 'cancelled')\n"
-                "        do nothing\n",
-                "        where idempotency_key is not null"
-                " and status not in ('dead', 'cancelled', 'succeeded')\n"
-                "        do nothing\n",
-                count=3,
+                KEYS_MIGRATION,
+                "          and new.status in ('dead', 'cancelled')\n",
+                "          and new.status in ('dead', 'cancelled', 'succeeded')\n",
             ),
         ),
+    ),
+    Mutant(
+        "key-kept-by-dead-jobs",
+        "a job that dies or is cancelled keeps its idempotency key (no free trigger)",
+        (
+            Edit(
+                KEYS_MIGRATION,
+                "    delete from tickq.job_keys k where k.job_id = old.id;\n",
+                "    perform 1;\n",
+            ),
+        ),
+        targeted=("tests/integration/test_job_keys.py",),
+    ),
+    Mutant(
+        "retry-takes-no-key",
+        "a dead job sent back to the queue does not take its key again",
+        (
+            Edit(
+                KEYS_MIGRATION,
+                "          and old.status in ('dead', 'cancelled')\n",
+                "          and old.status in ('dead', 'cancelled') and false\n",
+            ),
+        ),
+        targeted=("tests/integration/test_job_keys.py",),
+    ),
+    Mutant(
+        "retention-keeps-keys",
+        "retention deletes succeeded jobs but not their keys",
+        (
+            Edit(
+                QUERIES,
+                "    where k.job_id = any(array(select id from doomed))\n",
+                "    where false\n",
+            ),
+        ),
+        targeted=("tests/integration/test_job_keys.py",),
     ),
     Mutant(
         "finish-without-status-guard-alone",
