@@ -37,6 +37,10 @@ TARGETS = (
     Target("drain_1p_b100", "tickq work", "pgqueuer", 2.0),
     Target("drain_1p_b100", "tickq tick", "raw-sql", 0.75),
     Target("drain_1p_b100", "tickq work", "raw-sql", 0.75),
+    # The slim raw queue (8 columns, one partial index): the floor of any Postgres queue.
+    Target("drain_1p_b100", "tickq tick", "slim-raw", 0.5),
+    Target("drain_1p_b100", "tickq work", "slim-raw", 0.5),
+    Target("drain_1p_b10", "tickq tick", "slim-raw", 0.5),
     Target("drain_2p_b100", "tickq tick", "pgqueuer", 2.0),
     Target("drain_2p_b100", "tickq work", "pgqueuer", 2.0),
     Target("bulk_enqueue", "tickq", "pgqueuer", 1.5),
@@ -201,7 +205,7 @@ def chart(summary: dict[str, Any], path: Path) -> None:
         ax.set_ylabel(unit)
         ax.set_yscale("log")
         ax.legend(fontsize=7)
-    fig.suptitle("tickq vs PgQueuer vs Procrastinate (medians, min-max)")
+    fig.suptitle("tickq vs raw SQL, PgQueuer and Procrastinate (medians, min-max)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

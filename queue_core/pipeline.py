@@ -24,6 +24,10 @@ _T = TypeVar("_T")
 # A batch whose handlers took at most this long (and a tenth of the shortest lease in it)
 # lets the pipeline lease the next batch before running the one after it.
 QUICK_BATCH_SECONDS = 1.0
+# ...and one whose parsing and handlers took at least this long pays for running the
+# statement on the database thread: below it (no-op handlers, small batches), handing the
+# statement to that thread and back costs more than the Python time it would hide.
+OVERLAP_MIN_SECONDS = 0.001
 
 RunJobs = Callable[[Sequence[Job]], list[Outcome]]
 
@@ -44,8 +48,10 @@ class Pipeline:
         # A batch run but not yet persisted: the statement that runs beside the next batch
         # persists it. Only ever set while `_next` holds that next batch.
         self._unsaved: tuple[list[Job], list[Outcome]] | None = None
-        # Whether the last batch ran quickly enough to lease the next one before running it.
+        # Whether the last batch ran quickly enough to lease the next one before running it,
+        # and slowly enough that doing so beside it pays for the thread hand-off.
         self._quick = False
+        self._worth_overlap = False
         # Whether a persisted batch ended a job that has children (dependencies): they may
         # be queued now, so the caller should claim again rather than stop or sleep.
         self._ended_parents = False
@@ -119,7 +125,9 @@ class Pipeline:
         finally:
             if in_flight is not None:  # never leave a statement running on the connection
                 concurrent.futures.wait([in_flight])
-        self._quick = time.monotonic() - started <= self._quick_seconds(jobs)
+        elapsed = time.monotonic() - started
+        self._quick = elapsed <= self._quick_seconds(jobs)
+        self._worth_overlap = elapsed >= OVERLAP_MIN_SECONDS
         if in_flight is not None:
             held, self._next = in_flight.result()
             if unsaved is not None:
@@ -147,11 +155,18 @@ class Pipeline:
 
     def _claims_ahead(self, size: int) -> bool:
         """Lease the next batch before this one runs only when this one is full, the last
-        one was quick, and the store is autocommit: a job leased ahead waits for one batch
-        before it starts, which must stay far inside its lease (and a Lambda tick's safety
-        margin), and two threads' statements must not share a caller's transaction.
+        one was quick but not so quick that the overlap costs more than it hides, and the
+        store is autocommit: a job leased ahead waits for one batch before it starts, which
+        must stay far inside its lease (and a Lambda tick's safety margin), and two threads'
+        statements must not share a caller's transaction. Without the overlap, the statement
+        after the batch still persists it and leases the next: one statement per batch.
         """
-        return size == self.batch_size and self._quick and self.store.autocommit
+        return (
+            size == self.batch_size
+            and self._quick
+            and self._worth_overlap
+            and self.store.autocommit
+        )
 
     def _quick_seconds(self, jobs: Sequence[Job]) -> float:
         shortest_lease = min(job.lease_seconds or self.lease_seconds for job in jobs)

@@ -27,9 +27,15 @@ class System:
 
 
 def all_systems() -> list[System]:
-    from . import pgqueuer_side, procrastinate_side, raw_side, tickq_side
+    from . import pgqueuer_side, procrastinate_side, raw_side, slim_side, tickq_side
 
-    return [tickq_side.SYSTEM, raw_side.SYSTEM, pgqueuer_side.SYSTEM, procrastinate_side.SYSTEM]
+    return [
+        tickq_side.SYSTEM,
+        raw_side.SYSTEM,
+        slim_side.SYSTEM,
+        pgqueuer_side.SYSTEM,
+        procrastinate_side.SYSTEM,
+    ]
 
 
 def noop(*_: Any, **__: Any) -> None:

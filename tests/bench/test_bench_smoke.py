@@ -22,8 +22,13 @@ def test_quick_run_writes_json_and_chart_for_every_system(
     # Then it wrote a JSON summary naming every system, and a chart
     summary = json.loads((tmp_path / "results.json").read_text())
     drained = summary["table"]["drain_1p_b100"]
-    assert {"tickq tick", "tickq work", "raw-sql", "pgqueuer", "procrastinate"} <= set(drained)
+    every = {"tickq tick", "tickq work", "raw-sql", "slim-raw", "pgqueuer", "procrastinate"}
+    assert every <= set(drained)
     assert all(stats["median"] > 0 for stats in drained.values())
+    # The slim raw queue is the reference of the drain targets at batch 100 and 10.
+    slim = {(r["metric"], r["ratio"]) for r in summary["ratios"] if "slim-raw" in r["ratio"]}
+    assert ("drain_1p_b100", "tickq tick / slim-raw") in slim
+    assert ("drain_1p_b10", "tickq tick / slim-raw") in slim
     assert summary["claim_cost"]["finished_rows"] == 10_000
     assert set(summary["round_trips_per_batch"]) == {"1", "10", "100"}
     assert (tmp_path / "results.png").stat().st_size > 0

@@ -7,7 +7,7 @@ import re
 import psycopg
 import pytest
 
-from queue_core import PostgresStore
+from queue_core import PostgresStore, queries
 from queue_core import store as store_module
 from queue_core.errors import DatabaseError
 from queue_core.jobs import JOB_COLUMNS
@@ -19,6 +19,20 @@ def test_every_statement_is_plain_sql_with_psycopg_parameters_only() -> None:
     for name, statement in QUERIES.items():
         assert "{" not in re.sub(r"'[^']*'", "", statement), name  # no template placeholders
         assert not statement.rstrip().endswith(";"), name
+
+
+def test_every_statement_fits_psycopg_s_query_cache() -> None:
+    """psycopg caches a statement's placeholder conversion only up to 4096 characters
+    (psycopg._queries.MAX_CACHED_STATEMENT_LENGTH); a longer one is re-parsed on every
+    execution, a cost a batch of ten jobs feels. Comment lines are left out to stay under."""
+    for name, statement in QUERIES.items():
+        assert len(statement) <= 4096, (name, len(statement))
+        assert not any(line.lstrip().startswith("--") for line in statement.splitlines()), name
+
+
+def test_a_comment_after_code_stays_with_its_line() -> None:
+    statements = queries.parse("-- name: one\nselect '--' as dashes -- said twice\n  -- gone\n")
+    assert statements == {"one": "select '--' as dashes -- said twice"}
 
 
 def test_the_variants_are_named_statements_of_their_own() -> None:

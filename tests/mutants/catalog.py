@@ -186,7 +186,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 QUERIES,
-                "      and j.lease_token = o.lease_token\n      and j.status = 'running'\n",
+                "      and j.lease_token = o.lease_token\n"
+                "      and j.status = (select 'running')\n",
                 "      and j.lease_token = o.lease_token\n",
                 count=3,
             ),
@@ -202,7 +203,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 QUERIES,
-                "      and j.lease_token = o.lease_token\n      and j.status = 'running'\n",
+                "      and j.lease_token = o.lease_token\n"
+                "      and j.status = (select 'running')\n",
                 "",
                 count=3,
             ),

@@ -10,7 +10,10 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from queue_core import Registry, Runner, transitions
+from queue_core import pipeline as pipeline_module
 from queue_core.jobs import Job, Outcome, Status
 from queue_core.memory_store import MemoryStore
 from queue_core.pipeline import Pipeline
@@ -64,7 +67,10 @@ def test_a_short_batch_persists_without_claiming() -> None:
     assert (report.batches, report.claimed, report.succeeded) == (1, 1, 1)
 
 
-def test_quick_batches_lease_the_next_batch_while_handlers_run() -> None:
+def test_quick_batches_lease_the_next_batch_while_handlers_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pipeline_module, "OVERLAP_MIN_SECONDS", 0.0)  # any batch pays
     store, _ = store_with(6)
     pipeline = Pipeline(store, queues=["default"], batch_size=2, lease_seconds=30)
     report = TickReport()
@@ -84,6 +90,38 @@ def test_quick_batches_lease_the_next_batch_while_handlers_run() -> None:
     assert running_during_handlers == [2, 4, 2]
     assert statuses(store) == {Status.SUCCEEDED: 6}
     assert (report.batches, report.claimed, report.succeeded) == (3, 6, 6)
+    assert pipeline.settled
+
+
+def test_batches_too_quick_to_pay_for_the_hand_off_run_their_statement_inline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Handing the statement to the database thread costs more than it hides when the
+    batch in between takes less than OVERLAP_MIN_SECONDS: then the statement after each
+    batch persists it and leases the next, still one statement per batch, no thread."""
+    monkeypatch.setattr(pipeline_module, "OVERLAP_MIN_SECONDS", 60.0)  # no batch pays
+    store, _ = store_with(6)
+    pipeline = Pipeline(store, queues=["default"], batch_size=2, lease_seconds=30)
+    report = TickReport()
+    running_during_handlers: list[int] = []
+
+    def run(jobs: Sequence[Job]) -> list[Outcome]:
+        running_during_handlers.append(statuses(store).get(Status.RUNNING, 0))
+        return succeed(jobs)
+
+    pipeline.run_batch(report, run, claim_next=lambda: True, overlap=True)
+    while pipeline.leased_ahead:
+        pipeline.run_batch(report, run, claim_next=lambda: True, overlap=True)
+
+    assert running_during_handlers == [2, 2, 2]
+    assert store.calls[-4:] == [
+        "finish_and_claim(0, 2)",
+        "finish_and_claim(2, 2)",
+        "finish_and_claim(2, 2)",
+        "finish_and_claim(2, 2)",
+    ]
+    assert pipeline._database is None  # the database thread was never started
+    assert (report.batches, report.succeeded) == (3, 6)
     assert pipeline.settled
 
 

@@ -1,0 +1,78 @@
+"""The batch statement finds the jobs it finishes through the primary key alone.
+
+jobs_lease_idx (running jobs by lease expiry) keeps an entry for every job that ever ran
+until VACUUM removes it; a finish that ANDs it with the primary key walks them all, a cost
+that grows with the finished jobs since the last vacuum. The plans are read with EXPLAIN
+beside a few thousand unvacuumed finished jobs, where the planner took that index.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from queue_core import PostgresStore, Registry, Runner, transitions
+from queue_core.queries import QUERIES
+from queue_core.store import _outcome_params
+
+FINISHES = ("jobs_finish_and_claim", "jobs_finish_and_claim_queues", "jobs_finish_and_claim_fair")
+
+
+def index_names(plan: Any) -> set[str]:
+    """Every index a JSON plan reads, at any depth."""
+    if isinstance(plan, dict):
+        found = {plan["Index Name"]} if "Index Name" in plan else set()
+        return found.union(*(index_names(value) for value in plan.values()))
+    if isinstance(plan, list):
+        return set().union(*(index_names(item) for item in plan))
+    return set()
+
+
+@pytest.fixture
+def unvacuumed(conn: psycopg.Connection) -> Iterator[None]:
+    """No autovacuum on the jobs table while the test runs (its dead entries stay)."""
+    conn.execute("alter table tickq.jobs set (autovacuum_enabled = false)")
+    try:
+        yield
+    finally:
+        conn.execute("alter table tickq.jobs reset (autovacuum_enabled)")
+
+
+@pytest.mark.parametrize("statement", FINISHES)
+def test_the_finish_never_walks_the_lease_index(
+    conn: psycopg.Connection, unvacuumed: None, statement: str
+) -> None:
+    # Given 3,000 finished jobs, not vacuumed, and a batch of 10 running jobs
+    registry = Registry()
+    registry.task("noop")(lambda job: None)
+    store = PostgresStore(conn)
+    store.enqueue_many([registry.spec("noop") for _ in range(3000)])
+    with Runner(store, registry, batch_size=100, concurrency=1) as runner:
+        assert runner.tick().succeeded == 3000
+    conn.execute("analyze tickq.jobs")
+    store.enqueue_many([registry.spec("noop") for _ in range(20)])
+    jobs = store.claim(limit=10)
+    params = {
+        **_outcome_params([transitions.succeeded(job) for job in jobs]),
+        "queue": "default",
+        "queues": ["default"],
+        "limit": 10,
+        "lease_seconds": 30,
+        "now": None,
+        "after": None,
+    }
+
+    # When the statement that finishes them is planned and run (then rolled back)
+    with conn.transaction(force_rollback=True):
+        (plan,) = conn.execute(
+            f"explain (analyze, format json) {QUERIES[statement]}", params
+        ).fetchone()  # type: ignore[misc]
+
+    # Then it probes the primary key and reads nothing of jobs_lease_idx
+    plan = plan if isinstance(plan, list) else json.loads(plan)
+    assert "jobs_pkey" in index_names(plan)
+    assert "jobs_lease_idx" not in index_names(plan), json.dumps(plan)[:2000]
