@@ -187,7 +187,7 @@ MUTANTS: tuple[Mutant, ...] = (
             Edit(
                 QUERIES,
                 "      and j.lease_token = o.lease_token\n"
-                "      and j.status = (select 'running')\n",
+                "      and j.status in ('waiting', 'queued', 'running', 'retrying')\n",
                 "      and j.lease_token = o.lease_token\n",
                 count=3,
             ),
@@ -204,7 +204,7 @@ MUTANTS: tuple[Mutant, ...] = (
             Edit(
                 QUERIES,
                 "      and j.lease_token = o.lease_token\n"
-                "      and j.status = (select 'running')\n",
+                "      and j.status in ('waiting', 'queued', 'running', 'retrying')\n",
                 "",
                 count=3,
             ),
