@@ -254,9 +254,12 @@ with clock as materialized (
         started_at = clock.now,
         updated_at = clock.now
     from clock
-    -- An id array probes the id index per row whatever the table's statistics say; the
-    -- statuses (the picked rows are locked) keep the probe in the live partition.
-    where j.id = any(array(select id from picked)) and j.status in ('queued', 'retrying')
+    -- An id array probes the id index per row whatever the table's statistics say. The
+    -- live partition's statuses keep the probe there (partition pruning needs a constant);
+    -- not ('queued', 'retrying'), which matches the predicate of jobs_claim_idx and
+    -- jobs_fair_idx: after a VACUUM the planner scanned a whole one for the 100 ids.
+    where j.id = any(array(select id from picked))
+      and j.status in ('waiting', 'queued', 'running', 'retrying')
     returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
         j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
@@ -353,9 +356,12 @@ with clock as materialized (
         started_at = clock.now,
         updated_at = clock.now
     from clock
-    -- An id array probes the id index per row whatever the table's statistics say; the
-    -- statuses (the picked rows are locked) keep the probe in the live partition.
-    where j.id = any(array(select id from picked)) and j.status in ('queued', 'retrying')
+    -- An id array probes the id index per row whatever the table's statistics say. The
+    -- live partition's statuses keep the probe there (partition pruning needs a constant);
+    -- not ('queued', 'retrying'), which matches the predicate of jobs_claim_idx and
+    -- jobs_fair_idx: after a VACUUM the planner scanned a whole one for the 100 ids.
+    where j.id = any(array(select id from picked))
+      and j.status in ('waiting', 'queued', 'running', 'retrying')
     returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
         j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
@@ -398,8 +404,9 @@ with clock as materialized (
            case when j.cancel_requested then 'cancelled while running'
                 else 'lease expired' end as error
     from tickq.jobs j join expired using (id)
-    -- Still running (locked above); saying so reads the live partition alone.
-    where j.status = 'running'
+    -- Running and locked above; the live partition's statuses read it alone (not
+    -- 'running', the predicate of jobs_lease_idx, which the planner could walk instead).
+    where j.status in ('waiting', 'queued', 'running', 'retrying')
 ), reclaimed as (
     update tickq.jobs j
     set status = d.status,
@@ -417,7 +424,7 @@ with clock as materialized (
         updated_at = clock.now,
         finished_at = case when d.status <> 'retrying' then clock.now end
     from decided d, clock
-    where j.id = d.id and j.status = 'running'
+    where j.id = d.id and j.status in ('waiting', 'queued', 'running', 'retrying')
     returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
         j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
