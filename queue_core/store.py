@@ -72,11 +72,6 @@ LIMITS_TTL_SECONDS = 5.0
 # A key whose holder commits between an insert and its lookup makes the request go again.
 ENQUEUE_ROUNDS = 10
 UNSETTLED = f"enqueue did not settle after {ENQUEUE_ROUNDS} rounds of key conflicts"
-# The store's statements are planned at each run, never prepared. jobs_live is small and
-# its statistics often come from an empty queue: a generic plan cached then scans it in
-# full for every batch once a backlog arrives (measured: two sequential scans of jobs_live
-# per batch statement), while a plan made at each run sees the partition's current size.
-PREPARE = False
 # The columns jobs_enqueue takes from a batch's base specs (payload and key are per job),
 # each sent as one value per job or, when the batch shares it, one value for all.
 _BASE_COLUMNS = tuple(
@@ -426,7 +421,7 @@ class PostgresStore(DerivedOperations):
             try:
                 while True:
                     try:
-                        cur.execute(QUERIES[statement], params, prepare=PREPARE)
+                        cur.execute(QUERIES[statement], params)
                         break
                     except psycopg.errors.SerializationFailure as exc:
                         if not retryable(self.conn, exc, attempt):  # see moved_rows
@@ -727,7 +722,7 @@ class PostgresStore(DerivedOperations):
     ) -> list[Any]:
         query = QUERIES[name]
         with translate_errors(), self._scope(), self._cursor(binary=binary) as cur:
-            cur.execute(query, params, prepare=PREPARE)
+            cur.execute(query, params)
             # The result status, not cur.description: describing a whole job row builds
             # a Column per field, which costs more than a one-row statement's parsing.
             result = cur.pgresult
