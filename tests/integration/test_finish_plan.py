@@ -2,8 +2,8 @@
 
 jobs_lease_idx (running jobs by lease expiry) keeps an entry for every job that ever ran
 until VACUUM removes it; a finish that ANDs it with the primary key walks them all, a cost
-that grows with the finished jobs since the last vacuum (tickq.jobs_live's id index is
-jobs_live_id_key, migration 0015). The plans are read with EXPLAIN
+that grows with the finished jobs since the last vacuum (tickq.jobs_live's id index is the
+copy of jobs_id_idx on the live partition, migration 0014). The plans are read with EXPLAIN
 beside a few thousand unvacuumed finished jobs, where the planner took that index.
 """
 
@@ -76,5 +76,5 @@ def test_the_finish_never_walks_the_lease_index(
 
     # Then it probes the live partition's id index and reads nothing of jobs_lease_idx
     plan = plan if isinstance(plan, list) else json.loads(plan)
-    assert "jobs_live_id_key" in index_names(plan)
+    assert "jobs_live_id_idx" in index_names(plan)
     assert "jobs_lease_idx" not in index_names(plan), json.dumps(plan)[:2000]
