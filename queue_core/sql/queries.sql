@@ -1085,12 +1085,9 @@ with clock as materialized (
             and c.status not in ('succeeded', 'dead', 'cancelled')))
     limit %(batch)s
     for update of j skip locked
-), keys as (
-    -- Succeeded jobs hold their keys: a pruned job lets its key go in the same statement
-    -- (tickq.job_keys has no foreign key to cascade from).
-    delete from tickq.job_keys k
-    where k.job_id = any(array(select id from doomed))
 )
+-- Their idempotency keys, steps, signals and edges go in the same statement, through the
+-- tickq.jobs_forget trigger (migration 0014).
 delete from tickq.jobs j
 where j.id = any(array(select id from doomed))
 returning j.status;

@@ -38,6 +38,7 @@ class Mutant:
 QUERIES = "queue_core/sql/queries.sql"
 JOBS_MIGRATION = "queue_core/migrations/0001_jobs.sql"
 KEYS_MIGRATION = "queue_core/migrations/0013_job_keys.sql"
+PARTITIONS_MIGRATION = "queue_core/migrations/0014_partitioned_jobs.sql"
 LIMITS_MIGRATION = "queue_core/migrations/0004_limits.sql"
 STEPS = "queue_core/sql/steps.sql"
 
@@ -173,9 +174,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "retention deletes succeeded jobs but not their keys",
         (
             Edit(
-                QUERIES,
-                "    where k.job_id = any(array(select id from doomed))\n",
-                "    where false\n",
+                PARTITIONS_MIGRATION,
+                "    delete from tickq.job_keys k using gone g where k.job_id = g.id;\n",
+                "    perform 1;\n",
             ),
         ),
         targeted=("tests/integration/test_job_keys.py",),
