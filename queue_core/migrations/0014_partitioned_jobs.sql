@@ -148,6 +148,10 @@ begin
         v_try := 0;
         loop
             begin
+                -- The default partition first: a finish on this day must not land there
+                -- between the move below and the attach, which would then fail its check.
+                -- Attaching takes this lock anyway; taken first, it also covers the move.
+                lock table tickq.jobs_done_default in access exclusive mode;
                 execute format(
                     'create table tickq.%I (like tickq.jobs including defaults'
                     ' including constraints including storage including compression,'
