@@ -185,7 +185,9 @@ returning payload, run_after, created_at;
 -- alone is %(limit)s = 0; claiming alone is an empty outcome list. Returns the ids whose
 -- lease held (first row), then the claimed jobs (one all-null job when none was claimed).
 with clock as materialized (
-    select coalesce(%(now)s::timestamptz, now()) as now
+    -- One random value per statement, from which each claimed job's lease token is
+    -- derived (see claimed).
+    select coalesce(%(now)s::timestamptz, now()) as now, gen_random_uuid() as seed
 ), outcome as (
     select *
     from jsonb_to_recordset(%(outcomes)s::jsonb)
@@ -248,7 +250,12 @@ with clock as materialized (
     update tickq.jobs j
     set status = 'running',
         attempts = j.attempts + 1,
-        lease_token = gen_random_uuid(),
+        -- A fresh token per claim: the first 16 bytes of sha256(this statement's random
+        -- seed, job id). As unguessable as a random uuid without the seed, and one
+        -- random draw per batch instead of one per job (a build of PostgreSQL without
+        -- OpenSSL opens /dev/urandom for each draw: a tenth of a batch of 100).
+        lease_token = encode(substr(sha256(uuid_send(clock.seed) || uuid_send(j.id)), 1, 16),
+                             'hex')::uuid,
         lease_until = clock.now
                       + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second',
         started_at = clock.now,
@@ -287,7 +294,9 @@ left join claimed c on true;
 -- jobs_finish_and_claim for a worker of several queues: the backlog is sorted rather than
 -- walked in index order.
 with clock as materialized (
-    select coalesce(%(now)s::timestamptz, now()) as now
+    -- One random value per statement, from which each claimed job's lease token is
+    -- derived (see claimed).
+    select coalesce(%(now)s::timestamptz, now()) as now, gen_random_uuid() as seed
 ), outcome as (
     select *
     from jsonb_to_recordset(%(outcomes)s::jsonb)
@@ -350,7 +359,12 @@ with clock as materialized (
     update tickq.jobs j
     set status = 'running',
         attempts = j.attempts + 1,
-        lease_token = gen_random_uuid(),
+        -- A fresh token per claim: the first 16 bytes of sha256(this statement's random
+        -- seed, job id). As unguessable as a random uuid without the seed, and one
+        -- random draw per batch instead of one per job (a build of PostgreSQL without
+        -- OpenSSL opens /dev/urandom for each draw: a tenth of a batch of 100).
+        lease_token = encode(substr(sha256(uuid_send(clock.seed) || uuid_send(j.id)), 1, 16),
+                             'hex')::uuid,
         lease_until = clock.now
                       + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second',
         started_at = clock.now,
