@@ -8,6 +8,7 @@ partitions; and the schema is the one a fresh database gets.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 from collections.abc import Iterator
@@ -111,33 +112,37 @@ class Queue:
         return ids[index % len(ids)] if ids else None
 
     def apply(self, op: str, index: int) -> None:
-        store = self.store
-        if op == "enqueue":
-            store.enqueue(job_spec("t", idempotency_key=f"new{index}", max_attempts=1))
-        elif op in ("finish", "kill"):
-            for job in store.claim(limit=1 + index % 3):
-                if op == "finish":
-                    store.complete(job, {"i": index})
-                else:
-                    store.finish([transitions.failed(job, "boom", permanent=True)])
-        elif op == "cancel":
-            if (job_id := self.one("select id from tickq.jobs where status = 'queued'", index)):
-                store.cancel(job_id)
-        elif op == "retry":
-            job_id = self.one(
-                "select id from tickq.jobs where status in ('dead', 'cancelled')", index
-            )
-            if job_id:
-                try:
-                    store.retry(job_id)
-                except InvalidTransition:
-                    pass  # its key is held again: the retry changes nothing, as it should
-        elif op == "delete":
-            sql = "select id from tickq.jobs where status in ('succeeded', 'dead', 'cancelled')"
-            if (job_id := self.one(sql, index)):
-                self.conn.execute("delete from tickq.jobs where id = %s", (job_id,))
-        elif op == "truncate":
-            self.conn.execute("truncate tickq.jobs cascade")
+        getattr(self, op)(index)
+
+    def enqueue(self, index: int) -> None:
+        self.store.enqueue(job_spec("t", idempotency_key=f"new{index}", max_attempts=1))
+
+    def finish(self, index: int) -> None:
+        for job in self.store.claim(limit=1 + index % 3):
+            self.store.complete(job, {"i": index})
+
+    def kill(self, index: int) -> None:
+        jobs = self.store.claim(limit=1 + index % 3)
+        self.store.finish([transitions.failed(job, "boom", permanent=True) for job in jobs])
+
+    def cancel(self, index: int) -> None:
+        if job_id := self.one("select id from tickq.jobs where status = 'queued'", index):
+            self.store.cancel(job_id)
+
+    def retry(self, index: int) -> None:
+        sql = "select id from tickq.jobs where status in ('dead', 'cancelled')"
+        # A job whose key is held again is refused and stays as it is, as it should.
+        if (job_id := self.one(sql, index)) is not None:
+            with contextlib.suppress(InvalidTransition):
+                self.store.retry(job_id)
+
+    def delete(self, index: int) -> None:
+        sql = "select id from tickq.jobs where status in ('succeeded', 'dead', 'cancelled')"
+        if (job_id := self.one(sql, index)) is not None:
+            self.conn.execute("delete from tickq.jobs where id = %s", (job_id,))
+
+    def truncate(self, index: int) -> None:
+        self.conn.execute("truncate tickq.jobs cascade")
 
 
 def migrate_while(url: str, ops: list[tuple[str, int]], batch_rows: int) -> list[dict[str, Any]]:
