@@ -387,3 +387,30 @@ def test_workers_keep_draining_through_a_staged_migration(new_database: Any) -> 
         ).fetchone()
     assert found == {job_id: "succeeded" for job_id in done}
     assert total == distinct
+
+
+def test_two_migrators_at_once_stage_and_swap_once(new_database: Any) -> None:
+    url = new_database()
+    migrate_to_0013(url)
+    fill(url, finished=400, live=20)
+    with psycopg.connect(url, autocommit=True) as conn:
+        before = rows(conn)
+    results: list[list[str]] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with psycopg.connect(url) as conn:
+                results.append(migrate(conn, batch_rows=25))
+        except BaseException as exc:  # recorded: the assertion names it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert errors == []
+    assert sorted(results) == [[], [m.version for m in available() if m.version >= "0014"]]
+    check_moved(url, before)
