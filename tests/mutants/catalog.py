@@ -271,10 +271,9 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 STAGED_0014,
-                "create trigger jobs_0014_updated after update on tickq.jobs\n"
-                "    referencing new table as changed\n",
-                "create trigger jobs_0014_updated after update on tickq.jobs_0014_changed\n"
-                "    referencing new table as changed\n",
+                "    insert into tickq.jobs_0014_changed (id) select c.id from changed c;\n",
+                "    insert into tickq.jobs_0014_changed (id) select c.id from changed c\n"
+                "    where tg_op <> 'UPDATE';\n",
             ),
         ),
         targeted=STAGING_TESTS,
