@@ -185,9 +185,7 @@ returning payload, run_after, created_at;
 -- alone is %(limit)s = 0; claiming alone is an empty outcome list. Returns the ids whose
 -- lease held (first row), then the claimed jobs (one all-null job when none was claimed).
 with clock as materialized (
-    -- One random value per statement, from which each claimed job's lease token is
-    -- derived (see claimed).
-    select coalesce(%(now)s::timestamptz, now()) as now, gen_random_uuid() as seed
+    select coalesce(%(now)s::timestamptz, now()) as now
 ), outcome as (
     select *
     from jsonb_to_recordset(%(outcomes)s::jsonb)
@@ -246,6 +244,9 @@ with clock as materialized (
     order by priority desc, run_after, created_at
     limit %(limit)s
     for update skip locked
+), lease as materialized (
+    -- One random value per statement, from which each claimed job's lease token is derived.
+    select gen_random_uuid() as seed
 ), claimed as (
     update tickq.jobs j
     set status = 'running',
@@ -254,13 +255,13 @@ with clock as materialized (
         -- seed, job id). As unguessable as a random uuid without the seed, and one
         -- random draw per batch instead of one per job (a build of PostgreSQL without
         -- OpenSSL opens /dev/urandom for each draw: a tenth of a batch of 100).
-        lease_token = encode(substr(sha256(uuid_send(clock.seed) || uuid_send(j.id)), 1, 16),
+        lease_token = encode(substr(sha256(uuid_send(lease.seed) || uuid_send(j.id)), 1, 16),
                              'hex')::uuid,
         lease_until = clock.now
                       + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second',
         started_at = clock.now,
         updated_at = clock.now
-    from clock
+    from clock, lease
     -- An id array probes the id index per row whatever the table's statistics say. The
     -- live partition's statuses keep the probe there (partition pruning needs a constant);
     -- not ('queued', 'retrying'), which matches the predicate of jobs_claim_idx and
@@ -294,9 +295,7 @@ left join claimed c on true;
 -- jobs_finish_and_claim for a worker of several queues: the backlog is sorted rather than
 -- walked in index order.
 with clock as materialized (
-    -- One random value per statement, from which each claimed job's lease token is
-    -- derived (see claimed).
-    select coalesce(%(now)s::timestamptz, now()) as now, gen_random_uuid() as seed
+    select coalesce(%(now)s::timestamptz, now()) as now
 ), outcome as (
     select *
     from jsonb_to_recordset(%(outcomes)s::jsonb)
@@ -355,6 +354,9 @@ with clock as materialized (
     order by priority desc, run_after, created_at
     limit %(limit)s
     for update skip locked
+), lease as materialized (
+    -- One random value per statement, from which each claimed job's lease token is derived.
+    select gen_random_uuid() as seed
 ), claimed as (
     update tickq.jobs j
     set status = 'running',
@@ -363,13 +365,13 @@ with clock as materialized (
         -- seed, job id). As unguessable as a random uuid without the seed, and one
         -- random draw per batch instead of one per job (a build of PostgreSQL without
         -- OpenSSL opens /dev/urandom for each draw: a tenth of a batch of 100).
-        lease_token = encode(substr(sha256(uuid_send(clock.seed) || uuid_send(j.id)), 1, 16),
+        lease_token = encode(substr(sha256(uuid_send(lease.seed) || uuid_send(j.id)), 1, 16),
                              'hex')::uuid,
         lease_until = clock.now
                       + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second',
         started_at = clock.now,
         updated_at = clock.now
-    from clock
+    from clock, lease
     -- An id array probes the id index per row whatever the table's statistics say. The
     -- live partition's statuses keep the probe there (partition pruning needs a constant);
     -- not ('queued', 'retrying'), which matches the predicate of jobs_claim_idx and
