@@ -43,6 +43,7 @@ LIMITS_MIGRATION = "queue_core/migrations/0004_limits.sql"
 STEPS = "queue_core/sql/steps.sql"
 STAGED_0014 = "queue_core/migrations/staged/0014_partitioned_jobs.sql"
 STAGING_TESTS = ("tests/integration/test_partition_staging.py",)
+GUARD_MIGRATION = "queue_core/migrations/0015_app_guard_gate.sql"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -51,9 +52,10 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 QUERIES,
-                "        attempts = j.attempts + 1,\n        lease_token = gen_random_uuid(),",
-                "        attempts = j.attempts + case when j.status = 'retrying' then 0 else 1 end,"
-                "\n        lease_token = gen_random_uuid(),",
+                "    set status = 'running',\n        attempts = j.attempts + 1,\n",
+                "    set status = 'running',\n"
+                "        attempts = j.attempts"
+                " + case when j.status = 'retrying' then 0 else 1 end,\n",
                 count=2,
             ),
         ),
@@ -313,5 +315,46 @@ MUTANTS: tuple[Mutant, ...] = (
             ),
         ),
         targeted=STAGING_TESTS,
+    ),
+    Mutant(
+        "lease-token-from-the-id-alone",
+        "a claim's lease token derives from the job's id without the statement's random seed",
+        (
+            Edit(
+                QUERIES,
+                "sha256(uuid_send(lease.seed) || uuid_send(j.id))",
+                "sha256(uuid_send(j.id))",
+                count=2,
+            ),
+        ),
+        targeted=("tests/integration/test_lease_tokens.py", "tests/integration/test_leases.py"),
+    ),
+    Mutant(
+        "lease-token-one-per-batch",
+        "every job of a batch gets the same lease token",
+        (
+            Edit(
+                QUERIES,
+                "sha256(uuid_send(lease.seed) || uuid_send(j.id))",
+                "sha256(uuid_send(lease.seed))",
+                count=2,
+            ),
+        ),
+        targeted=("tests/integration/test_lease_tokens.py",),
+    ),
+    Mutant(
+        "guard-forgets-the-step-exemptions",
+        "the application guard no longer lets a signal or a fresh retry's reset through",
+        (
+            Edit(
+                GUARD_MIGRATION,
+                "                and new.signals is null))) is not false then\n",
+                "                and new.signals is null))) and false then\n",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_app_guard_gate.py",
+            "tests/security/test_steps_security.py",
+        ),
     ),
 )
