@@ -34,16 +34,7 @@ OPS = ("enqueue", "finish", "kill", "cancel", "retry", "delete", "truncate")
 
 def migrate_to_0013(url: str) -> None:
     with psycopg.connect(url) as conn:
-        conn.execute("create schema tickq")
-        conn.execute(
-            "create table tickq.schema_migrations ("
-            " version text primary key, applied_at timestamptz not null default now())"
-        )
-        for migration in available():
-            if migration.version >= "0014":
-                break
-            conn.execute(migration.sql.encode())
-            conn.execute("insert into tickq.schema_migrations values (%s)", (migration.version,))
+        migrate(conn, through="0013")
 
 
 def fill(url: str, finished: int, live: int, days: int = 5) -> None:
