@@ -52,6 +52,11 @@ def migrate(conn: psycopg.Connection) -> list[str]:
         row = conn.execute("select to_regproc('tickq.jobs_partitions_ensure') is not null")
         if (found := row.fetchone()) and found[0]:
             conn.execute("select tickq.jobs_partitions_ensure((now() at time zone 'UTC')::date, 3)")
+        # The live partition's statistics on ids (migration 0016), which a dump and restore
+        # does not carry: without them a backlog after an empty ANALYZE is scanned whole.
+        row = conn.execute("select to_regproc('tickq.jobs_live_id_statistics') is not null")
+        if (found := row.fetchone()) and found[0]:
+            conn.execute("select tickq.jobs_live_id_statistics()")
     return applied
 
 
