@@ -49,6 +49,14 @@ def id_statistics(conn: psycopg.Connection) -> list[tuple[float]]:
     ).fetchall()
 
 
+def status_statistics(conn: psycopg.Connection) -> list[tuple[str, list[float]]]:
+    return conn.execute(
+        "select most_common_vals::text, most_common_freqs from pg_stats"
+        " where schemaname = 'tickq' and tablename = 'jobs_live' and attname = 'status'"
+        " and not inherited"
+    ).fetchall()
+
+
 @pytest.mark.parametrize("claim", ["plain", "fair", "limited"])
 def test_a_backlog_after_an_empty_analyze_is_drained_through_the_id_index(
     migrated: psycopg.Connection, claim: str
@@ -94,8 +102,10 @@ def test_migrate_gives_back_the_id_statistics_a_restore_lost(
     # When the migrations run again (none is pending)
     assert migrate(conn) == []
 
-    # Then the ids are said distinct again, and only the jobs that were there remain
+    # Then the ids are said distinct again, the statuses all queued (as an ANALYZE of a
+    # backlog says), and only the jobs that were there remain
     assert id_statistics(conn) == [(-1.0,)]
+    assert status_statistics(conn) == [("{queued}", [1.0])]
     assert conn.execute("select type, count(*) from tickq.jobs group by type").fetchall() == [
         ("noop", 3)
     ]
