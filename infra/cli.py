@@ -110,8 +110,16 @@ def report_table(report: TickReport) -> Table:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    with database() as conn:
-        applied = migrations.migrate(conn)
+    # Migration 0014 copies the finished jobs before it applies: say how far, on a terminal.
+    with database() as conn, ExitStack() as stack:
+        shown = not args.json and err.is_terminal
+        status = stack.enter_context(err.status("migrating")) if shown else None
+
+        def progress(copied: int) -> None:
+            if status is not None:
+                status.update(f"finished jobs copied into partitions: {copied:,}")
+
+        applied = migrations.migrate(conn, progress=progress)
     emit(
         args,
         {"applied": applied},

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 import psycopg
 
+from . import partition_staging
+
 # Any stable 64-bit number; it serialises concurrent migrators across the whole cluster.
 _LOCK_KEY = 0x7469636B71  # "tickq"
+# A migration with a staging step moves its rows first, in short transactions; its own
+# transaction then waits at most this long for each lock, retried, so a long reader ahead
+# of it does not hold the whole queue back behind its lock request.
+_STAGED = {partition_staging.VERSION: partition_staging}
+_SWAP_LOCK_TIMEOUT = "1s"
+_SWAP_ATTEMPTS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,46 +33,108 @@ def available() -> list[Migration]:
     return [Migration(f.name.removesuffix(".sql"), f.read_text(encoding="utf-8")) for f in files]
 
 
-def migrate(conn: psycopg.Connection) -> list[str]:
-    """Apply pending migrations in one transaction; returns the versions applied.
+def migrate(
+    conn: psycopg.Connection[Any],
+    *,
+    batch_rows: int = partition_staging.BATCH_ROWS,
+    progress: partition_staging.Progress | None = None,
+) -> list[str]:
+    """Apply pending migrations; returns the versions applied.
 
-    Safe to run from several processes at once: the advisory lock is taken before anything
+    Pending migrations apply in one transaction. On a database that has jobs already, one
+    with a staging step (0014, which partitions tickq.jobs) starts a transaction of its own:
+    those before it commit first, its rows move in batches of `batch_rows` while the queue
+    runs (`progress` hears how many so far), then it applies with the ones after it.
+
+    Safe to run from several processes at once: an advisory lock is taken before anything
     is read, so a second migrator waits, then finds the work done.
     """
     applied: list[str] = []
     with conn.transaction():
-        conn.execute("select pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-        conn.execute("create schema if not exists tickq")
-        conn.execute(
-            "create table if not exists tickq.schema_migrations ("
-            " version text primary key,"
-            " applied_at timestamptz not null default now())"
-        )
-        done = {row[0] for row in conn.execute("select version from tickq.schema_migrations")}
-        for migration in available():
-            if migration.version in done:
-                continue
-            conn.execute(migration.sql.encode())
-            conn.execute(
-                "insert into tickq.schema_migrations (version) values (%s)", (migration.version,)
-            )
-            applied.append(migration.version)
+        conn.execute("select pg_advisory_lock(%s)", (_LOCK_KEY,))
+    try:
+        # A fresh database has no rows to move: everything applies in one transaction.
+        upgrading = partition_staging.needed(conn)
+        while todo := _pending(conn):
+            group = [todo[0], *_until_staged(todo[1:])] if upgrading else todo
+            staged = _STAGED.get(group[0].version)
+            if upgrading and staged is not None and staged.needed(conn):
+                staged.stage(conn, batch_rows=batch_rows, progress=progress)
+                _apply(conn, group, lock_timeout=_SWAP_LOCK_TIMEOUT)
+            else:
+                _apply(conn, group, lock_timeout=None)
+            applied += [m.version for m in group]
         # Today's partition of finished jobs and the next days' (migration 0014), so a
         # database migrated long after 0014 starts with them; maintenance keeps them ahead.
-        row = conn.execute("select to_regproc('tickq.jobs_partitions_ensure') is not null")
-        if (found := row.fetchone()) and found[0]:
-            conn.execute("select tickq.jobs_partitions_ensure((now() at time zone 'UTC')::date, 3)")
-        # The live partition's statistics on ids (migration 0016), which a dump and restore
-        # does not carry: without them a backlog after an empty ANALYZE is scanned whole.
-        row = conn.execute("select to_regproc('tickq.jobs_live_id_statistics') is not null")
-        if (found := row.fetchone()) and found[0]:
-            conn.execute("select tickq.jobs_live_id_statistics()")
+        with conn.transaction():
+            row = conn.execute("select to_regproc('tickq.jobs_partitions_ensure') is not null")
+            if (found := row.fetchone()) and found[0]:
+                conn.execute(
+                    "select tickq.jobs_partitions_ensure((now() at time zone 'UTC')::date, 3)"
+                )
+            # The live partition's statistics (migration 0016), which a dump and restore
+            # does not carry: without them a backlog on it was scanned whole.
+            row = conn.execute("select to_regproc('tickq.jobs_live_id_statistics') is not null")
+            if (found := row.fetchone()) and found[0]:
+                conn.execute("select tickq.jobs_live_id_statistics()")
+    finally:
+        if not conn.closed:
+            with conn.transaction():
+                conn.execute("select pg_advisory_unlock(%s)", (_LOCK_KEY,))
     return applied
 
 
-def pending(conn: psycopg.Connection) -> list[str]:
+def _until_staged(migrations: list[Migration]) -> list[Migration]:
+    """The migrations up to the next one with a staging step, which starts a group."""
+    group: list[Migration] = []
+    for migration in migrations:
+        if migration.version in _STAGED:
+            break
+        group.append(migration)
+    return group
+
+
+def _pending(conn: psycopg.Connection[Any]) -> list[Migration]:
+    with conn.transaction():
+        done = set(_done(conn))
+    return [m for m in available() if m.version not in done]
+
+
+def _done(conn: psycopg.Connection[Any]) -> list[str]:
     exists = conn.execute("select to_regclass('tickq.schema_migrations') is not null").fetchone()
-    done: set[str] = set()
-    if exists and exists[0]:
-        done = {row[0] for row in conn.execute("select version from tickq.schema_migrations")}
+    if not (exists and exists[0]):
+        return []
+    return [row[0] for row in conn.execute("select version from tickq.schema_migrations")]
+
+
+def _apply(
+    conn: psycopg.Connection[Any], group: list[Migration], *, lock_timeout: str | None
+) -> None:
+    attempts = _SWAP_ATTEMPTS if lock_timeout else 1
+    for attempt in range(1, attempts + 1):
+        try:
+            with conn.transaction():
+                if lock_timeout:
+                    conn.execute("select set_config('lock_timeout', %s, true)", (lock_timeout,))
+                conn.execute("create schema if not exists tickq")
+                conn.execute(
+                    "create table if not exists tickq.schema_migrations ("
+                    " version text primary key,"
+                    " applied_at timestamptz not null default now())"
+                )
+                for migration in group:
+                    conn.execute(migration.sql.encode())
+                    conn.execute(
+                        "insert into tickq.schema_migrations (version) values (%s)",
+                        (migration.version,),
+                    )
+            return
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
+            if attempt == attempts:
+                raise
+            time.sleep(0.1 * attempt)
+
+
+def pending(conn: psycopg.Connection) -> list[str]:
+    done = set(_done(conn))
     return [m.version for m in available() if m.version not in done]

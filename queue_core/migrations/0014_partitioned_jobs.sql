@@ -20,6 +20,22 @@
 -- * The idempotency index cannot be unique across partitions either: keys are held
 --   elsewhere (migration 0013), and this migration does not rebuild that index.
 
+-- 0. Staged (queue_core/partition_staging.py, as `tickq migrate` does it): the finished jobs
+-- are already in tickq.jobs_done, copied while the queue ran, and every change since is
+-- noted. Under the table's lock nothing changes any more: the last notes are caught up and
+-- the noting stops. Unstaged (this file applied by hand), step 5 copies every row here.
+do $$
+begin
+    if to_regclass('tickq.jobs_0014_changed') is not null then
+        lock table tickq.jobs in access exclusive mode;
+        perform tickq.jobs_0014_catch_up();
+        drop trigger jobs_0014_inserted on tickq.jobs;
+        drop trigger jobs_0014_updated on tickq.jobs;
+        drop trigger jobs_0014_deleted on tickq.jobs;
+        drop trigger jobs_0014_truncated on tickq.jobs;
+    end if;
+end $$;
+
 -- 1. What hangs on the table by name or row type, remembered to be rebuilt on the new one.
 create temporary table tickq_0014_functions on commit drop as
 select p.oid::regprocedure::text as signature, pg_get_functiondef(p.oid) as definition,
@@ -91,11 +107,30 @@ create table tickq.jobs (
 create table tickq.jobs_live partition of tickq.jobs
     for values in ('waiting', 'queued', 'running', 'retrying');
 
-create table tickq.jobs_done partition of tickq.jobs
-    for values in ('succeeded', 'dead', 'cancelled')
-    partition by range (finished_at);
-
-create table tickq.jobs_done_default partition of tickq.jobs_done default;
+-- Staged, the finished jobs' table is attached as it is: each of its partitions has a check
+-- that implies the partition's constraint, so attaching reads none of their rows.
+do $$
+declare
+    r record;
+begin
+    if to_regclass('tickq.jobs_done') is null then
+        create table tickq.jobs_done partition of tickq.jobs
+            for values in ('succeeded', 'dead', 'cancelled')
+            partition by range (finished_at);
+        create table tickq.jobs_done_default partition of tickq.jobs_done default;
+    else
+        alter table tickq.jobs attach partition tickq.jobs_done
+            for values in ('succeeded', 'dead', 'cancelled');
+        for r in select c.conrelid::regclass as tab
+                 from pg_constraint c
+                 join pg_inherits i on i.inhrelid = c.conrelid
+                 where i.inhparent = 'tickq.jobs_done'::regclass
+                   and c.conname = 'jobs_done_0014_statuses'
+        loop
+            execute format('alter table %s drop constraint jobs_done_0014_statuses', r.tab);
+        end loop;
+    end if;
+end $$;
 
 -- The storage settings of migration 0006 belong to the heap that churns: jobs_live.
 do $$
@@ -261,14 +296,25 @@ revoke all on function tickq.jobs_partitions_ensure(date, integer),
 grant execute on function tickq.jobs_partitions_ensure(date, integer),
     tickq.jobs_partition_drop(text) to tickq_worker;
 
--- 5. The rows. Each day of finished jobs gets its partition first, so every row is copied
--- once, straight to where it belongs.
-select tickq.jobs_partitions_ensure(d.day, 0)
-from (select distinct (finished_at at time zone 'UTC')::date as day
-      from tickq.jobs_unpartitioned
-      where finished_at is not null and status in ('succeeded', 'dead', 'cancelled')
-      order by 1) d;
-insert into tickq.jobs select * from tickq.jobs_unpartitioned;
+-- 5. The rows. Staged, only the live jobs are left to move. Unstaged, each day of finished
+-- jobs gets its partition first, so every row is copied once, straight to where it belongs.
+do $$
+begin
+    if to_regclass('tickq.jobs_0014_changed') is not null then
+        insert into tickq.jobs select * from tickq.jobs_unpartitioned
+        where status not in ('succeeded', 'dead', 'cancelled');
+        drop table tickq.jobs_0014_changed;
+        drop function tickq.jobs_0014_note(), tickq.jobs_0014_forget_all(),
+            tickq.jobs_0014_catch_up();
+    else
+        perform tickq.jobs_partitions_ensure(d.day, 0)
+        from (select distinct (finished_at at time zone 'UTC')::date as day
+              from tickq.jobs_unpartitioned
+              where finished_at is not null and status in ('succeeded', 'dead', 'cancelled')
+              order by 1) d;
+        insert into tickq.jobs select * from tickq.jobs_unpartitioned;
+    end if;
+end $$;
 drop table tickq.jobs_unpartitioned;
 
 -- 6. Indexes, built once the rows are in. On every partition: lookups by id and a user's list.
@@ -287,10 +333,15 @@ create index jobs_retrying_idx on tickq.jobs_live (updated_at) where status = 'r
 
 -- Finished jobs only: listing and retention by status and age, failure counts, and the
 -- parents retention must keep while a child still needs them.
-create index jobs_finished_idx on tickq.jobs_done (status, finished_at);
-create index jobs_failed_finished_idx on tickq.jobs_done (finished_at)
+-- (Staged, they were built after the copy, two under names the old table held.)
+alter index if exists tickq.jobs_done_0014_finished_idx rename to jobs_finished_idx;
+alter index if exists tickq.jobs_done_0014_failed_finished_idx
+    rename to jobs_failed_finished_idx;
+create index if not exists jobs_finished_idx on tickq.jobs_done (status, finished_at);
+create index if not exists jobs_failed_finished_idx on tickq.jobs_done (finished_at)
     where errors <> '[]'::jsonb;
-create index jobs_done_parents_idx on tickq.jobs_done (finished_at) where has_children;
+create index if not exists jobs_done_parents_idx on tickq.jobs_done (finished_at)
+    where has_children;
 
 -- 7. Row-level security, grants, triggers and functions as they were.
 alter table tickq.jobs enable row level security;

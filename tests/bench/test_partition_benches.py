@@ -5,18 +5,23 @@ and the single table against the partitioned one with the same engine code."""
 from __future__ import annotations
 
 import psycopg
+import pytest
 
 
-def test_migration_0014_under_a_draining_worker_loses_nothing(pg_admin_url: str) -> None:
+@pytest.mark.parametrize("offline", [False, True])
+def test_migration_0014_under_a_draining_worker_loses_nothing(
+    pg_admin_url: str, offline: bool
+) -> None:
     from bench.migration_cost import measure
 
-    result = measure(pg_admin_url, finished=3000, live=3000)
+    result = measure(pg_admin_url, finished=3000, live=3000, offline=offline)
 
     assert result["applied"][0].startswith("0014")
     assert result["worker_errors"] == []
     assert result["partitioned_after"]
-    assert result["jobs_after"] == 6000
+    assert result["jobs_after"] == 6000 + result["worker_jobs_enqueued"]
     assert result["succeeded_after"] == 3000 + result["worker_jobs_finished"]
+    assert ("copy_seconds" in result) is not offline
 
 
 def test_partition_cost_drains_both_shapes_and_prunes_both_ways(pg_admin_url: str) -> None:

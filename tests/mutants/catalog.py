@@ -42,6 +42,8 @@ PARTITIONS_MIGRATION = "queue_core/migrations/0014_partitioned_jobs.sql"
 KEYS_BY_KEY_MIGRATION = "queue_core/migrations/0016b_job_keys_by_key.sql"
 LIMITS_MIGRATION = "queue_core/migrations/0004_limits.sql"
 STEPS = "queue_core/sql/steps.sql"
+STAGED_0014 = "queue_core/migrations/staged/0014_partitioned_jobs.sql"
+STAGING_TESTS = ("tests/integration/test_partition_staging.py",)
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -265,5 +267,54 @@ MUTANTS: tuple[Mutant, ...] = (
                 "       '{}'::jsonb,\n",
             ),
         ),
+    ),
+    Mutant(
+        "staging-misses-updates",
+        "the staged 0014 notes no update, so a job changed during the copy keeps its old copy",
+        (
+            Edit(
+                STAGED_0014,
+                "    insert into tickq.jobs_0014_changed (id) select c.id from changed c;\n",
+                "    insert into tickq.jobs_0014_changed (id) select c.id from changed c\n"
+                "    where tg_op <> 'UPDATE';\n",
+            ),
+        ),
+        targeted=STAGING_TESTS,
+    ),
+    Mutant(
+        "swap-without-catch-up",
+        "0014's swap does not catch up the changes noted since the last round",
+        (
+            Edit(
+                PARTITIONS_MIGRATION,
+                "        perform tickq.jobs_0014_catch_up();\n",
+                "        perform 1;\n",
+            ),
+        ),
+        targeted=STAGING_TESTS,
+    ),
+    Mutant(
+        "catch-up-keeps-old-copies",
+        "catching up copies a changed job again without dropping its old copy",
+        (
+            Edit(
+                STAGED_0014,
+                "dropped as (delete from tickq.jobs_done d using ids where d.id = ids.id),",
+                "dropped as (select 1),",
+            ),
+        ),
+        targeted=STAGING_TESTS,
+    ),
+    Mutant(
+        "staging-survives-truncate",
+        "a truncate during the copy leaves the copies of the jobs it removed",
+        (
+            Edit(
+                STAGED_0014,
+                "    truncate tickq.jobs_done, tickq.jobs_0014_changed;\n",
+                "    perform 1;\n",
+            ),
+        ),
+        targeted=STAGING_TESTS,
     ),
 )
