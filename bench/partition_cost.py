@@ -31,7 +31,7 @@ from typing import Any
 import psycopg
 
 from queue_core import PostgresStore, Runner, partitions
-from queue_core.migrate import available, migrate
+from queue_core.migrate import migrate
 from queue_core.retention import Retention, policy
 
 from .server import env_or_local_server, fresh_database
@@ -45,16 +45,7 @@ LAST_SINGLE_TABLE = "0013"
 def install_single_table(url: str) -> None:
     """Migrations up to 0013: tickq.jobs as one heap."""
     with psycopg.connect(url) as conn:
-        conn.execute("create schema tickq")
-        conn.execute(
-            "create table tickq.schema_migrations ("
-            " version text primary key, applied_at timestamptz not null default now())"
-        )
-        for migration in available():
-            if migration.version[:4] > LAST_SINGLE_TABLE:
-                break
-            conn.execute(migration.sql.encode())
-            conn.execute("insert into tickq.schema_migrations values (%s)", (migration.version,))
+        migrate(conn, through=LAST_SINGLE_TABLE)
 
 
 def install_partitioned(url: str) -> None:

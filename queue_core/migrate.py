@@ -38,6 +38,7 @@ def migrate(
     *,
     batch_rows: int = partition_staging.BATCH_ROWS,
     progress: partition_staging.Progress | None = None,
+    through: str | None = None,
 ) -> list[str]:
     """Apply pending migrations; returns the versions applied.
 
@@ -45,6 +46,9 @@ def migrate(
     with a staging step (0014, which partitions tickq.jobs) starts a transaction of its own:
     those before it commit first, its rows move in batches of `batch_rows` while the queue
     runs (`progress` hears how many so far), then it applies with the ones after it.
+
+    `through` stops after the migrations whose version starts with it ("0013"): a database
+    as an older release left it, for upgrade tests and benchmarks.
 
     Safe to run from several processes at once: an advisory lock is taken before anything
     is read, so a second migrator waits, then finds the work done.
@@ -55,7 +59,7 @@ def migrate(
     try:
         # A fresh database has no rows to move: everything applies in one transaction.
         upgrading = partition_staging.needed(conn)
-        while todo := _pending(conn):
+        while todo := _pending(conn, through):
             group = [todo[0], *_until_staged(todo[1:])] if upgrading else todo
             staged = _STAGED.get(group[0].version)
             if upgrading and staged is not None and staged.needed(conn):
@@ -94,10 +98,15 @@ def _until_staged(migrations: list[Migration]) -> list[Migration]:
     return group
 
 
-def _pending(conn: psycopg.Connection[Any]) -> list[Migration]:
+def _pending(conn: psycopg.Connection[Any], through: str | None = None) -> list[Migration]:
     with conn.transaction():
         done = set(_done(conn))
-    return [m for m in available() if m.version not in done]
+    return [
+        m
+        for m in available()
+        if m.version not in done
+        and (through is None or m.version <= through or m.version.startswith(through))
+    ]
 
 
 def _done(conn: psycopg.Connection[Any]) -> list[str]:

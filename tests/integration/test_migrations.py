@@ -112,3 +112,11 @@ def test_a_failing_migration_rolls_back_every_pending_migration(
     monkeypatch.undo()
     with psycopg.connect(fresh_database_url) as conn:
         assert migrate(conn) == [m.version for m in shipped]
+
+
+def test_migrate_through_a_version_stops_after_it(fresh_database_url: str) -> None:
+    shipped = [m.version for m in available()]
+    with psycopg.connect(fresh_database_url) as conn:
+        assert migrate(conn, through="0013") == [v for v in shipped if v[:4] <= "0013"]
+        assert migrate(conn, through="0013") == []
+        assert migrate(conn) == [v for v in shipped if v[:4] > "0013"]

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -34,16 +37,7 @@ OPS = ("enqueue", "finish", "kill", "cancel", "retry", "delete", "truncate")
 
 def migrate_to_0013(url: str) -> None:
     with psycopg.connect(url) as conn:
-        conn.execute("create schema tickq")
-        conn.execute(
-            "create table tickq.schema_migrations ("
-            " version text primary key, applied_at timestamptz not null default now())"
-        )
-        for migration in available():
-            if migration.version >= "0014":
-                break
-            conn.execute(migration.sql.encode())
-            conn.execute("insert into tickq.schema_migrations values (%s)", (migration.version,))
+        migrate(conn, through="0013")
 
 
 def fill(url: str, finished: int, live: int, days: int = 5) -> None:
@@ -414,3 +408,47 @@ def test_two_migrators_at_once_stage_and_swap_once(new_database: Any) -> None:
     assert errors == []
     assert sorted(results) == [[], [m.version for m in available() if m.version >= "0014"]]
     check_moved(url, before)
+
+
+KILLED_MIGRATOR = """
+import os, signal, sys
+import psycopg
+from queue_core.migrate import migrate
+
+def die(copied):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+with psycopg.connect(sys.argv[1]) as conn:
+    migrate(conn, batch_rows=5, progress=die)
+"""
+
+
+def test_a_migrator_killed_during_the_copy_leaves_a_copy_the_next_one_starts_over(
+    new_database: Any,
+) -> None:
+    # Given a migrator SIGKILLed after its first batch: its triggers and copy stay behind
+    url = new_database()
+    migrate_to_0013(url)
+    fill(url, finished=30, live=6)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_MIGRATOR, url], capture_output=True, text=True, timeout=120
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert "jobs_0014_changed" in staging_left(conn)
+
+    # When the queue goes on meanwhile and the next migrator runs
+    queue = Queue(url)
+    try:
+        for op, index in [("finish", 1), ("kill", 2), ("retry", 0), ("delete", 3), ("enqueue", 4)]:
+            queue.apply(op, index)
+        expected = rows(queue.conn)
+    finally:
+        queue.close()
+    with psycopg.connect(url) as conn:
+        assert migrate(conn, batch_rows=7) == [
+            m.version for m in available() if m.version >= "0014"
+        ]
+
+    # Then it started over and kept exactly what the queue left
+    check_moved(url, expected)

@@ -309,16 +309,7 @@ def _hanging(conn: psycopg.Connection, job_id: object) -> tuple[int, int, int]:
 def test_a_database_at_0013_upgrades_with_its_jobs(fresh_database_url: str) -> None:
     # Given a database migrated up to 0013, with live and finished jobs, a key, a step
     with psycopg.connect(fresh_database_url) as conn:
-        conn.execute("create schema tickq")
-        conn.execute(
-            "create table tickq.schema_migrations ("
-            " version text primary key, applied_at timestamptz not null default now())"
-        )
-        for migration in available():
-            if migration.version >= "0014":
-                break
-            conn.execute(migration.sql.encode())
-            conn.execute("insert into tickq.schema_migrations values (%s)", (migration.version,))
+        migrate(conn, through="0013")
         store = PostgresStore(conn)
         store.enqueue(job_spec("t", idempotency_key="k1"))
         store.enqueue(job_spec("t"))
