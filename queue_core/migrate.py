@@ -76,6 +76,11 @@ def migrate(
                 conn.execute(
                     "select tickq.jobs_partitions_ensure((now() at time zone 'UTC')::date, 3)"
                 )
+            # The live partition's statistics (migration 0016), which a dump and restore
+            # does not carry: without them a backlog on it was scanned whole.
+            row = conn.execute("select to_regproc('tickq.jobs_live_id_statistics') is not null")
+            if (found := row.fetchone()) and found[0]:
+                conn.execute("select tickq.jobs_live_id_statistics()")
     finally:
         if not conn.closed:
             with conn.transaction():

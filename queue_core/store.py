@@ -288,8 +288,9 @@ class PostgresStore(DerivedOperations):
             return EnqueueResult(job.id, job.status, False, job)
         # A duplicate's row only the database has: the whole row comes back, in binary,
         # which skips parsing it as text.
-        for job, duplicate in self._rows("jobs_enqueue_one", params, _jobs_and_flags, binary=True):
-            return EnqueueResult(job.id, job.status, duplicate, job)
+        for statement in ("jobs_enqueue_one", "jobs_key_holder"):  # the holder: on a loss
+            for job, duplicate in self._rows(statement, params, _jobs_and_flags, binary=True):
+                return EnqueueResult(job.id, job.status, duplicate, job)
         return None
 
     def _enqueue_cursor(self) -> psycopg.Cursor[Any]:
@@ -355,22 +356,31 @@ class PostgresStore(DerivedOperations):
         # Keyless batches skip the key table (jobs_enqueue_unkeyed): nothing can conflict.
         keyed = params["each_idempotency_key"] is not None or params["all_idempotency_key"]
         statement = "jobs_enqueue" if keyed is not None else "jobs_enqueue_unkeyed"
-        # Only the jobs that did not insert come back: (their id, the holder's id, status).
-        refused = {row[0]: row for row in self._rows(statement, params, None)}
+        # Only the ids of the jobs that did not insert come back (their key was held).
+        refused = {row[0] for row in self._rows(statement, params, None)}
         if not refused:  # the common case: every job is new
             for index, id_ in zip(pending, ids, strict=True):
                 results[index] = EnqueueResult(id_, Status.QUEUED, False)
             return []
+        pairs = zip(ids, sent.keys, sent.user_ids(), strict=True)
+        holders = self._key_holders([(key, owner) for id_, key, owner in pairs if id_ in refused])
         missing: list[int] = []
-        for index, id_ in zip(pending, ids, strict=True):
-            row = refused.get(id_)
-            if row is None:
+        for index, id_, key, owner in zip(pending, ids, sent.keys, sent.user_ids(), strict=True):
+            if id_ not in refused:
                 results[index] = EnqueueResult(id_, Status.QUEUED, False)
-            elif row[1] is None:
-                missing.append(index)
+            elif (holder := holders.get((key, owner))) is None:
+                missing.append(index)  # not visible yet, or freed meanwhile: send it again
             else:
-                results[index] = EnqueueResult(row[1], Status(row[2]), True)
+                results[index] = EnqueueResult(holder[0], Status(holder[1]), True)
         return missing
+
+    def _key_holders(
+        self, pairs: list[tuple[str | None, UUID | None]]
+    ) -> dict[tuple[str | None, UUID | None], tuple[UUID, str]]:
+        """The visible job holding each (key, owner): its id and status."""
+        params = {"keys": [key for key, _ in pairs], "owners": [owner for _, owner in pairs]}
+        rows = self._rows("jobs_key_holders", params, None)
+        return {(key, owner): (id_, status) for key, owner, id_, status in rows}
 
     # Worker operations
 

@@ -75,7 +75,14 @@ def prepare_drain(url: str, batch: int, variant: str) -> Callable[[], int]:
         done = 0
         with conn.cursor() as cur:
             while True:
-                rows = cur.execute(CLAIM, {"limit": batch}).fetchall()
+                try:
+                    rows = cur.execute(CLAIM, {"limit": batch}).fetchall()
+                except psycopg.errors.SerializationFailure:
+                    # A job another worker claimed and finished since this claim's snapshot
+                    # moved to a partition of finished jobs: on a partitioned table SKIP
+                    # LOCKED raises instead of skipping it. The claim is its own
+                    # transaction, so it runs again (as tickq's store does).
+                    continue
                 if rows:
                     cur.execute(ACK, {"ids": [row[0] for row in rows]})
                 done += len(rows)

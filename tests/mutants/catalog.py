@@ -39,6 +39,7 @@ QUERIES = "queue_core/sql/queries.sql"
 JOBS_MIGRATION = "queue_core/migrations/0001_jobs.sql"
 KEYS_MIGRATION = "queue_core/migrations/0013_job_keys.sql"
 PARTITIONS_MIGRATION = "queue_core/migrations/0014_partitioned_jobs.sql"
+KEYS_BY_KEY_MIGRATION = "queue_core/migrations/0016b_job_keys_by_key.sql"
 LIMITS_MIGRATION = "queue_core/migrations/0004_limits.sql"
 STEPS = "queue_core/sql/steps.sql"
 STAGED_0014 = "queue_core/migrations/staged/0014_partitioned_jobs.sql"
@@ -154,9 +155,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "a job that dies or is cancelled keeps its idempotency key (no free trigger)",
         (
             Edit(
-                KEYS_MIGRATION,
-                "    delete from tickq.job_keys k where k.job_id = old.id;\n",
-                "    perform 1;\n",
+                KEYS_BY_KEY_MIGRATION,
+                "    delete from tickq.job_keys k\n"
+                "    where k.idempotency_key = old.idempotency_key\n",
+                "    delete from tickq.job_keys k\n    where false\n",
             ),
         ),
         targeted=("tests/integration/test_job_keys.py",),
@@ -178,9 +180,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "retention deletes succeeded jobs but not their keys",
         (
             Edit(
-                PARTITIONS_MIGRATION,
-                "    delete from tickq.job_keys k using gone g where k.job_id = g.id;\n",
-                "    perform 1;\n",
+                KEYS_BY_KEY_MIGRATION,
+                "    delete from tickq.job_keys k using gone g\n"
+                "    where k.idempotency_key = g.idempotency_key\n",
+                "    delete from tickq.job_keys k using gone g\n    where false\n",
             ),
         ),
         targeted=("tests/integration/test_job_keys.py",),
