@@ -12,6 +12,7 @@ import pytest
 
 from queue_core import StepStore
 from queue_core.store import PostgresStore
+from queue_core.validation import job_spec
 from tests.security.conftest import RoleConnect
 from tests.security.test_row_level_security import scoped
 from tests.security.test_steps_security import job_with_a_step
@@ -73,4 +74,24 @@ def test_an_app_still_cannot_move_a_job_without_a_signal_it_waits_for(
 
     # Then the guard refused it
     after = conn.execute("select run_after from tickq.jobs where id = %s", (job_id,)).fetchone()
+    assert after == before
+
+
+def test_an_app_cannot_make_a_job_waiting_for_no_signal_run_early_by_naming_one(
+    as_app: RoleConnect, conn: psycopg.Connection, alice: UUID
+) -> None:
+    # Given alice's job delayed by a day, waiting for no signal (its wait columns are null)
+    store = PostgresStore(conn)
+    job = store.enqueue(job_spec("t", user_id=alice, delay=86_400)).job
+    before = conn.execute("select run_after from tickq.jobs where id = %s", (job.id,)).fetchone()
+
+    # When an application names a signal and moves the job's run_after to now
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), scoped(as_app(), alice) as c:
+        c.execute(
+            "update tickq.jobs set signals = array['go'], run_after = now() where id = %s",
+            (job.id,),
+        )
+
+    # Then the guard refused it (a null in its exemptions once let it through)
+    after = conn.execute("select run_after from tickq.jobs where id = %s", (job.id,)).fetchone()
     assert after == before
