@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 import psycopg
 
-from . import partition_staging
+from . import partition_staging, partitions
 
 # Any stable 64-bit number; it serialises concurrent migrators across the whole cluster.
 _LOCK_KEY = 0x7469636B71  # "tickq"
@@ -73,9 +72,7 @@ def migrate(
         with conn.transaction():
             row = conn.execute("select to_regproc('tickq.jobs_partitions_ensure') is not null")
             if (found := row.fetchone()) and found[0]:
-                conn.execute(
-                    "select tickq.jobs_partitions_ensure((now() at time zone 'UTC')::date, 3)"
-                )
+                partitions.ensure(conn)
             # The live partition's statistics (migration 0016), which a dump and restore
             # does not carry: without them a backlog on it was scanned whole.
             row = conn.execute("select to_regproc('tickq.jobs_live_id_statistics') is not null")
@@ -119,29 +116,25 @@ def _done(conn: psycopg.Connection[Any]) -> list[str]:
 def _apply(
     conn: psycopg.Connection[Any], group: list[Migration], *, lock_timeout: str | None
 ) -> None:
-    attempts = _SWAP_ATTEMPTS if lock_timeout else 1
-    for attempt in range(1, attempts + 1):
-        try:
-            with conn.transaction():
-                if lock_timeout:
-                    conn.execute("select set_config('lock_timeout', %s, true)", (lock_timeout,))
-                conn.execute("create schema if not exists tickq")
-                conn.execute(
-                    "create table if not exists tickq.schema_migrations ("
-                    " version text primary key,"
-                    " applied_at timestamptz not null default now())"
-                )
-                for migration in group:
-                    conn.execute(migration.sql.encode())
-                    conn.execute(
-                        "insert into tickq.schema_migrations (version) values (%s)",
-                        (migration.version,),
-                    )
-            return
-        except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
-            if attempt == attempts:
-                raise
-            time.sleep(0.1 * attempt)
+    def apply() -> None:
+        conn.execute("create schema if not exists tickq")
+        conn.execute(
+            "create table if not exists tickq.schema_migrations ("
+            " version text primary key,"
+            " applied_at timestamptz not null default now())"
+        )
+        for migration in group:
+            conn.execute(migration.sql.encode())
+            conn.execute(
+                "insert into tickq.schema_migrations (version) values (%s)",
+                (migration.version,),
+            )
+
+    if lock_timeout is None:
+        with conn.transaction():
+            apply()
+    else:
+        partition_staging.locking(conn, apply, lock_timeout, _SWAP_ATTEMPTS, 0.1)
 
 
 def pending(conn: psycopg.Connection) -> list[str]:

@@ -11,12 +11,15 @@ caller's transaction nothing is retried; the caller hears "safe to retry".
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import pq
 
-__all__ = ["MOVED_ROW_ATTEMPTS", "is_moved_row", "retryable"]
+__all__ = ["MOVED_ROW_ATTEMPTS", "is_moved_row", "rerun", "retryable"]
+
+_T = TypeVar("_T")
 
 # A job moves at most twice in a row (finished, retried), so a few attempts always suffice;
 # the bound only keeps a pathological loop from spinning.
@@ -43,3 +46,15 @@ def retryable(conn: psycopg.Connection[Any], exc: BaseException, attempt: int) -
         and conn.autocommit
         and conn.info.transaction_status == pq.TransactionStatus.IDLE
     )
+
+
+def rerun(conn: psycopg.Connection[Any], statement: Callable[[], _T]) -> _T:
+    """`statement()`, run again while it fails on a moved row and may run again."""
+    attempt = 1
+    while True:
+        try:
+            return statement()
+        except Exception as exc:
+            if not retryable(conn, exc, attempt):
+                raise
+            attempt += 1

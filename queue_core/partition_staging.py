@@ -19,7 +19,7 @@ import psycopg
 
 from .queries import parse
 
-__all__ = ["BATCH_ROWS", "Progress", "needed", "stage"]
+__all__ = ["BATCH_ROWS", "Progress", "locking", "needed", "stage"]
 
 VERSION = "0014_partitioned_jobs"
 BATCH_ROWS = 10_000
@@ -106,14 +106,26 @@ def _unstage(conn: psycopg.Connection[Any]) -> None:
 
 
 def _locking(conn: psycopg.Connection[Any], sql: str) -> None:
-    """Run `sql` in one transaction that waits at most LOCK_TIMEOUT for each lock, retried."""
-    for attempt in range(1, LOCK_ATTEMPTS + 1):
+    locking(conn, lambda: conn.execute(sql.encode()), LOCK_TIMEOUT, LOCK_ATTEMPTS, 0.05)
+
+
+def locking(
+    conn: psycopg.Connection[Any],
+    work: Callable[[], object],
+    timeout: str,
+    attempts: int,
+    pause: float,
+) -> None:
+    """Run `work` in one transaction that waits at most `timeout` for each lock, and again
+    (up to `attempts` times, pausing `pause` seconds more each time) when it waited longer or
+    deadlocked: a schema change never holds the queue behind its lock request for long."""
+    for attempt in range(1, attempts + 1):
         try:
             with conn.transaction():
-                conn.execute("select set_config('lock_timeout', %s, true)", (LOCK_TIMEOUT,))
-                conn.execute(sql.encode())
+                conn.execute("select set_config('lock_timeout', %s, true)", (timeout,))
+                work()
             return
         except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
-            if attempt == LOCK_ATTEMPTS:
+            if attempt == attempts:
                 raise
-            time.sleep(0.05 * attempt)
+            time.sleep(pause * attempt)

@@ -43,10 +43,7 @@ def ensure(
     day with rows in the default partition; returns how many were created. Each step waits
     at most a moment for its locks (and retries), so it never holds up the queue."""
     validation.integer(days_ahead, "days_ahead", 0, MAX_DAYS_AHEAD)
-    created: int = named_rows(conn, "partitions_ensure", {"now": now, "days": days_ahead})[0][
-        "jobs_partitions_ensure"
-    ]
-    return created
+    return _ensure_days(conn, now, days_ahead)
 
 
 def ensure_partitions(
@@ -64,11 +61,15 @@ def ensure_partitions(
         first = since.astimezone(UTC).date()
         last = (until - timedelta(microseconds=1)).astimezone(UTC).date()
         days = validation.integer((last - first).days, "until - since (days)", 0, MAX_DAYS_AHEAD)
-        start = datetime.combine(first, time(), UTC)
-        created += named_rows(conn, "partitions_ensure", {"now": start, "days": days})[0][
-            "jobs_partitions_ensure"
-        ]
+        created += _ensure_days(conn, datetime.combine(first, time(), UTC), days)
     return created + ensure(conn, days_ahead=days_ahead, now=now)
+
+
+def _ensure_days(conn: psycopg.Connection[Any], start: datetime | None, days: int) -> int:
+    """Partitions for the day of `start` (today when None) and `days` days after it."""
+    rows = named_rows(conn, "partitions_ensure", {"now": start, "days": days})
+    created: int = rows[0]["jobs_partitions_ensure"]
+    return created
 
 
 def partitions(conn: psycopg.Connection[Any]) -> list[DayPartition]:

@@ -48,7 +48,7 @@ from .jobs import (
     Status,
     job_from_row,
 )
-from .moved_rows import retryable
+from .moved_rows import rerun
 from .pause_probe import PausedQueues, claimable
 from .ports import (
     NO_JOBS,
@@ -166,14 +166,8 @@ class PostgresStore(DerivedOperations):
         caller's transaction when it has one: a bad parent (InvalidParent) writes nothing."""
         if not len(batch):
             return []
-        attempt = 1
-        while True:  # again when a parent moved between partitions under it (moved_rows)
-            try:
-                return self._enqueue_after_once(batch, after, now)
-            except DatabaseError as exc:
-                if not retryable(self.conn, exc, attempt):
-                    raise
-                attempt += 1
+        # Again when a parent moved between partitions under it (moved_rows).
+        return rerun(self.conn, lambda: self._enqueue_after_once(batch, after, now))
 
     def _enqueue_after_once(
         self,
@@ -354,8 +348,8 @@ class PostgresStore(DerivedOperations):
         _column(params, "payload", sent.payloads)
         _column(params, "idempotency_key", sent.keys)
         # Keyless batches skip the key table (jobs_enqueue_unkeyed): nothing can conflict.
-        keyed = params["each_idempotency_key"] is not None or params["all_idempotency_key"]
-        statement = "jobs_enqueue" if keyed is not None else "jobs_enqueue_unkeyed"
+        keyed = (params["each_idempotency_key"], params["all_idempotency_key"]) != (None, None)
+        statement = "jobs_enqueue" if keyed else "jobs_enqueue_unkeyed"
         # Only the ids of the jobs that did not insert come back (their key was held).
         refused = {row[0] for row in self._rows(statement, params, None)}
         if not refused:  # the common case: every job is new
@@ -427,16 +421,8 @@ class PostgresStore(DerivedOperations):
         with translate_errors():
             # Binary rows: a claim returns whole jobs, and parsing them is its main client cost.
             cur = self._cursor(binary=True)
-            attempt = 1
             try:
-                while True:
-                    try:
-                        cur.execute(QUERIES[statement], params)
-                        break
-                    except psycopg.errors.SerializationFailure as exc:
-                        if not retryable(self.conn, exc, attempt):  # see moved_rows
-                            raise
-                        attempt += 1
+                rerun(self.conn, lambda: cur.execute(QUERIES[statement], params))
                 first = cur.fetchone()  # the held ids, and the first job or all nulls
             except BaseException:
                 cur.close()
@@ -718,14 +704,7 @@ class PostgresStore(DerivedOperations):
         """Run one named statement; `binary` results skip text parsing of uuids and times.
         With `reading`, rows that carry a job come back as what it makes of them. Run again
         when it met a job that another transaction moved between partitions (moved_rows)."""
-        attempt = 1
-        while True:
-            try:
-                return self._rows_once(name, params, reading, binary)
-            except DatabaseError as exc:
-                if not retryable(self.conn, exc, attempt):
-                    raise
-                attempt += 1
+        return rerun(self.conn, lambda: self._rows_once(name, params, reading, binary))
 
     def _rows_once(
         self, name: str, params: dict[str, Any], reading: _Reading | None, binary: bool
