@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import psycopg
 
-from . import System, tickq_side
+from . import System, claim_ack_loop, tickq_side, timed_single_inserts
 
 CLAIM = """
 with picked as materialized (
@@ -61,37 +61,11 @@ def bulk_enqueue(url: str, n: int) -> float:
 
 
 def single_enqueue(url: str, n: int) -> float:
-    with psycopg.connect(url, autocommit=True) as conn:
-        started = time.perf_counter()
-        for _ in range(n):
-            conn.execute(INSERT_ONE, {"payload": "{}"})
-        return time.perf_counter() - started
+    return timed_single_inserts(url, n, INSERT_ONE)
 
 
 def prepare_drain(url: str, batch: int, variant: str) -> Callable[[], int]:
-    conn = psycopg.connect(url, autocommit=True)
-
-    def run() -> int:
-        done = 0
-        with conn.cursor() as cur:
-            while True:
-                try:
-                    rows = cur.execute(CLAIM, {"limit": batch}).fetchall()
-                except psycopg.errors.SerializationFailure:
-                    # A job another worker claimed and finished since this claim's snapshot
-                    # moved to a partition of finished jobs: on a partitioned table SKIP
-                    # LOCKED raises instead of skipping it. The claim is its own
-                    # transaction, so it runs again (as tickq's store does).
-                    continue
-                if rows:
-                    cur.execute(ACK, {"ids": [row[0] for row in rows]})
-                done += len(rows)
-                if len(rows) < batch:
-                    break
-        conn.close()
-        return done
-
-    return run
+    return claim_ack_loop(url, batch, CLAIM, ACK)
 
 
 SYSTEM = System(

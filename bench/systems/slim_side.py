@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import psycopg
 
-from . import System
+from . import System, claim_ack_loop, timed_single_inserts
 
 SCHEMA = """
 create schema if not exists slim;
@@ -67,30 +67,11 @@ def bulk_enqueue(url: str, n: int) -> float:
 
 
 def single_enqueue(url: str, n: int) -> float:
-    with psycopg.connect(url, autocommit=True) as conn:
-        started = time.perf_counter()
-        for _ in range(n):
-            conn.execute(INSERT_ONE, {"payload": "{}"})
-        return time.perf_counter() - started
+    return timed_single_inserts(url, n, INSERT_ONE)
 
 
 def prepare_drain(url: str, batch: int, variant: str) -> Callable[[], int]:
-    conn = psycopg.connect(url, autocommit=True)
-
-    def run() -> int:
-        done = 0
-        with conn.cursor() as cur:
-            while True:
-                rows = cur.execute(CLAIM, {"limit": batch}).fetchall()
-                if rows:
-                    cur.execute(FINISH, {"ids": [row[0] for row in rows]})
-                done += len(rows)
-                if len(rows) < batch:
-                    break
-        conn.close()
-        return done
-
-    return run
+    return claim_ack_loop(url, batch, CLAIM, FINISH)
 
 
 SYSTEM = System(
