@@ -3,6 +3,7 @@ that checks the invariants every ~500 ms, and an enqueuer that adds and cancels 
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import json
 import os
@@ -186,20 +187,24 @@ def _exit_reason(code: int) -> str:
     return f"exit {code}"
 
 
-class Monitor(threading.Thread):
-    """Checks the invariants every `interval` seconds from its own connection, reconnecting
-    across database restarts. Violations are collected, never raised from the thread; so is
-    any failure other than the database being away, which ends the monitor and the test."""
+class Reconnecting(threading.Thread, abc.ABC):
+    """Runs `round` every `interval` seconds on its own connection until stopped,
+    reconnecting across database restarts (counted as outages). Any other failure is
+    collected in `failures`, never raised from the thread, and ends it (and the test)."""
 
-    def __init__(self, url: str, interval: float = 0.5) -> None:
-        super().__init__(daemon=True, name="chaos-monitor")
+    label = "thread"
+
+    def __init__(self, url: str, interval: float, name: str) -> None:
+        super().__init__(daemon=True, name=name)
         self.url = url
         self.interval = interval
         self.stop_event = threading.Event()
-        self.violations: list[str] = []
         self.failures: list[str] = []
-        self.rounds = 0
         self.outages = 0
+
+    @abc.abstractmethod
+    def round(self, conn: psycopg.Connection[Any]) -> None:
+        """One round of the thread's work on a live connection."""
 
     def run(self) -> None:
         conn: psycopg.Connection[Any] | None = None
@@ -208,38 +213,50 @@ class Monitor(threading.Thread):
                 try:
                     if conn is None or conn.closed or conn.broken:
                         conn = psycopg.connect(self.url, autocommit=True, connect_timeout=2)
-                    found = invariants.violations(conn, invariants.ALWAYS)
+                    self.round(conn)
                 except psycopg.OperationalError:
                     self.outages += 1
                     conn = None
-                    continue
-                self.rounds += 1
-                for violation in found:
-                    if violation not in self.violations:
-                        self.violations.append(violation)
         except Exception as exc:  # any other failure is the test's, not the database's
-            self.failures.append(f"monitor failed: {type(exc).__name__}: {exc}")
+            self.failures.append(f"{self.label} failed: {type(exc).__name__}: {exc}")
         finally:
             if conn is not None:
                 conn.close()
 
 
-class PartitionChurn(threading.Thread):
+class Monitor(Reconnecting):
+    """Checks the invariants every `interval` seconds from its own connection, reconnecting
+    across database restarts. Violations are collected, never raised from the thread; so is
+    any failure other than the database being away, which ends the monitor and the test."""
+
+    label = "monitor"
+
+    def __init__(self, url: str, interval: float = 0.5) -> None:
+        super().__init__(url, interval, "chaos-monitor")
+        self.violations: list[str] = []
+        self.rounds = 0
+
+    def round(self, conn: psycopg.Connection[Any]) -> None:
+        found = invariants.violations(conn, invariants.ALWAYS)
+        self.rounds += 1
+        for violation in found:
+            if violation not in self.violations:
+                self.violations.append(violation)
+
+
+class PartitionChurn(Reconnecting):
     """Creates and drops partitions of finished jobs while the workers run, as maintenance
     and retention do in production. Started with today's partition gone, so finishes land
     in the default partition until the first round gives today a partition again, moving
     them in under the workers' feet; then every round drops an empty day ahead and makes
     it again. Reconnects across database restarts; other failures fail the test."""
 
+    label = "partition churn"
+
     def __init__(self, url: str, interval: float = 2.0) -> None:
-        super().__init__(daemon=True, name="chaos-partitions")
-        self.url = url
-        self.interval = interval
-        self.stop_event = threading.Event()
-        self.failures: list[str] = []
+        super().__init__(url, interval, "chaos-partitions")
         self.created = 0
         self.dropped = 0
-        self.outages = 0
 
     @staticmethod
     def drop_today(url: str) -> None:
@@ -250,26 +267,11 @@ class PartitionChurn(threading.Thread):
                 "tickq.jobs_partition_name((now() at time zone 'UTC')::date))"
             )
 
-    def run(self) -> None:
-        conn: psycopg.Connection[Any] | None = None
-        try:
-            while not self.stop_event.wait(self.interval):
-                try:
-                    if conn is None or conn.closed or conn.broken:
-                        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=2)
-                    row = conn.execute(PARTITIONS_ENSURE).fetchone()
-                    self.created += row[0] if row else 0
-                    if conn.execute(PARTITION_DROP_AHEAD).fetchone():
-                        self.dropped += 1
-                except psycopg.OperationalError:
-                    self.outages += 1
-                    conn = None
-                    continue
-        except Exception as exc:  # any other failure is the test's, not the database's
-            self.failures.append(f"partition churn failed: {type(exc).__name__}: {exc}")
-        finally:
-            if conn is not None:
-                conn.close()
+    def round(self, conn: psycopg.Connection[Any]) -> None:
+        row = conn.execute(PARTITIONS_ENSURE).fetchone()
+        self.created += row[0] if row else 0
+        if conn.execute(PARTITION_DROP_AHEAD).fetchone():
+            self.dropped += 1
 
 
 PARTITIONS_ENSURE = "select tickq.jobs_partitions_ensure((now() at time zone 'UTC')::date, 3)"
