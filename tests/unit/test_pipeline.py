@@ -67,11 +67,9 @@ def test_a_short_batch_persists_without_claiming() -> None:
     assert (report.batches, report.claimed, report.succeeded) == (1, 1, 1)
 
 
-def test_quick_batches_lease_the_next_batch_while_handlers_run(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(pipeline_module, "OVERLAP_MIN_SECONDS", 0.0)  # any batch pays
-    store, _ = store_with(6)
+def drain_in_pairs(store: MemoryStore) -> tuple[Pipeline, TickReport, list[int]]:
+    """The store's jobs in batches of two, overlapping wherever the pipeline chooses to; the
+    running count each batch's handlers saw."""
     pipeline = Pipeline(store, queues=["default"], batch_size=2, lease_seconds=30)
     report = TickReport()
     running_during_handlers: list[int] = []
@@ -83,6 +81,15 @@ def test_quick_batches_lease_the_next_batch_while_handlers_run(
     pipeline.run_batch(report, run, claim_next=lambda: True, overlap=True)
     while pipeline.leased_ahead:
         pipeline.run_batch(report, run, claim_next=lambda: True, overlap=True)
+    return pipeline, report, running_during_handlers
+
+
+def test_quick_batches_lease_the_next_batch_while_handlers_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pipeline_module, "OVERLAP_MIN_SECONDS", 0.0)  # any batch pays
+    store, _ = store_with(6)
+    pipeline, report, running_during_handlers = drain_in_pairs(store)
     pipeline.close()
 
     # The first batch runs alone (nothing is known about its speed yet); from the second
@@ -101,17 +108,7 @@ def test_batches_too_quick_to_pay_for_the_hand_off_run_their_statement_inline(
     batch persists it and leases the next, still one statement per batch, no thread."""
     monkeypatch.setattr(pipeline_module, "OVERLAP_MIN_SECONDS", 60.0)  # no batch pays
     store, _ = store_with(6)
-    pipeline = Pipeline(store, queues=["default"], batch_size=2, lease_seconds=30)
-    report = TickReport()
-    running_during_handlers: list[int] = []
-
-    def run(jobs: Sequence[Job]) -> list[Outcome]:
-        running_during_handlers.append(statuses(store).get(Status.RUNNING, 0))
-        return succeed(jobs)
-
-    pipeline.run_batch(report, run, claim_next=lambda: True, overlap=True)
-    while pipeline.leased_ahead:
-        pipeline.run_batch(report, run, claim_next=lambda: True, overlap=True)
+    pipeline, report, running_during_handlers = drain_in_pairs(store)
 
     assert running_during_handlers == [2, 2, 2]
     assert store.calls[-4:] == [
@@ -128,16 +125,7 @@ def test_batches_too_quick_to_pay_for_the_hand_off_run_their_statement_inline(
 def test_a_store_inside_the_callers_transaction_never_leases_ahead() -> None:
     store, _ = store_with(6)
     store.autocommit = False  # type: ignore[misc]  # as a connection inside a transaction
-    pipeline = Pipeline(store, queues=["default"], batch_size=2, lease_seconds=30)
-    running_during_handlers: list[int] = []
-
-    def run(jobs: Sequence[Job]) -> list[Outcome]:
-        running_during_handlers.append(statuses(store).get(Status.RUNNING, 0))
-        return succeed(jobs)
-
-    pipeline.run_batch(TickReport(), run, claim_next=lambda: True, overlap=True)
-    while pipeline.leased_ahead:
-        pipeline.run_batch(TickReport(), run, claim_next=lambda: True, overlap=True)
+    _, _, running_during_handlers = drain_in_pairs(store)
 
     assert running_during_handlers == [2, 2, 2]
 
