@@ -61,7 +61,9 @@ def migrate(
         while todo := _pending(conn, through):
             group = [todo[0], *_until_staged(todo[1:])] if upgrading else todo
             staged = _STAGED.get(group[0].version)
-            if upgrading and staged is not None and staged.needed(conn):
+            # Still one table here: only the staged migration changes that (and the lock
+            # keeps other migrators out meanwhile).
+            if upgrading and staged is not None:
                 staged.stage(conn, batch_rows=batch_rows, progress=progress)
                 _apply(conn, group, lock_timeout=_SWAP_LOCK_TIMEOUT)
             else:
