@@ -20,6 +20,7 @@ from queue_core import InvalidJob, Job, JobBatch, JobSpec, StepStore, dependenci
 from queue_core.steps import MAX_SIGNAL_BYTES
 
 from . import console_routes
+from .aws import RETURN_RESERVE_MS, TimeLeft, time_left_of
 from .errors import BadRequest
 from .identity import caller_id
 from .observability import logger, metrics
@@ -48,7 +49,7 @@ def enqueue_job() -> Response:
     logger.info("enqueued", extra={"job_id": str(job.id), "job_type": job.type})
     if not result.duplicate:
         metrics.add_metric(name="enqueued", unit=MetricUnit.Count, value=1)
-        kick_tick()
+        kick_tick(_time_left())
     status = HTTPStatus.OK if result.duplicate else HTTPStatus.ACCEPTED
     return _json(status, _with_family(job), Location=f"/jobs/{job.id}")
 
@@ -102,7 +103,7 @@ def signal_job(job_id: str, name: str) -> Response:
     scoped = store(user_id=_caller())
     woke = StepStore(scoped).signal(job_id, name, payload)
     if woke:
-        kick_tick()
+        kick_tick(_time_left())
     body = {"id": job_id, "signal": name, "woke": woke}
     return _json(HTTPStatus.ACCEPTED, body)
 
@@ -127,6 +128,11 @@ def _for_outside_caller(spec: JobSpec) -> JobSpec:
 
 def _caller() -> UUID:
     return caller_id(router.current_event.raw_event.get("requestContext"))
+
+
+def _time_left() -> TimeLeft:
+    """What an AWS call may spend of this request's invocation."""
+    return time_left_of(router.lambda_context, RETURN_RESERVE_MS)
 
 
 def _optional_json_body(max_bytes: int = MAX_BODY_BYTES) -> Any:

@@ -1,15 +1,22 @@
-"""boto3 clients, created once per execution environment, and the two calls tickq makes.
+"""boto3 clients, created once per execution environment, and the calls tickq makes.
 
-`clients.cache_clear()` forgets them (tests do, so each test's moto mock is used).
+Every call is bounded: connect and read timeouts and a fixed number of attempts, and a
+caller that has a deadline (a tick, a request) passes the seconds it may spend, so a hung
+endpoint costs at most that. `CallLimits.within` turns those seconds into timeouts; clients
+are cached per service and limits, and the limits are rounded so that few distinct ones
+exist. `reset()` forgets the session and its clients (tests do, so each test's moto mock
+is used).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Iterable, Mapping
-from functools import cache
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from typing import Any, Protocol
 
 import boto3  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
@@ -24,19 +31,113 @@ DEAD_DETAIL_TYPE = "Job Dead"
 # put_events accepts at most 10 entries per call.
 EVENTS_PER_CALL = 10
 
-_CONFIG = Config(connect_timeout=2, read_timeout=5, retries={"max_attempts": 2})
+# Limits of one call when time is plentiful; a shorter budget shrinks them.
+CONNECT_SECONDS = 2.0
+READ_SECONDS = 5.0
+MAX_ATTEMPTS = 2
+# Below this per attempt a call is not worth making: it would time out on a healthy endpoint.
+MIN_ATTEMPT_SECONDS = 0.5
+_ROUNDING = 0.1  # limits are rounded down to this, so few distinct clients are made
+
+# What a handler keeps of its invocation after its last AWS call: the time to log and return.
+RETURN_RESERVE_MS = 1000
+
+# Seconds an AWS call may still spend, asked just before it is made.
+TimeLeft = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class CallLimits:
+    """Timeouts and total attempts of one AWS call; `worst_seconds` is what a hung endpoint
+    costs with them (every attempt timing out, plus the retry mode's backoff)."""
+
+    connect: float = CONNECT_SECONDS
+    read: float = READ_SECONDS
+    attempts: int = MAX_ATTEMPTS
+
+    @property
+    def worst_seconds(self) -> float:
+        return self.attempts * (self.connect + self.read) + _backoff_seconds(self.attempts)
+
+    @classmethod
+    def within(cls, seconds: float | None) -> CallLimits | None:
+        """The largest limits whose worst case fits in `seconds` (None: no deadline, the
+        defaults); None when not even one short attempt fits."""
+        if seconds is None:
+            return cls()
+        for attempts in range(MAX_ATTEMPTS, 0, -1):
+            per_attempt = (seconds - _backoff_seconds(attempts)) / attempts
+            if per_attempt >= MIN_ATTEMPT_SECONDS:
+                break
+        else:
+            return None
+        share = CONNECT_SECONDS / (CONNECT_SECONDS + READ_SECONDS)
+        connect = min(CONNECT_SECONDS, per_attempt * share)
+        read = min(READ_SECONDS, per_attempt - connect)
+        return cls(_round_down(connect), _round_down(read), attempts)
+
+    def config(self) -> Config:
+        return Config(
+            connect_timeout=self.connect,
+            read_timeout=self.read,
+            retries={"mode": "standard", "total_max_attempts": self.attempts},
+        )
+
+
+def _backoff_seconds(attempts: int) -> float:
+    # The standard retry mode sleeps up to 2^(n-1) s (at random) before the n-th retry.
+    return float(sum(2 ** (n - 1) for n in range(1, attempts)))
+
+
+def _round_down(seconds: float) -> float:
+    return math.floor(seconds / _ROUNDING) * _ROUNDING
+
+
+class _Context(Protocol):
+    def get_remaining_time_in_millis(self) -> int: ...
+
+
+def time_left_of(context: _Context, reserve_ms: int = 0) -> TimeLeft:
+    """Seconds an AWS call may spend of the invocation `context` when `reserve_ms` must stay
+    untouched (a tick's safety margin), read afresh at each call."""
+    return lambda: max(0.0, (context.get_remaining_time_in_millis() - reserve_ms) / 1000)
 
 
 @cache
-def clients(service: str) -> Any:
-    return boto3.client(service, config=_CONFIG)
+def session() -> boto3.Session:
+    """One boto3 session per environment; clients register test hooks through its events."""
+    return boto3.Session()
 
 
-def publish_dead_letters(letters: Iterable[DeadLetter]) -> int:
-    """Put one `Job Dead` event per dead job on TICKQ_EVENT_BUS; returns how many went out.
+@lru_cache(maxsize=32)
+def clients(service: str, limits: CallLimits = CallLimits()) -> Any:
+    return session().client(service, config=limits.config())
 
-    A failure to publish is logged, never raised: the jobs are already dead in the table,
-    and the dead-jobs alarm does not depend on these events.
+
+@cache
+def secrets() -> Any:
+    """Powertools' Secrets Manager provider (it caches values) on a client of ours, so a
+    secret's fetch is bounded like any other call."""
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+    return SecretsProvider(boto3_client=clients("secretsmanager"))
+
+
+def reset() -> None:
+    secrets.cache_clear()
+    clients.cache_clear()
+    session.cache_clear()
+
+
+def publish_dead_letters(
+    letters: Iterable[DeadLetter], *, time_left: TimeLeft | None = None
+) -> int:
+    """Put one `Job Dead` event per dead job on TICKQ_EVENT_BUS, each call within
+    `time_left()`; returns how many went out.
+
+    A failure to publish is logged, never raised, and ends the publishing (the endpoint is
+    unlikely to answer the next chunk): the jobs are already dead in the table, and the
+    dead-jobs alarm does not depend on these events.
     """
     bus = os.environ.get("TICKQ_EVENT_BUS")
     entries = [
@@ -52,20 +153,36 @@ def publish_dead_letters(letters: Iterable[DeadLetter]) -> int:
         return 0
     sent = 0
     for start in range(0, len(entries), EVENTS_PER_CALL):
+        limits = CallLimits.within(None if time_left is None else time_left())
+        if limits is None:
+            logger.error(
+                "no time left to publish dead-job events", extra={"unsent": len(entries) - start}
+            )
+            break
         chunk = entries[start : start + EVENTS_PER_CALL]
         try:
-            answer = clients("events").put_events(Entries=chunk)
+            answer = clients("events", limits).put_events(Entries=chunk)
         except (BotoCoreError, ClientError) as exc:
-            logger.error("cannot publish dead-job events", extra={"error": str(exc)})
-            continue
+            logger.error(
+                "cannot publish dead-job events",
+                extra={"error": str(exc), "unsent": len(entries) - start},
+            )
+            break
         sent += len(chunk) - int(answer.get("FailedEntryCount", 0))
     return sent
 
 
-def invoke_async(function: str, payload: Mapping[str, Any]) -> bool:
-    """Start `function` asynchronously (InvocationType=Event); False when Lambda refused."""
+def invoke_async(
+    function: str, payload: Mapping[str, Any], *, time_left: TimeLeft | None = None
+) -> bool:
+    """Start `function` asynchronously (InvocationType=Event) within `time_left()`; False
+    when Lambda refused, did not answer in time, or there was no time to ask."""
+    limits = CallLimits.within(None if time_left is None else time_left())
+    if limits is None:
+        logger.warning("no time left to invoke", extra={"function": function})
+        return False
     try:
-        answer = clients("lambda").invoke(
+        answer = clients("lambda", limits).invoke(
             FunctionName=function, InvocationType="Event", Payload=json.dumps(payload).encode()
         )
     except (BotoCoreError, ClientError) as exc:

@@ -1,10 +1,11 @@
 """One database connection per Lambda execution environment, reused while it stays healthy.
 
 Reads TICKQ_DATABASE_URL, or TICKQ_DB_SECRET_ARN naming a Secrets Manager secret in the
-RDS format (host, port, username, password, dbname), fetched through Powertools and
-cached for five minutes. When the database rejects the cached password (it was rotated),
-the secret is fetched again once and the connection retried, so a warm function recovers
-at once instead of failing until its cache expires or a cold start.
+RDS format (host, port, username, password, dbname), fetched through Powertools (on a
+client with the bounded timeouts of every AWS call tickq makes) and cached for five
+minutes. When the database rejects the cached password (it was rotated), the secret is
+fetched again once and the connection retried, so a warm function recovers at once
+instead of failing until its cache expires or a cold start.
 
 With TICKQ_DB_IAM_AUTH=1 the password is an RDS IAM authentication token instead, signed
 with the function's credentials for the host, port and user of the URL or secret; each
@@ -129,9 +130,9 @@ def _rds_token(host: str, port: int, user: str) -> str:
 
 
 def _conninfo_from_secret(arn: str, *, fresh: bool = False) -> str:
-    from aws_lambda_powertools.utilities import parameters
+    from .aws import secrets
 
-    secret = parameters.get_secret(arn, transform="json", max_age=SECRET_MAX_AGE, force_fetch=fresh)
+    secret = secrets().get(arn, transform="json", max_age=SECRET_MAX_AGE, force_fetch=fresh)
     if not isinstance(secret, dict):
         raise ConfigurationError(f"secret {arn} is not a JSON object in the RDS format")
     missing = [k for k in ("host", "username", "password") if not secret.get(k)]

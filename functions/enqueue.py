@@ -26,6 +26,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from queue_core import DatabaseError, InvalidJob, JobBatch, JobSpec, dependencies
 
 from . import db
+from .aws import RETURN_RESERVE_MS, time_left_of
 from .errors import BadRequest, problem
 from .observability import logger, metrics, tracer
 from .requests import TrustedEnqueueRequest, parse
@@ -63,7 +64,7 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     new = sum(not r.duplicate for r in results)
     metrics.add_metric(name="enqueued", unit=MetricUnit.Count, value=new)
     if new:
-        kick_tick()
+        kick_tick(time_left_of(context, RETURN_RESERVE_MS))
     jobs = [{"id": str(r.id), "status": r.status.value, "duplicate": r.duplicate} for r in results]
     return {"jobs": jobs}
 

@@ -9,7 +9,7 @@ from queue_core import PostgresStore, Registry, registry
 from queue_core.config import Settings
 
 from . import app_role, db
-from .aws import invoke_async
+from .aws import TimeLeft, invoke_async
 
 
 def settings() -> Settings:
@@ -31,7 +31,10 @@ def store(*, user_id: UUID | None = None) -> PostgresStore:
     return PostgresStore(conn, user_id=user_id)
 
 
-def kick_tick() -> bool:
-    """Start a tick now (TICKQ_KICK_FUNCTION) instead of waiting for the next schedule."""
+def kick_tick(time_left: TimeLeft) -> bool:
+    """Start a tick now (TICKQ_KICK_FUNCTION) instead of waiting for the next schedule,
+    within `time_left()` (the invocation's: a hung Lambda endpoint must not time it out)."""
     function = os.environ.get("TICKQ_KICK_FUNCTION")
-    return invoke_async(function, {"source": "tickq.kick"}) if function else False
+    if not function:
+        return False
+    return invoke_async(function, {"source": "tickq.kick"}, time_left=time_left)

@@ -20,6 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from queue_core.schedules import Schedules
 
 from . import db
+from .aws import RETURN_RESERVE_MS, time_left_of
 from .observability import logger, metrics, tracer
 from .runtime import kick_tick
 
@@ -38,7 +39,7 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     if report.errors:
         logger.error("schedules failed to fire", extra={"errors": report.errors})
     if report.fired:
-        kick_tick()
+        kick_tick(time_left_of(context, RETURN_RESERVE_MS))
     answer = report.as_dict()
     logger.info("scheduler finished", extra={"report": answer})
     return answer

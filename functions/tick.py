@@ -6,7 +6,8 @@ Environment:
   TICKQ_TASK_MODULES        comma-separated handler modules to import
   TICKQ_QUEUES, TICKQ_BATCH_SIZE, TICKQ_CONCURRENCY, TICKQ_LEASE_SECONDS  (queue_core Settings)
   TICKQ_PREPARE_THRESHOLD   "off" behind RDS Proxy
-  TICKQ_SAFETY_MARGIN_MS    stop claiming when less time than this remains (default 10000)
+  TICKQ_SAFETY_MARGIN_MS    stop claiming when less time than this remains (default 10000);
+                            an AWS call during the drain (the fan-out) never eats into it
   TICKQ_MAX_FANOUT          how many hops of self-invocation a deep backlog may start
                             (default 0: no fan-out; Lambda stops loops after 16 hops anyway)
   TICKQ_EVENT_BUS           EventBridge bus for "Job Dead" events (optional)
@@ -26,7 +27,7 @@ from queue_core import ConfigurationError, InvalidJob, Runner, TickReport
 from queue_core.config import env_int
 from queue_core.validation import integer, name
 
-from .aws import invoke_async, publish_dead_letters
+from .aws import RETURN_RESERVE_MS, invoke_async, publish_dead_letters, time_left_of
 from .errors import BadRequest, problem
 from .observability import logger, metrics, record_tick, tracer
 from .runtime import settings, store, tasks
@@ -75,7 +76,9 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         if request.fanout_depth >= max_fanout:
             return False
         follow_up = {"fanout_depth": request.fanout_depth + 1, "queues": runner.queues}
-        return invoke_async(context.invoked_function_arn, follow_up)
+        return invoke_async(
+            context.invoked_function_arn, follow_up, time_left=time_left_of(context, margin_ms)
+        )
 
     with runner:
         report, fanned = drain(
@@ -85,7 +88,11 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
             request.max_batches,
         )
     record_tick(report)
-    published = publish_dead_letters(report.dead_letters)
+    # After the drain the margin has done its job (room for the last batch): the dead-job
+    # events may use what is left but the time to return.
+    published = publish_dead_letters(
+        report.dead_letters, time_left=time_left_of(context, min(margin_ms, RETURN_RESERVE_MS))
+    )
     outcome = {
         **report.as_dict(),
         "fanned_out": fanned,
@@ -103,13 +110,17 @@ def drain(
     max_batches: int | None = None,
 ) -> tuple[TickReport, int]:
     """Reclaim, then run batches while time is left; after the first full batch (a backlog),
-    ask `fan_out` once for help. Returns the report and how many copies were started."""
+    ask `fan_out` for help, once: a fan-out that failed is not tried again, since an endpoint
+    that did not answer would cost the same time again. Returns the report and how many
+    copies were started."""
     fanned = 0
+    asked = False
 
     def after_batch(claimed: int) -> None:
-        nonlocal fanned
-        if claimed == runner.batch_size and not fanned and fan_out():
-            fanned = 1
+        nonlocal fanned, asked
+        if claimed == runner.batch_size and not asked:
+            asked = True
+            fanned = int(fan_out())
 
     report = runner.tick(
         should_continue=time_left, max_batches=max_batches, after_batch=after_batch

@@ -17,7 +17,7 @@ import pytest
 from moto import mock_aws
 
 from functions import db
-from functions.aws import clients
+from functions.aws import reset as reset_aws_clients
 from infra.lambda_context import LocalContext
 from queue_core import Registry, registry
 
@@ -98,12 +98,12 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    clients.cache_clear()
+    reset_aws_clients()
     parameters.clear_caches()
     parameters.base.DEFAULT_PROVIDERS.clear()
     with mock_aws(config={"lambda": {"use_docker": False}}):
         yield
-    clients.cache_clear()
+    reset_aws_clients()
     parameters.clear_caches()
     parameters.base.DEFAULT_PROVIDERS.clear()
 

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from functions import enqueue
-from functions.aws import clients
+from functions.aws import session
 from queue_core import Registry
 
 from .conftest import FakeContext, sample_event
@@ -112,7 +112,7 @@ def test_kicks_the_tick_function_after_a_new_job(
         Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
     )
     kicks: list[dict[str, Any]] = []
-    clients("lambda").meta.events.register(
+    session().events.register(
         "provide-client-params.lambda.Invoke",
         lambda params, **_: kicks.append(params),
     )

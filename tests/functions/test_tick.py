@@ -12,7 +12,7 @@ import pytest
 
 import queue_core.pipeline
 from functions import tick
-from functions.aws import clients
+from functions.aws import session
 from queue_core import (
     ConfigurationError,
     JobContext,
@@ -215,7 +215,7 @@ def _record_invokes() -> list[dict[str, Any]]:
     def record(params: dict[str, Any], **_: Any) -> None:
         calls.append({"function": params["FunctionName"], **json.loads(params["Payload"])})
 
-    clients("lambda").meta.events.register("provide-client-params.lambda.Invoke", record)
+    session().events.register("provide-client-params.lambda.Invoke", record)
     return calls
 
 
