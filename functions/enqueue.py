@@ -4,7 +4,7 @@ Event: {"type": ..., "payload": {...}, ...options} or {"jobs": [request, ...]}; 
 those of POST /jobs plus "user_id"; in "jobs", "after" may also name the position of an
 earlier request, so a whole graph is enqueued by one event (a parent must have the same
 owner). Answer: {"jobs": [{"id", "status", "duplicate"}, ...]}.
-Bad input is answered ({"error", "message", "index", ...}) rather than raised, so an
+Bad input is answered ({"error", "message", ...}, with "index" in a batch) rather than raised, so an
 asynchronous caller's retries do not repeat it; database failures are raised and retried.
 Every request of a batch is checked before any is written, so a bad one writes nothing.
 
@@ -28,7 +28,7 @@ from queue_core import DatabaseError, InvalidJob, JobBatch, JobSpec, dependencie
 from . import db
 from .aws import RETURN_RESERVE_MS, time_left_of
 from .errors import BadRequest, problem
-from .observability import logger, metrics, tracer
+from .observability import log_metrics, logger, metrics, tracer
 from .requests import TrustedEnqueueRequest, parse
 from .runtime import kick_tick, store, tasks
 
@@ -36,17 +36,18 @@ MAX_JOBS_PER_EVENT = 1000
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
+@log_metrics
 @tracer.capture_lambda_handler
 def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     index: int | None = None
+    batch = False
     try:
-        requests = _requests(event)
+        requests, batch = _requests(event)
         specs: list[JobSpec] = []
         after: list[tuple[dependencies.ParentRef, ...]] = []
         registry = tasks()
         for index, request in enumerate(requests):
-            parsed = parse(TrustedEnqueueRequest, request, f"jobs[{index}]")
+            parsed = parse(TrustedEnqueueRequest, request, f"jobs[{index}]" if batch else "event")
             specs.append(parsed.spec(registry))
             after.append(dependencies.graph_parents(parsed.after, position=index))
         index = None
@@ -57,7 +58,7 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     except (BadRequest, InvalidJob) as exc:
         logger.warning("enqueue refused", extra={"error": str(exc), "index": index})
         answer = problem(exc).body()
-        return answer if index is None else {**answer, "index": index}
+        return {**answer, "index": index} if batch and index is not None else answer
     except DatabaseError:
         db.discard()
         raise
@@ -69,11 +70,12 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     return {"jobs": jobs}
 
 
-def _requests(event: Any) -> list[Any]:
+def _requests(event: Any) -> tuple[list[Any], bool]:
+    """The event's requests, and whether it is a batch (errors then name the index)."""
     if not isinstance(event, Mapping):
         raise BadRequest(f"the event must be a JSON object, got {type(event).__name__}")
     if "jobs" not in event:
-        return [event]
+        return [event], False
     if set(event) != {"jobs"}:
         raise BadRequest("an event with 'jobs' must carry nothing else")
     jobs = event["jobs"]
@@ -81,4 +83,4 @@ def _requests(event: Any) -> list[Any]:
         raise BadRequest("'jobs' must be a non-empty list of job requests")
     if len(jobs) > MAX_JOBS_PER_EVENT:
         raise BadRequest(f"'jobs' holds {len(jobs)} requests, over the limit of 1000")
-    return jobs
+    return jobs, True

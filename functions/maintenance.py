@@ -28,12 +28,12 @@ from queue_core.retention import Retention
 
 from . import db
 from .aws import publish_dead_letters
-from .observability import logger, metrics, record_depth, record_starved, tracer
+from .observability import log_metrics, logger, metrics, record_depth, record_starved, tracer
 from .runtime import store, tasks
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
+@log_metrics
 @tracer.capture_lambda_handler
 def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     queue = store()

@@ -21,14 +21,14 @@ from queue_core.schedules import Schedules
 
 from . import db
 from .aws import RETURN_RESERVE_MS, time_left_of
-from .observability import logger, metrics, tracer
+from .observability import log_metrics, logger, metrics, tracer
 from .runtime import kick_tick
 
 COUNTERS = ("due", "fired", "skipped", "passed_over", "failed", "busy")
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
+@log_metrics
 @tracer.capture_lambda_handler
 def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     report = Schedules(db.connection()).run()

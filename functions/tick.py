@@ -29,7 +29,7 @@ from queue_core.validation import integer, name
 
 from .aws import RETURN_RESERVE_MS, invoke_async, publish_dead_letters, time_left_of
 from .errors import BadRequest, problem
-from .observability import logger, metrics, record_tick, tracer
+from .observability import log_metrics, logger, record_tick, tracer
 from .runtime import settings, store, tasks
 
 MAX_FANOUT_HOPS = 15
@@ -43,7 +43,7 @@ class TickRequest:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
+@log_metrics
 @tracer.capture_lambda_handler
 def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     try:

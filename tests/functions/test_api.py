@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from uuid import uuid4
 
 import psycopg
@@ -386,3 +387,15 @@ def test_api_answers_are_never_cached_nor_sniffed(
 def test_the_not_http_answer_is_never_cached_either(lambda_context: FakeContext) -> None:
     response = api.handler({"not": "http"}, lambda_context)
     assert response["headers"]["Cache-Control"] == "no-store"
+
+
+def test_a_request_that_adds_no_metric_flushes_none_and_warns_nothing(
+    call_api: Invoke, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Powertools' empty flush would warn
+
+        status, _ = call_api("GET", "/jobs", sub=ALICE)
+
+    assert status == 200
+    assert '"_aws"' not in capsys.readouterr().out  # no embedded-metric-format line

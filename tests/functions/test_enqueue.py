@@ -64,12 +64,13 @@ def test_a_trusted_caller_may_name_the_owner(
     ("event", "phrase", "index"),
     [
         ("text", "must be a JSON object", None),
-        ({"payload": {}}, "type: Field required", 0),
+        ({"payload": {}}, "invalid event: type: Field required", None),
+        ({"type": "t", "payload": 5}, "invalid event: payload: Input should be", None),
         ({"jobs": []}, "non-empty list", None),
         ({"jobs": [{"type": "a"}], "type": "b"}, "nothing else", None),
-        ({"jobs": [{"type": "ok"}, {"type": "ok", "colour": 1}]}, "colour", 1),
+        ({"jobs": [{"type": "ok"}, {"type": "ok", "colour": 1}]}, "jobs[1]: colour", 1),
         ({"jobs": [{"type": "ok"}, {"type": "no spaces"}]}, "invalid type", 1),
-        ({"type": "x", "payload": {"blob": "a" * 300_000}}, "over the limit", 0),
+        ({"type": "x", "payload": {"blob": "a" * 300_000}}, "over the limit", None),
         ({"jobs": [{"type": "ok"}] * 1001}, "over the limit of 1000", None),
     ],
 )
