@@ -38,7 +38,7 @@ from queue_core.step_store import StepStore
 from queue_core.store import PostgresStore, StatsRow
 from queue_core.tick import Runner, TickReport
 
-from . import cli_console, cli_policies, cli_steps, demo, local_invoke, serve
+from . import cli_console, cli_db, cli_policies, cli_steps, demo, local_invoke, serve
 from .cli_common import (
     EXIT_DATABASE,
     EXIT_INPUT,
@@ -111,7 +111,7 @@ def report_table(report: TickReport) -> Table:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     # Migration 0014 copies the finished jobs before it applies: say how far, on a terminal.
-    with database() as conn, ExitStack() as stack:
+    with database(migrated=False) as conn, ExitStack() as stack:
         shown = not args.json and err.is_terminal
         status = stack.enter_context(err.status("migrating")) if shown else None
 
@@ -120,11 +120,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
                 status.update(f"finished jobs copied into partitions: {copied:,}")
 
         applied = migrations.migrate(conn, progress=progress)
-    emit(
-        args,
-        {"applied": applied},
-        lambda: out.print(f"applied {', '.join(applied)}" if applied else "database is up to date"),
-    )
+    cli_db.report_migrated(args, applied)
     return 0
 
 
@@ -910,6 +906,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_policies.register(command)
     cli_steps.register(command)
     cli_console.register(command)
+    cli_db.register(command)
     return parser
 
 

@@ -23,13 +23,21 @@ from queue_core.config import Settings
 from queue_core.errors import ConfigurationError, DatabaseError, TickqError
 from queue_core.registry import Registry, registry
 
+from . import kept_server
 from .localdb import LocalPostgres, LocalPostgresError
 
 EXIT_REFUSED, EXIT_INPUT, EXIT_DATABASE = 1, 2, 3
 LOCAL_DATA_DIR = Path(os.environ.get("TICKQ_LOCAL_DIR", "~/.cache/tickq/pgdata")).expanduser()
 
+# Read by a pipe (grep, cut, a file) rather than a terminal, output is not fitted to 80
+# columns: a table keeps each row on one line and its ids whole.
+PIPE_WIDTH = 10_000
+
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
+for _console in (out, err):
+    if not _console.is_terminal:
+        _console.width = PIPE_WIDTH
 
 
 class UsageError(TickqError):
@@ -40,11 +48,23 @@ class UsageError(TickqError):
 
 
 @contextmanager
-def database_url(*, throwaway: bool = False) -> Iterator[str]:
-    """TICKQ_DATABASE_URL, or the URL of an embedded local PostgreSQL (migrated), saying so."""
+def database_url(*, throwaway: bool = False, migrated: bool = True) -> Iterator[str]:
+    """TICKQ_DATABASE_URL, else the local PostgreSQL `tickq db start` left running, else an
+    embedded one for this command, saying which; a local one is migrated unless `migrated`
+    is False (`tickq migrate` itself says what it applies)."""
     settings = Settings.from_env()
     if settings.database_url:
         yield settings.database_url
+        return
+    kept = None if throwaway else kept_server.find(LOCAL_DATA_DIR)
+    if kept is not None:
+        err.print(
+            "[dim]TICKQ_DATABASE_URL is not set: using the local PostgreSQL that "
+            f"`tickq db start` left running at {kept.url}[/]"
+        )
+        if migrated:
+            _migrate(kept.url, settings)
+        yield kept.url
         return
     data_dir = None if throwaway else LOCAL_DATA_DIR
     if data_dir is not None:
@@ -58,17 +78,28 @@ def database_url(*, throwaway: bool = False) -> Iterator[str]:
     except LocalPostgresError as exc:
         raise ConfigurationError(str(exc)) from exc
     try:
-        with _connect(server.url, settings) as conn:
-            migrations.migrate(conn)
+        if migrated:
+            _migrate(server.url, settings)
         yield server.url
     finally:
         server.stop()
 
 
+def _migrate(url: str, settings: Settings) -> None:
+    with _connect(url, settings) as conn:
+        migrations.migrate(conn)
+
+
 @contextmanager
-def database(*, throwaway: bool = False) -> Iterator[psycopg.Connection[Any]]:
-    """A connection to TICKQ_DATABASE_URL or to the embedded local PostgreSQL."""
-    with database_url(throwaway=throwaway) as url, _connect(url, Settings.from_env()) as conn:
+def database(
+    *, throwaway: bool = False, migrated: bool = True
+) -> Iterator[psycopg.Connection[Any]]:
+    """A connection to TICKQ_DATABASE_URL or to a local PostgreSQL (see database_url)."""
+    settings = Settings.from_env()
+    with (
+        database_url(throwaway=throwaway, migrated=migrated) as url,
+        _connect(url, settings) as conn,
+    ):
         yield conn
 
 

