@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import boto3
 import pytest
 from moto import mock_aws
 
 from functions import db
 from functions.aws import reset as reset_aws_clients
+from functions.aws import session
 from infra.lambda_context import LocalContext
 from queue_core import Registry, registry
 
@@ -106,6 +108,34 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     reset_aws_clients()
     parameters.clear_caches()
     parameters.base.DEFAULT_PROVIDERS.clear()
+
+
+def lambda_function(name: str) -> str:
+    """A Lambda function `name` in moto (never run: invokes are only recorded); its ARN."""
+    iam = boto3.client("iam")
+    role = iam.create_role(
+        RoleName="tick-role",
+        AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
+    )["Role"]["Arn"]
+    created = boto3.client("lambda").create_function(
+        FunctionName=name,
+        Runtime="python3.12",
+        Role=role,
+        Handler="functions.tick.handler",
+        Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
+    )
+    return str(created["FunctionArn"])
+
+
+def record_invokes() -> list[dict[str, Any]]:
+    """Every Lambda invoke the functions make from now on: its target and payload."""
+    calls: list[dict[str, Any]] = []
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        calls.append({"function": params["FunctionName"], **json.loads(params["Payload"])})
+
+    session().events.register("provide-client-params.lambda.Invoke", record)
+    return calls
 
 
 def http_event(

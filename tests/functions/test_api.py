@@ -14,7 +14,7 @@ from functions.identity import OWNER_NAMESPACE, caller_id
 from queue_core.limits import Limits, queue_limit
 from queue_core.validation import MAX_PAYLOAD_BYTES
 
-from .conftest import FakeContext, Invoke, http_event, sample_event
+from .conftest import FakeContext, Invoke, http_event, lambda_function, record_invokes, sample_event
 
 ALICE = uuid4()
 BOB = uuid4()
@@ -399,3 +399,17 @@ def test_a_request_that_adds_no_metric_flushes_none_and_warns_nothing(
 
     assert status == 200
     assert '"_aws"' not in capsys.readouterr().out  # no embedded-metric-format line
+
+
+@pytest.mark.usefixtures("aws")
+def test_a_new_job_kicks_the_tick_function_within_the_request(
+    call_api: Invoke, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TICKQ_KICK_FUNCTION", "tickq-tick")
+    lambda_function("tickq-tick")
+    kicks = record_invokes()
+
+    status, _ = call_api("POST", "/jobs", sub=ALICE, body={"type": "t"})
+
+    assert status == 202
+    assert kicks == [{"function": "tickq-tick", "source": "tickq.kick"}]

@@ -12,7 +12,6 @@ import pytest
 
 import queue_core.pipeline
 from functions import tick
-from functions.aws import session
 from queue_core import (
     ConfigurationError,
     JobContext,
@@ -22,7 +21,7 @@ from queue_core import (
     enqueue,
 )
 
-from .conftest import FakeContext, sample_event
+from .conftest import FakeContext, lambda_function, record_invokes, sample_event
 
 
 @pytest.fixture(autouse=True)
@@ -193,32 +192,6 @@ def test_a_job_going_dead_puts_a_job_dead_event_on_the_bus(
     }
 
 
-def _lambda_function(name: str) -> str:
-    iam = boto3.client("iam")
-    role = iam.create_role(
-        RoleName="tick-role",
-        AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
-    )["Role"]["Arn"]
-    created = boto3.client("lambda").create_function(
-        FunctionName=name,
-        Runtime="python3.12",
-        Role=role,
-        Handler="functions.tick.handler",
-        Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
-    )
-    return str(created["FunctionArn"])
-
-
-def _record_invokes() -> list[dict[str, Any]]:
-    calls: list[dict[str, Any]] = []
-
-    def record(params: dict[str, Any], **_: Any) -> None:
-        calls.append({"function": params["FunctionName"], **json.loads(params["Payload"])})
-
-    session().events.register("provide-client-params.lambda.Invoke", record)
-    return calls
-
-
 @pytest.mark.usefixtures("aws")
 @pytest.mark.parametrize(("depth", "expected"), [(0, 1), (1, 1), (2, 0)])
 def test_a_deep_backlog_fans_out_one_hop_at_a_time_up_to_the_maximum(
@@ -228,8 +201,8 @@ def test_a_deep_backlog_fans_out_one_hop_at_a_time_up_to_the_maximum(
     depth: int,
     expected: int,
 ) -> None:
-    arn = _lambda_function("tickq-tick")
-    invokes = _record_invokes()
+    arn = lambda_function("tickq-tick")
+    invokes = record_invokes()
     monkeypatch.setenv("TICKQ_MAX_FANOUT", "2")
     monkeypatch.setenv("TICKQ_BATCH_SIZE", "5")
     tasks.task("t")(lambda job: None)
@@ -248,8 +221,8 @@ def test_a_deep_backlog_fans_out_one_hop_at_a_time_up_to_the_maximum(
 def test_no_fan_out_when_the_first_batch_is_not_full(
     conn: psycopg.Connection, tasks: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _lambda_function("tickq-tick")
-    invokes = _record_invokes()
+    lambda_function("tickq-tick")
+    invokes = record_invokes()
     monkeypatch.setenv("TICKQ_MAX_FANOUT", "3")
     tasks.task("t")(lambda job: None)
     enqueue(conn, "t", using=tasks)
