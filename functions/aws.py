@@ -1,11 +1,11 @@
 """boto3 clients, created once per execution environment, and the calls tickq makes.
 
 Every call is bounded: connect and read timeouts and a fixed number of attempts, and a
-caller that has a deadline (a tick, a request) passes the seconds it may spend, so a hung
-endpoint costs at most that. `CallLimits.within` turns those seconds into timeouts; clients
-are cached per service and limits, and the limits are rounded so that few distinct ones
-exist. `reset()` forgets the session and its clients (tests do, so each test's moto mock
-is used).
+caller that has a deadline (a tick, a request) passes a `TimeLeft`, asked just before the
+call, so a hung endpoint costs at most what was left. `CallLimits.within` turns those
+seconds into timeouts; clients are cached per service and limits, and the limits are
+rounded so that few distinct ones exist. `reset()` forgets the session and its clients
+(tests do, so each test's moto mock is used).
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ class CallLimits:
 
 
 def _backoff_seconds(attempts: int) -> float:
-    # The standard retry mode sleeps up to 2^(n-1) s (at random) before the n-th retry.
+    # The standard retry mode sleeps up to 2^(n-1) s (at random) before the n-th retry
+    # (a server's x-amz-retry-after may stretch that by 5 s; a hung endpoint sends none).
     return float(sum(2 ** (n - 1) for n in range(1, attempts)))
 
 
@@ -105,7 +106,8 @@ def time_left_of(context: _Context, reserve_ms: int = 0) -> TimeLeft:
 
 @cache
 def session() -> boto3.Session:
-    """One boto3 session per environment; clients register test hooks through its events."""
+    """One boto3 session per environment: a hook on its events reaches every client made
+    after it was registered (tests record calls so)."""
     return boto3.Session()
 
 
