@@ -33,11 +33,16 @@ LOCAL_DATA_DIR = Path(os.environ.get("TICKQ_LOCAL_DIR", "~/.cache/tickq/pgdata")
 # columns: a table keeps each row on one line and its ids whole.
 PIPE_WIDTH = 10_000
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
-for _console in (out, err):
-    if not _console.is_terminal:
-        _console.width = PIPE_WIDTH
+
+def _console(*, stderr: bool) -> Console:
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal:
+        console.width = PIPE_WIDTH
+    return console
+
+
+out = _console(stderr=False)
+err = _console(stderr=True)
 
 
 class UsageError(TickqError):
