@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from datetime import timedelta
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 import queue_core.pipeline
 from functions import tick
+from functions.aws import session
 from queue_core import (
     ConfigurationError,
     JobContext,
@@ -19,6 +21,7 @@ from queue_core import (
     PostgresStore,
     Registry,
     enqueue,
+    enqueue_many,
 )
 
 from .conftest import FakeContext, lambda_function, record_invokes, sample_event
@@ -266,3 +269,47 @@ def test_a_dead_job_event_that_cannot_be_published_never_fails_the_tick(
 
     assert report["dead"] == 1 and report["dead_events"] == 0
     assert PostgresStore(conn).get(job.id).status == "dead"
+
+
+@pytest.mark.usefixtures("aws")
+def test_a_fan_out_that_failed_is_not_asked_again_in_the_same_invocation(
+    conn: psycopg.Connection, tasks: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a backlog of six full batches and a Lambda endpoint that refuses connections
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL_LAMBDA", f"http://127.0.0.1:{port}")
+    invokes = record_invokes()
+    monkeypatch.setenv("TICKQ_MAX_FANOUT", "1")
+    monkeypatch.setenv("TICKQ_BATCH_SIZE", "5")
+    tasks.task("t")(lambda job: None)
+    enqueue_many(conn, [{"type": "t"}] * 30, using=tasks)
+
+    report = tick.handler({}, FakeContext(name="tickq-tick"))
+
+    # Then every batch ran, and the fan-out was asked for once
+    assert report["claimed"] == 30 and report["fanned_out"] == 0
+    assert len(invokes) == 1
+
+
+@pytest.mark.usefixtures("aws")
+def test_the_time_a_fan_out_took_counts_against_the_drain(
+    conn: psycopg.Connection, tasks: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a fan-out that takes 52 s of a 60 s invocation (10 s margin), and batches that
+    # are not leased ahead (the pipeline judges that by the real clock, so say it here)
+    context = FakeContext(remaining_ms=60_000, name="tickq-tick")
+    lambda_function("tickq-tick")
+    session().events.register("before-call.lambda.Invoke", lambda **_: context.spend(52_000))
+    monkeypatch.setattr(queue_core.pipeline, "QUICK_BATCH_SECONDS", 0.0)
+    monkeypatch.setenv("TICKQ_MAX_FANOUT", "1")
+    monkeypatch.setenv("TICKQ_BATCH_SIZE", "5")
+    tasks.task("t")(lambda job: None)
+    enqueue_many(conn, [{"type": "t"}] * 30, using=tasks)
+
+    report = tick.handler({}, context)
+
+    # Then no batch was claimed after it: the one leased by the statement that persisted
+    # the first batch (before the fan-out) ran, since a drain never leaves a lease behind
+    assert report["fanned_out"] == 1 and report["claimed"] == 10 and report["batches"] == 2
