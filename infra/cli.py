@@ -686,7 +686,8 @@ examples:
   tickq jobs --status dead --type embed       list dead embed jobs
   tickq retry --dead --type embed             send them back to the queue
 
-The database is TICKQ_DATABASE_URL; without it, an embedded local PostgreSQL is used.
+The database is TICKQ_DATABASE_URL; without it, the local PostgreSQL `tickq db start`
+left running, else an embedded one for the command's own run.
 exit codes: 0 ok, 1 refused (not found, wrong state), 2 bad input, 3 database error
 """
 
