@@ -17,7 +17,8 @@ from .localdb import LocalPostgresError
 Command = Callable[..., argparse.ArgumentParser]
 
 EXAMPLES = """\
-  tickq db start                              start it (data kept in TICKQ_LOCAL_DIR)
+  tickq db start                              start it (data in ~/.cache/tickq/pgdata,
+                                              or TICKQ_LOCAL_DIR)
   export TICKQ_DATABASE_URL=$(tickq db url)   point other tools at it
   tickq db status                             running? (exit code 1 when not)
   tickq db stop                               stop it; the data stays for the next start
