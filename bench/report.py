@@ -205,7 +205,7 @@ def chart(summary: dict[str, Any], path: Path) -> None:
         ax.set_ylabel(unit)
         ax.set_yscale("log")
         ax.legend(fontsize=7)
-    fig.suptitle("tickq vs raw SQL, PgQueuer and Procrastinate (medians, min-max)")
+    fig.suptitle("tickq vs raw SQL, PgQueuer, Procrastinate and awa (medians, min-max)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -30,7 +30,7 @@ class System:
 
 
 def all_systems() -> list[System]:
-    from . import pgqueuer_side, procrastinate_side, raw_side, slim_side, tickq_side
+    from . import awa_side, pgqueuer_side, procrastinate_side, raw_side, slim_side, tickq_side
 
     return [
         tickq_side.SYSTEM,
@@ -38,6 +38,7 @@ def all_systems() -> list[System]:
         slim_side.SYSTEM,
         pgqueuer_side.SYSTEM,
         procrastinate_side.SYSTEM,
+        awa_side.SYSTEM,
     ]
 
 
