@@ -15,7 +15,8 @@ import psycopg
 
 from . import validation
 from .errors import InvalidJob, TickqError
-from .store import LIMITS_TTL_SECONDS, named_rows
+from .postgres.executor import Executor
+from .postgres.probes import LIMITS_TTL_SECONDS
 
 __all__ = [
     "LIMITS_TTL_SECONDS",
@@ -163,6 +164,7 @@ class Limits:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
+        self._db = Executor(conn)
 
     def set_type(self, limit: TypeLimit) -> TypeLimit:
         params = {
@@ -205,4 +207,4 @@ class Limits:
             raise LimitNotFound("queue", queue)
 
     def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        return named_rows(self.conn, name, params)
+        return self._db.dicts(name, params)

@@ -28,7 +28,7 @@ import psycopg
 from . import validation
 from .errors import InvalidJob, TickqError
 from .jobs import Status
-from .store import named_rows
+from .postgres.executor import Executor
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -148,6 +148,7 @@ class Retention:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
+        self._db = Executor(conn)
 
     def set(self, rule: RetentionPolicy) -> RetentionPolicy:
         return _policy(self._rows("retention_policies_set", _params(rule, None))[0])
@@ -228,7 +229,7 @@ class Retention:
         return True
 
     def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        return named_rows(self.conn, name, params)
+        return self._db.dicts(name, params)
 
 
 def governing(rules: Iterable[RetentionPolicy], queue: str, type: str) -> RetentionPolicy:

@@ -28,7 +28,7 @@ from cronsim import CronSim, CronSimError
 from . import validation
 from .errors import InvalidJob, TickqError
 from .jobs import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobSpec
-from .store import PostgresStore, named_rows
+from .postgres import Executor, PostgresStore
 
 __all__ = [
     "MISSED_GRACE_SECONDS",
@@ -220,6 +220,7 @@ class Schedules:
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
         self.store = PostgresStore(conn)
+        self._db = Executor(conn)
 
     def add(
         self,
@@ -356,7 +357,7 @@ class Schedules:
         return _schedule(rows[0])
 
     def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        return named_rows(self.conn, name, params)
+        return self._db.dicts(name, params)
 
 
 def _missed(value: Any) -> Missed:
