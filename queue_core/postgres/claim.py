@@ -61,23 +61,7 @@ class Claims:
             }
             claimed = self._db.rows("jobs_claim_limited", params, jobs, binary=True)
             return held, JobList(sorted(claimed, key=transitions.claim_order))
-        return self._finish_and_claim(outcomes, queues, limit, lease_seconds, now)
-
-    def _finish(self, outcomes: Sequence[Outcome], now: datetime | None) -> set[UUID]:
-        """Persist outcomes alone (a claim of no job); the ids whose lease held."""
-        if not outcomes:
-            return set()
-        return self._finish_and_claim(outcomes, (DEFAULT_QUEUE,), 0, DEFAULT_LEASE_SECONDS, now)[0]
-
-    def _finish_and_claim(
-        self,
-        outcomes: Sequence[Outcome],
-        queues: Sequence[str],
-        limit: int,
-        lease_seconds: int,
-        now: datetime | None,
-    ) -> tuple[set[UUID], ClaimedBatch]:
-        """The plain claim: jobs_finish_and_claim, or _queues for several queues."""
+        # The plain claim, inline: it runs once per batch of every worker.
         params = {
             **_outcome_params(outcomes),
             "queue": queues[0] if len(queues) == 1 else None,
@@ -105,6 +89,13 @@ class Claims:
             cur.close()
             return set(first[0] or ()), NO_JOBS
         return set(first[0] or ()), ClaimedRows(cur, first, job_columns_at(statement, cur))
+
+    def _finish(self, outcomes: Sequence[Outcome], now: datetime | None) -> set[UUID]:
+        """Persist outcomes alone (the plain statement, claiming no job); the ids whose
+        lease held."""
+        if not outcomes:
+            return set()
+        return self.finish_and_claim_unparsed(outcomes, limit=0, now=now)[0]
 
     def _claims_fairly(self, queues: Sequence[str]) -> bool:
         """Whether the claim must take turns across groups: a cap per group is set, or a
