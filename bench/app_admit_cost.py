@@ -21,8 +21,8 @@ from typing import Any
 
 import psycopg
 
+from queue_core import PostgresStore
 from queue_core.migrate import migrate
-from queue_core.store import PostgresStore
 from queue_core.validation import job_spec
 
 from .server import env_or_local_server, fresh_database

@@ -43,7 +43,7 @@ def one_round(url: str, jobs: int, singles: int, run: str) -> dict[str, float]:
     """Jobs per second of each kind of enqueue, with the engine importable here."""
     import psycopg
 
-    from queue_core.store import PostgresStore
+    from queue_core import PostgresStore
     from queue_core.validation import job_spec
 
     rates: dict[str, float] = {}

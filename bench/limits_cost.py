@@ -22,10 +22,9 @@ from typing import Any
 
 import psycopg
 
-from queue_core import transitions
+from queue_core import PostgresStore, transitions
 from queue_core.limits import Limits, type_limit
 from queue_core.migrate import migrate
-from queue_core.store import PostgresStore
 from queue_core.validation import job_spec
 
 from .server import env_or_local_server, fresh_database

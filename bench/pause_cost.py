@@ -25,11 +25,10 @@ from typing import Any
 
 import psycopg
 
-from queue_core import transitions
+from queue_core import PostgresStore, transitions
 from queue_core.migrate import migrate
 from queue_core.pause_probe import PausedQueues
 from queue_core.pauses import QueuePauses
-from queue_core.store import PostgresStore
 from queue_core.validation import job_spec
 
 from .server import env_or_local_server, fresh_database

@@ -16,7 +16,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.metrics import MetricUnit
 
-from queue_core import InvalidJob, Job, JobBatch, JobSpec, StepStore, dependencies
+from queue_core import InvalidJob, Job, JobBatch, JobSpec, dependencies
 from queue_core.steps import MAX_SIGNAL_BYTES
 
 from . import console_routes
@@ -75,7 +75,7 @@ def get_job(job_id: str) -> Response:
     wait and resumes."""
     scoped = store(user_id=_caller())
     job = scoped.get(job_id)
-    return _json(HTTPStatus.OK, {**_with_family(job), **StepStore(scoped).show(job.id).to_dict()})
+    return _json(HTTPStatus.OK, {**_with_family(job), **scoped.steps.show(job.id).to_dict()})
 
 
 @router.post("/jobs/<job_id>/retry")
@@ -92,7 +92,7 @@ def retry_job(job_id: str) -> Response:
     ):
         raise BadRequest('the retry body may only be {"fresh": true|false}')
     fresh = body.get("fresh", False)
-    return _job(StepStore(store(user_id=_caller())).retry(job_id, fresh=fresh))
+    return _job(store(user_id=_caller()).steps.retry(job_id, fresh=fresh))
 
 
 @router.post("/jobs/<job_id>/signals/<name>")
@@ -101,7 +101,7 @@ def signal_job(job_id: str, name: str) -> Response:
     payload. 202: kept (and, when the job waits for it, the job woken)."""
     payload = _optional_json_body(MAX_SIGNAL_BYTES + 1024)
     scoped = store(user_id=_caller())
-    woke = StepStore(scoped).signal(job_id, name, payload)
+    woke = scoped.steps.signal(job_id, name, payload)
     if woke:
         kick_tick(_time_left())
     body = {"id": job_id, "signal": name, "woke": woke}

@@ -14,8 +14,8 @@ from typing import Any
 import psycopg
 
 from queue_core import TickqError
+from queue_core.postgres import translate_errors
 from queue_core.queries import QUERIES
-from queue_core.store import translate_errors
 
 from .observability import logger
 

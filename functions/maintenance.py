@@ -51,7 +51,7 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     metrics.add_metric(name="pruned", unit=MetricUnit.Count, value=pruned.deleted)
     rows = queue.stats()
     depth = record_depth(rows)
-    sampled = QueueHistory(queue.conn).record_depth(rows)  # the operator view's depth chart
+    sampled = QueueHistory(db.connection()).record_depth(rows)  # the operator view's depth chart
     starved = record_starved(queue.group_stats())
     answer = {
         "reclaimed": report.reclaimed,

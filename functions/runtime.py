@@ -7,6 +7,7 @@ from uuid import UUID
 
 from queue_core import PostgresStore, Registry, registry
 from queue_core.config import Settings
+from queue_core.ports import Store
 
 from . import app_role, db
 from .aws import TimeLeft, invoke_async
@@ -22,7 +23,7 @@ def tasks() -> Registry:
     return registry
 
 
-def store(*, user_id: UUID | None = None) -> PostgresStore:
+def store(*, user_id: UUID | None = None) -> Store:
     """A store on the environment's connection, scoped to `user_id` by row-level security
     (acting as tickq_app; a login that would bypass it is refused, see app_role)."""
     conn = db.connection()

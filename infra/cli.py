@@ -33,9 +33,9 @@ from queue_core.dependencies import Relative
 from queue_core.errors import ConfigurationError, DatabaseError, InvalidJob, TickqError
 from queue_core.fairness import GroupStats
 from queue_core.jobs import TERMINAL, Job, Status
+from queue_core.ports import StatsRow, Store
+from queue_core.postgres import PostgresStore, StepStore
 from queue_core.registry import Registry
-from queue_core.step_store import StepStore
-from queue_core.store import PostgresStore, StatsRow
 from queue_core.tick import Runner, TickReport
 
 from . import cli_console, cli_db, cli_policies, cli_steps, demo, local_invoke, serve
@@ -158,7 +158,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 
 def _runner(
     args: argparse.Namespace,
-    store: PostgresStore,
+    store: Store,
     reg: Registry,
     time_left: Callable[[], float] | None = None,
 ) -> Runner:
@@ -327,7 +327,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
     return 0
 
 
-def _retry_dead_in_chunks(args: argparse.Namespace, store: PostgresStore) -> list[Job]:
+def _retry_dead_in_chunks(args: argparse.Namespace, store: Store) -> list[Job]:
     """Retry matching dead jobs RETRY_CHUNK at a time, so the bar moves and each statement
     holds its row locks briefly; stops when a chunk finds nothing left to retry."""
     dead = sum(
@@ -409,7 +409,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _watch_stats(args: argparse.Namespace, store: PostgresStore) -> int:
+def _watch_stats(args: argparse.Namespace, store: Store) -> int:
     """Redraw the stats every --interval seconds until Ctrl-C (or --count refreshes).
 
     On a terminal the table is redrawn in place; piped, each refresh is printed in turn,
@@ -565,7 +565,7 @@ def _without(request: dict[str, Any], key: str) -> dict[str, Any]:
     return {k: v for k, v in request.items() if k != key}
 
 
-def _pipeline_tree(store: PostgresStore, root: UUID) -> Tree:
+def _pipeline_tree(store: Store, root: UUID) -> Tree:
     """The demo pipeline as a tree from its first job: each job with its children under it
     (a job after several parents shows under each of them)."""
 

@@ -17,7 +17,7 @@ from queue_core import partitions
 from queue_core import retention as retention_
 from queue_core.history import QueueHistory, depth_by_queue
 from queue_core.pauses import QueuePause, QueuePauses
-from queue_core.store import PostgresStore
+from queue_core.postgres import PostgresStore
 from queue_core.tick import Runner, TickReport
 
 from .cli_common import database, emit, load_registry, out

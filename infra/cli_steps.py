@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.table import Table
 
-from queue_core.step_store import DurableView, StepStore
-from queue_core.store import PostgresStore
+from queue_core.postgres import PostgresStore, StepStore
+from queue_core.steps import DurableView
 
 from .cli_common import database, emit, json_arg, out
 

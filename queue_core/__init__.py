@@ -40,10 +40,9 @@ from .errors import (
 )
 from .jobs import EnqueueResult, Job, JobSpec, Status
 from .partitions import ensure_partitions
+from .postgres import PostgresStore, StepStore
 from .registry import Registry, Task, registry, task
-from .step_store import StepStore
 from .steps import InvalidStep, WaitTimeout
-from .store import PostgresStore
 from .tick import Runner, TickReport
 
 # Libraries stay quiet unless the application configures logging.
@@ -146,7 +145,7 @@ def signal(
     transaction it is delivered when that commits). A job waiting for it in
     `job.wait_for(name)` becomes runnable at once; one sent before the job waits is kept.
     Returns whether it woke the job. An unknown or finished job is refused."""
-    return StepStore(_store(conn)).signal(job_id, name, payload, now=now)
+    return _store(conn).steps.signal(job_id, name, payload, now=now)
 
 
 # One store per connection, so the store's short-lived cache of "are any limits set?" spares

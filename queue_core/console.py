@@ -8,7 +8,6 @@ its payload or result.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,18 +17,17 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-import psycopg.errors
-import psycopg.rows
 
 from . import validation
 from .errors import InvalidJob, InvalidTransition, JobNotFound, TickqError
 from .jobs import Status
+from .pages import check_page_limit, cursor_at, decode_cursor
+from .ports import Store
+from .postgres.executor import Executor, StaleCount, translate_errors
 from .queries import QUERIES
-from .store import MAX_PAGE, PostgresStore, decode_cursor, translate_errors
 
 MAX_BULK = 500  # ids in one bulk request: a page of the list
 MAX_ERROR_FILTER = 200
-STALE_COUNT_SQLSTATE = "TQ409"
 
 
 class BulkAction(StrEnum):
@@ -145,9 +143,7 @@ def job_ids(values: Any) -> list[UUID]:
     return list(dict.fromkeys(validation.uuid(v, "ids") for v in values))
 
 
-def act_as_user(
-    store: PostgresStore, action: BulkAction, ids: Sequence[UUID]
-) -> list[ActionResult]:
+def act_as_user(store: Store, action: BulkAction, ids: Sequence[UUID]) -> list[ActionResult]:
     """Retry or cancel the store user's own jobs, one statement each, saying what happened
     to each: another user's job is simply not found."""
     results = []
@@ -183,12 +179,12 @@ class OperatorConsole:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
+        self._db = Executor(conn)
 
     def jobs(
         self, job_filter: JobFilter, *, limit: int = 50, cursor: str | None = None
     ) -> OperatorJobs:
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-            raise InvalidJob("limit", f"must be an integer between 1 and {MAX_PAGE}")
+        check_page_limit(limit)
         after_created, after_id = decode_cursor(cursor) if cursor else (None, None)
         params = {
             **job_filter.params(),
@@ -196,33 +192,31 @@ class OperatorConsole:
             "after_id": after_id,
             "limit": limit + 1,
         }
-        with translate_errors(), self.conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
-            rows = cur.execute(QUERIES["operator_jobs"], params).fetchall()
+        rows = self._db.dicts("operator_jobs", params)
         more = len(rows) > limit
         rows = rows[:limit]
-        next_cursor = _cursor(rows[-1]) if more else None
+        next_cursor = cursor_at(rows[-1]["created_at"], rows[-1]["id"]) if more else None
         return OperatorJobs([_jsonable(r) for r in rows], next_cursor)
 
     def job(self, job_id: UUID | str) -> dict[str, Any]:
         """One job of any user, as the operator list shows it, with its error history."""
         params = {"id": validation.uuid(job_id, "id")}
-        with translate_errors(), self.conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
-            row = cur.execute(QUERIES["operator_job"], params).fetchone()
-        if row is None:
+        rows = self._db.dicts("operator_job", params)
+        if not rows:
             raise JobNotFound(job_id)
-        return _jsonable(row)
+        return _jsonable(rows[0])
 
     def act(
         self, action: BulkAction, ids: Sequence[UUID], *, now: datetime | None = None
     ) -> list[ActionResult]:
         name = "operator_retry" if action is BulkAction.RETRY else "operator_cancel"
-        rows = self._rows(name, {"ids": list(ids), "now": now})
+        rows = self._db.rows(name, {"ids": list(ids), "now": now})
         by_id = {row[0]: ActionResult(row[0], row[2], row[1]) for row in rows}
         return [by_id[i] for i in ids]
 
     def count_dead(self, *, types: Iterable[str] | None, queues: Iterable[str] | None) -> int:
         params = {"types": _list(_names(types, "type")), "queues": _list(_names(queues, "queue"))}
-        return int(self._rows("operator_count_dead", params)[0][0])
+        return int(self._db.rows("operator_count_dead", params)[0][0])
 
     def retry_dead(
         self,
@@ -242,26 +236,10 @@ class OperatorConsole:
             "now": now,
         }
         try:
-            rows = self._rows("operator_retry_dead", params)
-        except _StaleCount as stale:
+            rows = self._db.rows("operator_retry_dead", params)
+        except StaleCount as stale:
             raise CountChanged(confirmed, stale.current) from None
         return [ActionResult(row[0], row[2], row[1]) for row in rows]
-
-    def _rows(self, name: str, params: dict[str, Any]) -> list[Any]:
-        try:
-            with self.conn.cursor() as cur:
-                cur.execute(QUERIES[name], params)
-                return cur.fetchall()
-        except psycopg.Error as exc:
-            if exc.sqlstate == STALE_COUNT_SQLSTATE:
-                raise _StaleCount(int(exc.diag.message_detail or 0)) from None
-            with translate_errors():
-                raise
-
-
-class _StaleCount(Exception):
-    def __init__(self, current: int) -> None:
-        self.current = current
 
 
 def _names(values: Iterable[Any] | None, field_name: str) -> tuple[str, ...] | None:
@@ -273,12 +251,6 @@ def _names(values: Iterable[Any] | None, field_name: str) -> tuple[str, ...] | N
 
 def _list(values: tuple[str, ...] | None) -> list[str] | None:
     return None if values is None else list(values)
-
-
-def _cursor(row: dict[str, Any]) -> str:
-    """The store's (created_at, id) cursor, for a row that is not a Job."""
-    raw = f"{row['created_at'].isoformat()}|{row['id']}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:

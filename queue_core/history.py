@@ -17,8 +17,8 @@ import psycopg
 from . import validation
 from .errors import InvalidJob
 from .jobs import RUNNABLE, Status
-from .queries import QUERIES
-from .store import StatsRow, translate_errors
+from .ports import StatsRow
+from .postgres.executor import Executor
 
 DEPTH_KEEP_SECONDS = 2 * 86_400
 # The two charts the issue asks for: per minute over the last hour, per hour over a day.
@@ -83,6 +83,7 @@ class QueueHistory:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
+        self._db = Executor(conn)
 
     def record_depth(
         self,
@@ -101,7 +102,7 @@ class QueueHistory:
             "keep_seconds": keep_seconds,
             "now": now,
         }
-        self._rows("depth_samples_record", params)
+        self._db.rows("depth_samples_record", params)
         return len(depths)
 
     def throughput(
@@ -111,26 +112,21 @@ class QueueHistory:
         span, bucket = _window(window)
         since = self._now(now) - timedelta(seconds=span - bucket)
         params = {"since": since, "bucket_seconds": bucket, "queue": _queue(queue), "now": now}
-        return [Bucket(*row) for row in self._rows("throughput", params)]
+        return [Bucket(*row) for row in self._db.rows("throughput", params)]
 
     def depth(
         self, window: str = "hour", *, queue: str | None = None, now: datetime | None = None
     ) -> list[DepthSample]:
         span, _ = _window(window)
         since = self._now(now) - timedelta(seconds=span)
-        rows = self._rows("depth_history", {"since": since, "queue": _queue(queue)})
+        rows = self._db.rows("depth_history", {"since": since, "queue": _queue(queue)})
         return [DepthSample(*row) for row in rows]
 
     def _now(self, now: datetime | None) -> datetime:
         if now is not None:
             return validation.aware_datetime(now, "now")
-        value: datetime = self._rows("clock_now", {})[0][0]
+        value: datetime = self._db.rows("clock_now", {})[0][0]
         return value
-
-    def _rows(self, name: str, params: dict[str, Any]) -> list[Any]:
-        with translate_errors(), self.conn.cursor() as cur:
-            cur.execute(QUERIES[name], params)
-            return cur.fetchall() if cur.description else []
 
 
 def _window(window: str) -> tuple[int, int]:

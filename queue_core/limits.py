@@ -15,7 +15,8 @@ import psycopg
 
 from . import validation
 from .errors import InvalidJob, TickqError
-from .store import LIMITS_TTL_SECONDS, named_rows
+from .postgres.executor import Executor
+from .postgres.probes import LIMITS_TTL_SECONDS
 
 __all__ = [
     "LIMITS_TTL_SECONDS",
@@ -163,6 +164,7 @@ class Limits:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
+        self._db = Executor(conn)
 
     def set_type(self, limit: TypeLimit) -> TypeLimit:
         params = {
@@ -172,37 +174,36 @@ class Limits:
             "rate_period_seconds": limit.rate_period_seconds,
             "max_running_per_group": limit.max_running_per_group,
         }
-        row = self._rows("type_limits_set", params)[0]
+        row = self._db.dicts("type_limits_set", params)[0]
         return TypeLimit(**row)
 
     def set_queue(self, limit: QueueLimit) -> QueueLimit:
-        row = self._rows("queue_limits_set", {"queue": limit.queue, "max_depth": limit.max_depth})
+        row = self._db.dicts(
+            "queue_limits_set", {"queue": limit.queue, "max_depth": limit.max_depth}
+        )
         return QueueLimit(**row[0])
 
     def set_queue_group(self, limit: QueueGroupLimit) -> QueueGroupLimit:
         params = {"queue": limit.queue, "max_running_per_group": limit.max_running_per_group}
-        return QueueGroupLimit(**self._rows("queue_group_limits_set", params)[0])
+        return QueueGroupLimit(**self._db.dicts("queue_group_limits_set", params)[0])
 
     def queue_groups(self) -> list[QueueGroupLimit]:
-        return [QueueGroupLimit(**row) for row in self._rows("queue_group_limits_list", {})]
+        return [QueueGroupLimit(**row) for row in self._db.dicts("queue_group_limits_list", {})]
 
     def clear_queue_group(self, queue: str) -> None:
-        if not self._rows("queue_group_limits_clear", {"queue": queue}):
+        if not self._db.dicts("queue_group_limits_clear", {"queue": queue}):
             raise LimitNotFound("queue (per group)", queue)
 
     def types(self) -> list[TypeLimit]:
-        return [TypeLimit(**row) for row in self._rows("type_limits_list", {})]
+        return [TypeLimit(**row) for row in self._db.dicts("type_limits_list", {})]
 
     def queues(self) -> list[QueueLimit]:
-        return [QueueLimit(**row) for row in self._rows("queue_limits_list", {})]
+        return [QueueLimit(**row) for row in self._db.dicts("queue_limits_list", {})]
 
     def clear_type(self, type: str) -> None:
-        if not self._rows("type_limits_clear", {"type": type}):
+        if not self._db.dicts("type_limits_clear", {"type": type}):
             raise LimitNotFound("type", type)
 
     def clear_queue(self, queue: str) -> None:
-        if not self._rows("queue_limits_clear", {"queue": queue}):
+        if not self._db.dicts("queue_limits_clear", {"queue": queue}):
             raise LimitNotFound("queue", queue)
-
-    def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        return named_rows(self.conn, name, params)

@@ -3,23 +3,27 @@
 For fast tests of what sits on the port (the runner's drain, its pipelining, the handler
 context) without a database. It keeps the Postgres store's promises that the model-based
 test checks (claim order, lease fencing, one live holder per idempotency key); it knows
-nothing of row-level security, limits, fairness across groups (it claims in plain order),
-schedules, retention or dependencies (no job of it is ever enqueued after another, so none
-has parent results).
+nothing of row-level security (its "all users" views are its plain ones), limits, fairness
+across groups (it claims in plain order), schedules or retention. Two parts of the port it
+refuses with ConfigurationError, since only a database keeps them: dependencies
+(`enqueue_after`; so no job of it has parents, children or parent results) and durable
+steps (`steps`, whose every operation is a committed, fenced write).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 from uuid import UUID, uuid4
 
-from . import transitions, validation
+from . import dependencies, transitions, validation
 from .batch import JobBatch
-from .errors import InvalidTransition, JobNotFound, LeaseLost
+from .derived import DerivedOperations
+from .errors import ConfigurationError, InvalidTransition, JobNotFound, LeaseLost
+from .fairness import GroupStats
 from .ids import new_id
 from .jobs import (
     DEFAULT_LEASE_SECONDS,
@@ -32,8 +36,9 @@ from .jobs import (
     Outcome,
     Status,
 )
-from .ports import ClaimedBatch, DerivedOperations, JobList, LeaseState, Page, StatsRow, Store
-from .store import check_page_limit, decode_cursor, encode_cursor
+from .pages import check_page_limit, decode_cursor, encode_cursor
+from .ports import ClaimedBatch, JobList, LeaseState, Page, StatsRow, Store
+from .steps import Durable, DurableView, WaitKind
 
 
 def _utc_now() -> datetime:
@@ -76,6 +81,17 @@ class MemoryStore(DerivedOperations):
 
     def enqueue_batch(self, batch: JobBatch, *, now: datetime | None = None) -> list[EnqueueResult]:
         return self.enqueue_many(batch.specs(), now=now)
+
+    def enqueue_after(
+        self,
+        batch: JobBatch,
+        after: Sequence[Sequence[dependencies.ParentRef]],
+        *,
+        now: datetime | None = None,
+    ) -> list[EnqueueResult]:
+        """Refused: this store keeps no dependencies (releasing and cancelling children is
+        the database's work), so it enqueues nothing rather than jobs that never wait."""
+        raise ConfigurationError("jobs enqueued after others need the Postgres store")
 
     def _insert(self, spec: JobSpec, now: datetime) -> EnqueueResult:
         holder = self._holder(spec.idempotency_key, spec.user_id)
@@ -238,20 +254,53 @@ class MemoryStore(DerivedOperations):
         check_page_limit(limit)
         wanted = None if statuses is None else {Status(s) for s in statuses}
         types_, queues_ = _set(types), _set(queues)
+        return self._page(
+            lambda j: (
+                (wanted is None or j.status in wanted)
+                and (types_ is None or j.type in types_)
+                and (queues_ is None or j.queue in queues_)
+                and (user_id is None or j.user_id == user_id)
+            ),
+            limit,
+            cursor,
+        )
+
+    def search_jobs(
+        self, filters: Mapping[str, Any], *, limit: int = 50, cursor: str | None = None
+    ) -> Page:
+        """list_jobs with the console's filters (`console.JobFilter.params()`): the error
+        filter matches a part of the last error, ignoring case."""
+        check_page_limit(limit)
+        wanted = _set(filters.get("statuses"))
+        types_, queues_, groups = (_set(filters.get(f)) for f in ("types", "queues", "groups"))
+        error = filters.get("error")
+        start, end = filters.get("created_from"), filters.get("created_to")
+        return self._page(
+            lambda j: (
+                (wanted is None or j.status.value in wanted)
+                and (types_ is None or j.type in types_)
+                and (queues_ is None or j.queue in queues_)
+                and (groups is None or j.group_key in groups)
+                and (error is None or (j.error is not None and error.lower() in j.error.lower()))
+                and (start is None or j.created_at >= start)
+                and (end is None or j.created_at < end)
+            ),
+            limit,
+            cursor,
+        )
+
+    def _page(self, keep: Callable[[Job], bool], limit: int, cursor: str | None) -> Page:
+        """The kept jobs, newest first, after the cursor's job."""
         after = decode_cursor(cursor) if cursor else None
         with self._lock:
             jobs = sorted(self._jobs.values(), key=lambda j: (j.created_at, j.id), reverse=True)
-        jobs = [
-            j
-            for j in jobs
-            if (wanted is None or j.status in wanted)
-            and (types_ is None or j.type in types_)
-            and (queues_ is None or j.queue in queues_)
-            and (user_id is None or j.user_id == user_id)
-            and (after is None or (j.created_at, j.id) < after)
-        ]
+        jobs = [j for j in jobs if keep(j) and (after is None or (j.created_at, j.id) < after)]
         next_cursor = encode_cursor(jobs[limit - 1]) if len(jobs) > limit else None
         return Page(jobs[:limit], next_cursor)
+
+    def relatives(self, job_id: UUID | str) -> list[dependencies.Relative]:
+        """Always empty: no job of this store is enqueued after another."""
+        return []
 
     def cancel(self, job_id: UUID | str, *, now: datetime | None = None) -> Job:
         with self._lock:
@@ -319,6 +368,86 @@ class MemoryStore(DerivedOperations):
             oldest = (at - min(waiting)).total_seconds() if waiting else None
             rows.append(StatsRow(queue, type_, status, len(jobs), oldest))
         return rows
+
+    def stats_all_users(self, *, now: datetime | None = None) -> list[StatsRow]:
+        """`stats`: without row-level security every user's jobs are this store's."""
+        return self.stats(now=now)
+
+    def group_stats(self, *, now: datetime | None = None) -> list[GroupStats]:
+        """Per queue and fairness group with live jobs: waiting (runnable now), running,
+        and the oldest runnable age."""
+        with self._lock:
+            at = now or self._clock()
+            groups: dict[tuple[str, str], list[Job]] = {}
+            for job in self._jobs.values():
+                if job.status in RUNNABLE or job.status == Status.RUNNING:
+                    groups.setdefault((job.queue, job.group_key), []).append(job)
+        rows = []
+        for (queue, group), jobs in sorted(groups.items()):
+            waiting = [j.run_after for j in jobs if transitions.is_runnable(j, at)]
+            oldest = (at - min(waiting)).total_seconds() if waiting else None
+            running = sum(j.status == Status.RUNNING for j in jobs)
+            rows.append(GroupStats(queue, group, len(waiting), running, oldest))
+        return rows
+
+    def group_stats_all_users(self, *, now: datetime | None = None) -> list[GroupStats]:
+        return self.group_stats(now=now)
+
+    @property
+    def steps(self) -> NoSteps:
+        return NO_STEPS
+
+
+class NoSteps:
+    """MemoryStore's durable steps: none. A step is a committed write fenced by the lease
+    token, which only the Postgres store keeps, so every operation refuses."""
+
+    def load(
+        self, job_id: UUID, lease_token: UUID, *, now: datetime | None = None
+    ) -> tuple[Durable, datetime]:
+        _no_steps()
+
+    def complete(
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        name: str,
+        result_json: str,
+        *,
+        now: datetime | None = None,
+    ) -> datetime:
+        _no_steps()
+
+    def suspend(
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        *,
+        kind: WaitKind,
+        name: str | None = None,
+        until: datetime | None = None,
+        delay: float = 0.0,
+        now: datetime | None = None,
+    ) -> datetime:
+        _no_steps()
+
+    def signal(
+        self, job_id: UUID | str, name: Any, payload: Any = None, *, now: datetime | None = None
+    ) -> bool:
+        _no_steps()
+
+    def show(self, job_id: UUID | str) -> DurableView:
+        _no_steps()
+
+    def retry(self, job_id: UUID | str, *, fresh: bool, now: datetime | None = None) -> Job:
+        _no_steps()
+
+
+NO_STEPS = NoSteps()
+
+
+def _no_steps() -> NoReturn:
+    raise ConfigurationError("durable steps need the Postgres store")
 
 
 def _set(values: Iterable[str] | None) -> set[str] | None:

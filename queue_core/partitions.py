@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from . import validation
-from .store import named_rows
+from .postgres.executor import Executor
 
 __all__ = ["DEFAULT_DAYS_AHEAD", "DayPartition", "ensure", "ensure_partitions", "partitions"]
 
@@ -67,11 +67,11 @@ def ensure_partitions(
 
 def _ensure_days(conn: psycopg.Connection[Any], start: datetime | None, days: int) -> int:
     """Partitions for the day of `start` (today when None) and `days` days after it."""
-    rows = named_rows(conn, "partitions_ensure", {"now": start, "days": days})
+    rows = Executor(conn).dicts("partitions_ensure", {"now": start, "days": days})
     created: int = rows[0]["jobs_partitions_ensure"]
     return created
 
 
 def partitions(conn: psycopg.Connection[Any]) -> list[DayPartition]:
     """The day partitions, oldest first."""
-    return [DayPartition(**row) for row in named_rows(conn, "partitions_list", {})]
+    return [DayPartition(**row) for row in Executor(conn).dicts("partitions_list", {})]

@@ -15,8 +15,7 @@ import psycopg
 from . import validation
 from .errors import TickqError
 from .pause_probe import PAUSES_TTL_SECONDS
-from .queries import QUERIES
-from .store import translate_errors
+from .postgres.executor import Executor
 
 MAX_REASON = 500
 MAX_PAUSED_BY = 200
@@ -60,6 +59,7 @@ class QueuePauses:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
+        self._db = Executor(conn)
 
     def pause(
         self, queue: str, *, by: str, reason: str | None = None, now: datetime | None = None
@@ -70,18 +70,13 @@ class QueuePauses:
             "reason": None if reason is None else validation.text(reason, "reason", MAX_REASON),
             "now": now,
         }
-        return QueuePause(*self._rows("queue_pause", params)[0])
+        return QueuePause(*self._db.rows("queue_pause", params)[0])
 
     def resume(self, queue: str) -> QueuePause:
-        rows = self._rows("queue_resume", {"queue": validation.name(queue, "queue")})
+        rows = self._db.rows("queue_resume", {"queue": validation.name(queue, "queue")})
         if not rows:
             raise QueueNotPaused(queue)
         return QueuePause(*rows[0])
 
     def all(self) -> list[QueuePause]:
-        return [QueuePause(*row) for row in self._rows("queue_pauses_list", {})]
-
-    def _rows(self, name: str, params: dict[str, Any]) -> list[Any]:
-        with translate_errors(), self.conn.cursor() as cur:
-            cur.execute(QUERIES[name], params)
-            return cur.fetchall()
+        return [QueuePause(*row) for row in self._db.rows("queue_pauses_list", {})]

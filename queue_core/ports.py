@@ -1,31 +1,24 @@
 """The store port: what the runner, the handler context and the shells need from a queue.
 
-`PostgresStore` (store.py) is the production adapter; `MemoryStore` (memory_store.py) is
-the pure transitions behind the same methods, for fast tests of the runner. The
-model-based test holds both to `transitions`. Every time a store compares takes an
-optional `now`; without it the store's own clock decides (the database's, in production).
+`PostgresStore` (the postgres package) is the production adapter; `MemoryStore`
+(memory_store.py) is the pure transitions behind the same methods, for fast tests of the
+runner. The model-based test holds both to `transitions`. Every time a store compares takes
+an optional `now`; without it the store's own clock decides (the database's, in production).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
-from . import transitions
 from .batch import JobBatch
-from .errors import LeaseLost
-from .jobs import (
-    DEFAULT_LEASE_SECONDS,
-    DEFAULT_QUEUE,
-    EnqueueResult,
-    Job,
-    JobSpec,
-    Outcome,
-    Status,
-)
+from .dependencies import ParentRef, Relative
+from .fairness import GroupStats
+from .jobs import EnqueueResult, Job, JobSpec, Outcome, Status
+from .steps import Durable, DurableView, WaitKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +121,17 @@ class Store(LeaseKeeper, Protocol):
         self, batch: JobBatch, *, now: datetime | None = None
     ) -> list[EnqueueResult]: ...
 
+    def enqueue_after(
+        self,
+        batch: JobBatch,
+        after: Sequence[Sequence[ParentRef]],
+        *,
+        now: datetime | None = None,
+    ) -> list[EnqueueResult]:
+        """Enqueue jobs that wait for parents: `after[i]` names job i's parents (job ids, or
+        positions of earlier jobs of the batch); all or nothing."""
+        ...
+
     # The worker's cycle
 
     def claim(
@@ -213,78 +217,76 @@ class Store(LeaseKeeper, Protocol):
 
     def now(self) -> datetime: ...
 
+    # What the shells show besides
 
-class _FinishesAndClaims(Protocol):
-    def finish_and_claim_unparsed(
-        self,
-        outcomes: Sequence[Outcome],
-        *,
-        queues: Sequence[str] = ...,
-        limit: int = ...,
-        lease_seconds: int = ...,
-        now: datetime | None = None,
-    ) -> tuple[set[UUID], ClaimedBatch]: ...
+    def relatives(self, job_id: UUID | str) -> list[Relative]:
+        """A job's parents, then its children."""
+        ...
+
+    def search_jobs(
+        self, filters: Mapping[str, Any], *, limit: int = ..., cursor: str | None = None
+    ) -> Page:
+        """list_jobs with the console's filters (`console.JobFilter.params()`)."""
+        ...
+
+    def stats_all_users(self, *, now: datetime | None = None) -> list[StatsRow]:
+        """`stats` over every user's jobs (counts only), for operator views."""
+        ...
+
+    def group_stats(self, *, now: datetime | None = None) -> list[GroupStats]: ...
+
+    def group_stats_all_users(self, *, now: datetime | None = None) -> list[GroupStats]: ...
+
+    # Durable steps
+
+    @property
+    def steps(self) -> StepOperations:
+        """This store's durable-step operations, on the same session and user scope."""
+        ...
 
 
-class DerivedOperations:
-    """The port's operations that every store builds the same way from its one statement
-    finish_and_claim_unparsed; both adapters inherit them, so they cannot drift apart."""
+class StepOperations(Protocol):
+    """Durable steps: fenced step writes and suspension for a running job (the runner's step
+    context), signals, the view of one job and the retry that may forget its steps (the
+    shells)."""
 
-    def claim(
-        self: _FinishesAndClaims,
-        *,
-        queues: Sequence[str] = (DEFAULT_QUEUE,),
-        limit: int = 10,
-        lease_seconds: int = DEFAULT_LEASE_SECONDS,
-        now: datetime | None = None,
-    ) -> list[Job]:
-        claimed = self.finish_and_claim_unparsed(
-            (), queues=queues, limit=limit, lease_seconds=lease_seconds, now=now
-        )[1]
-        return claimed.jobs()
-
-    def finish(
-        self: _FinishesAndClaims, outcomes: Sequence[Outcome], *, now: datetime | None = None
-    ) -> set[UUID]:
-        """Persist a batch of outcomes in one statement; returns the ids whose lease held."""
-        if not outcomes:
-            return set()
-        return self.finish_and_claim_unparsed(outcomes, limit=0, now=now)[0]
-
-    def finish_and_claim(
-        self: _FinishesAndClaims,
-        outcomes: Sequence[Outcome],
-        *,
-        queues: Sequence[str] = (DEFAULT_QUEUE,),
-        limit: int = 10,
-        lease_seconds: int = DEFAULT_LEASE_SECONDS,
-        now: datetime | None = None,
-    ) -> tuple[set[UUID], list[Job]]:
-        """Persist outcomes and lease up to `limit` more jobs, best first, in one statement.
-
-        Returns the ids whose lease held (the others' outcomes were refused) and the jobs
-        claimed."""
-        held, claimed = self.finish_and_claim_unparsed(
-            outcomes, queues=queues, limit=limit, lease_seconds=lease_seconds, now=now
-        )
-        return held, claimed.jobs()
+    def load(
+        self, job_id: UUID, lease_token: UUID, *, now: datetime | None = None
+    ) -> tuple[Durable, datetime]:
+        """The running job's stored steps and signals, and the store's clock."""
+        ...
 
     def complete(
-        self: _FinishesAndClaims, job: Job, result: Any = None, *, now: datetime | None = None
-    ) -> None:
-        _finish_one(self, transitions.succeeded(job, result), now)
-
-    def fail(
-        self: _FinishesAndClaims,
-        job: Job,
-        error: str,
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        name: str,
+        result_json: str,
         *,
-        permanent: bool = False,
         now: datetime | None = None,
-    ) -> None:
-        _finish_one(self, transitions.failed(job, error, permanent=permanent), now)
+    ) -> datetime:
+        """Store a step's result, fenced by the lease; returns when it finished."""
+        ...
 
+    def suspend(
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        *,
+        kind: WaitKind,
+        name: str | None = None,
+        until: datetime | None = None,
+        delay: float = 0.0,
+        now: datetime | None = None,
+    ) -> datetime:
+        """Send the running job back to the queue until `until` (or `delay` seconds from
+        now); returns when it may run again."""
+        ...
 
-def _finish_one(store: _FinishesAndClaims, outcome: Outcome, now: datetime | None) -> None:
-    if outcome.job_id not in store.finish_and_claim_unparsed([outcome], limit=0, now=now)[0]:
-        raise LeaseLost(outcome.job_id)
+    def signal(
+        self, job_id: UUID | str, name: Any, payload: Any = None, *, now: datetime | None = None
+    ) -> bool: ...
+
+    def show(self, job_id: UUID | str) -> DurableView: ...
+
+    def retry(self, job_id: UUID | str, *, fresh: bool, now: datetime | None = None) -> Job: ...

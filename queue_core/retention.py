@@ -28,7 +28,7 @@ import psycopg
 from . import validation
 from .errors import InvalidJob, TickqError
 from .jobs import Status
-from .store import named_rows
+from .postgres.executor import Executor
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -148,15 +148,16 @@ class Retention:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
+        self._db = Executor(conn)
 
     def set(self, rule: RetentionPolicy) -> RetentionPolicy:
-        return _policy(self._rows("retention_policies_set", _params(rule, None))[0])
+        return _policy(self._db.dicts("retention_policies_set", _params(rule, None))[0])
 
     def policies(self) -> list[RetentionPolicy]:
-        return [_policy(row) for row in self._rows("retention_policies_list", {})]
+        return [_policy(row) for row in self._db.dicts("retention_policies_list", {})]
 
     def clear(self, *, queue: str | None = None, type: str | None = None) -> None:
-        if not self._rows("retention_policies_clear", {"queue": queue, "type": type}):
+        if not self._db.dicts("retention_policies_clear", {"queue": queue, "type": type}):
             raise PolicyNotFound(queue, type)
 
     def prune(
@@ -184,7 +185,7 @@ class Retention:
         for rule in rules:
             params = _params(rule, now)
             if dry_run:
-                for row in self._rows("retention_count", params):
+                for row in self._db.dicts("retention_count", params):
                     status, n = row["status"], row["count"]
                     report.count(rule, status, n)
                 continue
@@ -195,7 +196,7 @@ class Retention:
                 ):
                     report.complete = False
                     return report
-                statuses = [row["status"] for row in self._rows("retention_prune", params)]
+                statuses = [row["status"] for row in self._db.dicts("retention_prune", params)]
                 report.batches += 1
                 if on_batch is not None:
                     on_batch(len(statuses))
@@ -214,10 +215,10 @@ class Retention:
     ) -> bool:
         """Drop the day partitions whose every job the policies let go, counting their jobs
         under the policy that governs each; False when `should_continue()` said stop."""
-        for row in self._rows("retention_partitions_droppable", {"now": now}):
+        for row in self._db.dicts("retention_partitions_droppable", {"now": now}):
             if not should_continue():
                 return False
-            gone = self._rows("retention_partition_drop", {"name": row["name"]})
+            gone = self._db.dicts("retention_partition_drop", {"name": row["name"]})
             if not gone:  # kept: a parent in it is still needed by an unfinished child
                 continue
             report.partitions_dropped.append(row["name"])
@@ -226,9 +227,6 @@ class Retention:
                     rule = governing(rules, job["queue"], job["type"])
                     report.count(rule, job["status"], job["n"])
         return True
-
-    def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        return named_rows(self.conn, name, params)
 
 
 def governing(rules: Iterable[RetentionPolicy], queue: str, type: str) -> RetentionPolicy:

@@ -28,7 +28,7 @@ from cronsim import CronSim, CronSimError
 from . import validation
 from .errors import InvalidJob, TickqError
 from .jobs import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobSpec
-from .store import PostgresStore, named_rows
+from .postgres import Executor, PostgresStore
 
 __all__ = [
     "MISSED_GRACE_SECONDS",
@@ -220,6 +220,7 @@ class Schedules:
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
         self.store = PostgresStore(conn)
+        self._db = Executor(conn)
 
     def add(
         self,
@@ -271,16 +272,16 @@ class Schedules:
             "replace": bool(replace),
             "now": now,
         }
-        rows = self._rows("schedules_add", params)
+        rows = self._db.dicts("schedules_add", params)
         if not rows:
             raise ScheduleExists(schedule_name)
         return _schedule(rows[0])
 
     def all(self) -> list[Schedule]:
-        return [_schedule(row) for row in self._rows("schedules_list", {})]
+        return [_schedule(row) for row in self._db.dicts("schedules_list", {})]
 
     def get(self, name: str) -> Schedule:
-        rows = self._rows("schedules_get", {"name": name})
+        rows = self._db.dicts("schedules_get", {"name": name})
         if not rows:
             raise ScheduleNotFound(name)
         return _schedule(rows[0])
@@ -295,14 +296,14 @@ class Schedules:
         return self._set_enabled(name, False, None, now)
 
     def remove(self, name: str) -> None:
-        if not self._rows("schedules_remove", {"name": name}):
+        if not self._db.dicts("schedules_remove", {"name": name}):
             raise ScheduleNotFound(name)
 
     def run(self, *, now: datetime | None = None) -> SchedulerReport:
         """Enqueue every due occurrence once. Safe to run from many processes at once."""
         at = now or self.store.now()
         report = SchedulerReport()
-        for name in [row["name"] for row in self._rows("schedules_due", {"now": at})]:
+        for name in [row["name"] for row in self._db.dicts("schedules_due", {"now": at})]:
             report.due += 1
             try:
                 self._fire(name, at, now, report)
@@ -315,7 +316,7 @@ class Schedules:
         # One transaction per schedule: the lock, the job and the new next_at commit together,
         # and a schedule that cannot enqueue (a full queue) does not hold back the others.
         with self.conn.transaction():
-            rows = self._rows("schedules_lock", {"name": name, "now": at})
+            rows = self._db.dicts("schedules_lock", {"name": name, "now": at})
             if not rows:
                 report.busy += 1
                 return
@@ -332,7 +333,7 @@ class Schedules:
             else:
                 report.skipped += 1
             params = {"name": name, "fired": firing.fire, "next_at": firing.next_at, "now": now}
-            self._rows("schedules_advance", params)
+            self._db.dicts("schedules_advance", params)
 
     @staticmethod
     def _spec(schedule: Schedule, occurrence: datetime) -> JobSpec:
@@ -350,13 +351,10 @@ class Schedules:
         self, name: str, enabled: bool, next_at: datetime | None, now: datetime | None
     ) -> Schedule:
         params = {"name": name, "enabled": enabled, "next_at": next_at, "now": now}
-        rows = self._rows("schedules_set_enabled", params)
+        rows = self._db.dicts("schedules_set_enabled", params)
         if not rows:
             raise ScheduleNotFound(name)
         return _schedule(rows[0])
-
-    def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        return named_rows(self.conn, name, params)
 
 
 def _missed(value: Any) -> Missed:

@@ -19,11 +19,10 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from . import steps, validation
-from .errors import ConfigurationError, InvalidJob
+from .errors import InvalidJob
 from .jobs import Job
-from .step_store import StepStore
+from .ports import StepOperations, Store
 from .steps import Durable, InvalidStep, WaitKind, WaitTimeout
-from .store import PostgresStore
 
 # A job leased ahead by the runner waits up to a quick batch before its handler starts: the
 # lease it sees at the start is taken to be this much shorter than claimed.
@@ -71,7 +70,7 @@ class StepHost:
     """What a runner lends every job's steps: its store, the invocation's deadline (seconds
     left, or None without one) and its counters."""
 
-    store: Callable[[], object]  # the runner's store, which a reconnect may replace
+    store: Callable[[], Store]  # the runner's store, which a reconnect may replace
     deadline: Callable[[], float] | None
     counts: StepCounts
 
@@ -190,11 +189,9 @@ class JobSteps:
 
     # Internals
 
-    def _db(self) -> StepStore:
-        store = self.host.store()
-        if not isinstance(store, PostgresStore):
-            raise ConfigurationError("durable steps need the Postgres store")
-        return StepStore(store)
+    def _db(self) -> StepOperations:
+        """The runner's store's steps (a store that keeps none refuses each operation)."""
+        return self.host.store().steps
 
     def _enter(self, name: Any, what: str = "step name") -> tuple[str, Durable]:
         if _IN_STEP.get() is self:

@@ -61,6 +61,32 @@ class Durable:
     wait: Wait | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class DurableView:
+    """What `tickq show`, GET /jobs/{id} and the job page show of a job's durable side."""
+
+    resumes: int
+    wait: Wait | None  # only while the job is suspended (queued, waiting)
+    steps: list[dict[str, Any]]  # name, finished_at, size
+    signals: list[dict[str, Any]]  # name, sent_at, size
+
+    def to_dict(self) -> dict[str, Any]:
+        wait = None
+        if self.wait is not None:
+            wait = {
+                "kind": self.wait.kind.value,
+                "name": self.wait.name,
+                "until": None if self.wait.until >= FOREVER else self.wait.until.isoformat(),
+                "description": self.wait.describe(),
+            }
+        return {
+            "resumes": self.resumes,
+            "waiting_for": wait,
+            "steps": self.steps,
+            "signals": self.signals,
+        }
+
+
 class InvalidStep(PermanentError):
     """A step, sleep, wait or signal was used in a way that can never succeed (an empty or
     repeated name, a result that is not JSON or too large, too many steps, a nested step).

@@ -26,7 +26,7 @@ from infra.localdb import LocalPostgres, create_database
 from queue_core.errors import DatabaseError, TickqError
 from queue_core.jobs import JobSpec
 from queue_core.migrate import migrate
-from queue_core.store import PostgresStore
+from queue_core.postgres import PostgresStore
 from tests.chaos import invariants, limits, workload
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ import psycopg
 
 from queue_core import validation
 from queue_core.limits import Limits, type_limit
-from queue_core.store import PostgresStore
+from queue_core.postgres import PostgresStore
 from tests.chaos import invariants
 from tests.chaos.harness import Database, Supervisor
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import psycopg
 
-from queue_core.store import PostgresStore
+from queue_core.postgres import PostgresStore
 from tests.chaos import invariants, workload
 from tests.chaos.harness import (
     Database,

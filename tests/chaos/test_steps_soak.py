@@ -24,7 +24,7 @@ import psycopg
 import pytest
 
 from queue_core import validation
-from queue_core.store import PostgresStore
+from queue_core.postgres import PostgresStore
 from tests.chaos import harness, invariants
 from tests.chaos.harness import Database, Monitor, Supervisor, database_now, record_enqueues
 from tests.chaos.limits import STEP_BACKOFF, STEP_MAX_ATTEMPTS

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from queue_core import DatabaseError, JobContext, Registry, Runner, Status, validation
-from queue_core.store import PostgresStore
+from queue_core.postgres import PostgresStore
 from tests.conftest import Connect
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from queue_core import Registry, TickqError, enqueue, transitions
 from queue_core.errors import InvalidJob, JobNotFound
 from queue_core.jobs import DEFAULT_MAX_ATTEMPTS, Job, Status
-from queue_core.store import PostgresStore
+from queue_core.postgres import PostgresStore
 from queue_core.validation import job_spec
 from tests.fuzz import strategies as bad
 from tests.model.profiles import budget

@@ -20,7 +20,7 @@ from queue_core.console import (
 from queue_core.errors import InvalidJob
 from queue_core.history import QueueHistory
 from queue_core.pauses import QueueNotPaused, QueuePauses
-from queue_core.store import PostgresStore
+from queue_core.postgres import PostgresStore
 from queue_core.validation import job_spec
 from tests.conftest import _login_role
 

@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from queue_core.jobs import Job
-from queue_core.store import PostgresStore
+from queue_core.postgres import PostgresStore
 from queue_core.validation import job_spec
 from tests.model.profiles import budget
 

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 from queue_core import PostgresStore, Registry, Runner, transitions
+from queue_core.postgres.claim import _outcome_params
 from queue_core.queries import QUERIES
-from queue_core.store import _outcome_params
 
 FINISHES = ("jobs_finish_and_claim", "jobs_finish_and_claim_queues", "jobs_finish_and_claim_fair")
 

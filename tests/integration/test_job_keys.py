@@ -19,8 +19,8 @@ from queue_core import EnqueueResult, JobBatch, PostgresStore, Status
 from queue_core.console import BulkAction, OperatorConsole
 from queue_core.errors import InvalidJob, InvalidTransition
 from queue_core.migrate import available, migrate
+from queue_core.postgres import translate_errors
 from queue_core.retention import Retention, policy
-from queue_core.store import translate_errors
 from queue_core.validation import job_spec
 from tests.chaos.invariants import ALWAYS
 

@@ -18,8 +18,8 @@ import pytest
 
 from queue_core import EnqueueResult, PostgresStore, Status
 from queue_core.ids import new_ids
+from queue_core.postgres.enqueue import _one_job_params
 from queue_core.queries import QUERIES
-from queue_core.store import _one_job_params
 from queue_core.validation import job_spec
 
 ALICE, BOB = uuid4(), uuid4()

@@ -10,7 +10,7 @@ import time
 from infra.cli import main
 from queue_core import JobCancelled, Registry, Runner
 from queue_core.limits import Limits, type_limit
-from queue_core.store import PostgresStore
+from queue_core.postgres import PostgresStore
 from queue_core.validation import job_spec
 
 

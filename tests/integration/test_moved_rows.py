@@ -2,7 +2,7 @@
 
 tickq.jobs keeps live and finished jobs in different partitions, so finishing, cancelling or
 retrying a job moves its row. A statement that waited for that row fails with SQLSTATE 40001
-instead of re-reading it; the store runs it again (queue_core/moved_rows.py), and the caller
+instead of re-reading it; the store runs it again (queue_core/postgres/executor.py), and the caller
 hears what it would have heard with the row in place. Each test holds the moving transaction
 open until the racing statement is seen waiting for its lock, then commits it.
 """

@@ -8,9 +8,9 @@ import psycopg
 import pytest
 
 from queue_core import PostgresStore, queries
-from queue_core import store as store_module
 from queue_core.errors import DatabaseError
 from queue_core.jobs import JOB_COLUMNS
+from queue_core.postgres import executor as executor_module
 from queue_core.queries import QUERIES
 from queue_core.validation import job_spec
 
@@ -53,7 +53,7 @@ def test_a_statement_whose_job_columns_are_reordered_fails_instead_of_shifting_f
     monkeypatch.setitem(
         QUERIES, "jobs_get", f"select {', '.join(swapped)} from tickq.jobs where id = %(id)s"
     )
-    monkeypatch.setattr(store_module, "_JOB_AT", {})
+    monkeypatch.setattr(executor_module, "_JOB_AT", {})
 
     # When it is read, then the store refuses the row rather than mixing queue and type up
     with pytest.raises(DatabaseError, match="job columns"):
@@ -70,7 +70,7 @@ def test_job_columns_after_other_columns_are_found_by_name(
         "jobs_get",
         f"select 1 as extra, {', '.join(JOB_COLUMNS)} from tickq.jobs where id = %(id)s",
     )
-    monkeypatch.setattr(store_module, "_JOB_AT", {})
+    monkeypatch.setattr(executor_module, "_JOB_AT", {})
 
     job = store.get(job_id)
 

@@ -137,7 +137,7 @@ def test_jobs_finishing_between_pruning_batches_are_kept_and_the_newest_n_surviv
 
 
 def test_the_idempotency_key_of_a_succeeded_job_frees_up_once_it_is_pruned(conn):
-    from queue_core.store import PostgresStore
+    from queue_core.postgres import PostgresStore
     from queue_core.validation import job_spec
 
     store = PostgresStore(conn)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psycopg
 
-from queue_core.store import PostgresStore
+from queue_core.postgres import PostgresStore
 from queue_core.validation import job_spec
 
 ROOT = Path(__file__).resolve().parents[2]

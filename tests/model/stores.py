@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from queue_core.store import PostgresStore
+from queue_core.postgres import PostgresStore
 
 
 def deterministic_store(conn: psycopg.Connection[Any]) -> PostgresStore:

@@ -30,7 +30,7 @@ from hypothesis.stateful import (
 from queue_core import steps, transitions, validation
 from queue_core.errors import InvalidJob, InvalidTransition, JobCancelled, LeaseLost
 from queue_core.jobs import KEY_HOLDING, Job, Status
-from queue_core.step_store import StepStore
+from queue_core.postgres import StepStore
 from queue_core.steps import Durable, Wait, WaitKind
 from tests.model.profiles import budget
 from tests.model.stores import deterministic_store

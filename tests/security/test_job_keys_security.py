@@ -11,7 +11,7 @@ import psycopg.errors
 import pytest
 
 from queue_core import validation
-from queue_core.store import PostgresStore
+from queue_core.postgres import PostgresStore
 from tests.security.conftest import RoleConnect
 from tests.security.test_row_level_security import scoped, seed
 

@@ -16,7 +16,7 @@ import psycopg.errors
 import pytest
 
 from queue_core import InvalidParent, JobBatch, validation
-from queue_core.store import PostgresStore
+from queue_core.postgres import PostgresStore
 from tests.security.conftest import RoleConnect
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from queue_core import LeaseLost, StepStore, validation
 from queue_core.errors import JobNotFound
+from queue_core.postgres import PostgresStore
 from queue_core.steps import FOREVER, WaitKind
-from queue_core.store import PostgresStore
 from tests.security.conftest import RoleConnect
 from tests.security.test_row_level_security import scoped
 

@@ -14,6 +14,22 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("queue_core", "functions", "infra")
 # What each package must never import (the layer above it).
 FORBIDDEN = {"queue_core": ("functions", "infra"), "functions": ("infra",), "infra": ()}
+# The runner, the handler context, the steps and the in-memory store know the store port
+# alone: nothing they import, however indirectly, is PostgreSQL.
+PORT_ONLY = (
+    "queue_core.tick",
+    "queue_core.pipeline",
+    "queue_core.worker",
+    "queue_core.context",
+    "queue_core.step_context",
+    "queue_core.steps",
+    "queue_core.ports",
+    "queue_core.derived",
+    "queue_core.memory_store",
+)
+POSTGRES = "queue_core.postgres"
+# What the PostgreSQL adapter never imports: the runner that sits on its port.
+RUNNER = ("queue_core.tick", "queue_core.pipeline", "queue_core.worker", "queue_core.context")
 
 
 def module_name(path: Path) -> str:
@@ -140,6 +156,56 @@ def test_the_engine_needs_no_terminal_ui_or_aws_library() -> None:
     ]
 
     assert not wrong, "\n".join(wrong)
+
+
+def reachable(graph: dict[str, dict[str, int]], start: str) -> dict[str, list[str]]:
+    """Every module `start` imports, however indirectly, with one import path to it."""
+    paths = {start: [start]}
+    todo = [start]
+    while todo:
+        module = todo.pop()
+        for target in graph.get(module, {}):
+            if target not in paths:
+                paths[target] = [*paths[module], target]
+                todo.append(target)
+    return paths
+
+
+def test_the_runner_context_and_steps_depend_on_the_port_not_on_postgresql() -> None:
+    graph = import_graph()
+    modules = source_modules()
+
+    wrong = []
+    for start in PORT_ONLY:
+        for module, path in reachable(graph, start).items():
+            if module == POSTGRES or module.startswith(POSTGRES + "."):
+                wrong.append(" -> ".join(path))
+            for name, line in imported_names(module, modules[module], set(modules)):
+                if name.split(".")[0] == "psycopg":
+                    wrong.append(f"{' -> '.join(path)} imports {name} (line {line})")
+
+    assert not wrong, "PostgreSQL reached from the port's side:\n" + "\n".join(wrong)
+
+
+def test_the_postgresql_adapter_never_imports_the_runner() -> None:
+    graph = import_graph()
+
+    wrong = [
+        f"{module} imports {target} (line {line})"
+        for module, edges in graph.items()
+        if module == POSTGRES or module.startswith(POSTGRES + ".")
+        for target, line in edges.items()
+        if target in RUNNER
+    ]
+
+    assert graph[f"{POSTGRES}.store"], "the adapter's imports are seen"
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_reachability_walk_follows_indirect_imports() -> None:
+    graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {}, "d": {"a": 1}}
+
+    assert reachable(graph, "a") == {"a": ["a"], "b": ["a", "b"], "c": ["a", "b", "c"]}
 
 
 def test_the_cycle_finder_reports_a_late_import_cycle() -> None:

@@ -14,7 +14,7 @@ from queue_core.errors import InvalidJob
 from queue_core.history import depth_by_queue
 from queue_core.jobs import Status
 from queue_core.pause_probe import PausedQueues, claimable
-from queue_core.store import StatsRow
+from queue_core.ports import StatsRow
 from queue_core.tick import TickReport
 
 

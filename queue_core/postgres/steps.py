@@ -1,51 +1,26 @@
-"""Durable steps in Postgres: each operation is one named statement of sql/steps.sql, run
-through the store (so user scope and error translation are the store's own)."""
+"""Durable steps on PostgreSQL: each operation is one named statement of sql/steps.sql, run
+on the store's executor (so user scope and error translation are the store's own)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from . import steps, validation
-from .errors import InvalidJob, InvalidTransition, JobCancelled, JobNotFound, LeaseLost
-from .jobs import RUNNABLE, Job, Status
-from .steps import Durable, Wait, WaitKind
-from .store import PostgresStore, _uuid
-
-
-@dataclass(frozen=True, slots=True)
-class DurableView:
-    """What `tickq show`, GET /jobs/{id} and the job page show of a job's durable side."""
-
-    resumes: int
-    wait: Wait | None  # only while the job is suspended (queued, waiting)
-    steps: list[dict[str, Any]]  # name, finished_at, size
-    signals: list[dict[str, Any]]  # name, sent_at, size
-
-    def to_dict(self) -> dict[str, Any]:
-        wait = None
-        if self.wait is not None:
-            wait = {
-                "kind": self.wait.kind.value,
-                "name": self.wait.name,
-                "until": None if self.wait.until >= steps.FOREVER else self.wait.until.isoformat(),
-                "description": self.wait.describe(),
-            }
-        return {
-            "resumes": self.resumes,
-            "waiting_for": wait,
-            "steps": self.steps,
-            "signals": self.signals,
-        }
+from .. import steps, validation
+from ..errors import InvalidJob, InvalidTransition, JobCancelled, JobNotFound, LeaseLost
+from ..jobs import RUNNABLE, Job, Status
+from ..steps import Durable, DurableView, Wait, WaitKind
+from .reads import Reads, job_uuid
 
 
 class StepStore:
-    """The durable-step operations of one store (its connection and user scope)."""
+    """The durable-step operations of one PostgresStore (its connection and user scope):
+    the port's StepOperations."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: Reads) -> None:
         self.store = store
+        self._db = store._db  # the store's executor: its connection and user scope
 
     def load(
         self, job_id: UUID, lease_token: UUID, *, now: datetime | None = None
@@ -53,7 +28,7 @@ class StepStore:
         """The running job's stored steps and signals, and the database clock; LeaseLost
         when the lease is gone."""
         params = {"id": job_id, "lease_token": lease_token, "now": now}
-        rows = self.store._rows("job_durable_load", params, None)
+        rows = self._db.rows("job_durable_load", params)
         if not rows:
             raise LeaseLost(job_id)
         resumes, kind, name, until, clock, stored, step_bytes, signals, signal_bytes = rows[0]
@@ -86,7 +61,7 @@ class StepStore:
             "size": len(result_json.encode()),
             "now": now,
         }
-        rows = self.store._rows("job_steps_insert", params, None)
+        rows = self._db.rows("job_steps_insert", params)
         if not rows:
             raise LeaseLost(job_id)
         finished: datetime = rows[0][0]
@@ -115,7 +90,7 @@ class StepStore:
             "delay": delay,
             "now": now,
         }
-        rows = self.store._rows("jobs_suspend", params, None)
+        rows = self._db.rows("jobs_suspend", params)
         if rows:
             run_after: datetime = rows[0][0]
             return run_after
@@ -137,14 +112,14 @@ class StepStore:
         payload_json = steps.signal_payload(payload)
         size = len(payload_json.encode())
         params = {
-            "id": _uuid(job_id),
+            "id": job_uuid(job_id),
             "name": name,
             "payload": payload_json,
             "size": size,
             "max_bytes": steps.MAX_SIGNAL_BYTES,
             "now": now,
         }
-        rows = self.store._rows("job_signals_send", params, None)
+        rows = self._db.rows("job_signals_send", params)
         if not rows:
             raise JobNotFound(job_id)
         status, taken, held, kept, woke = rows[0]
@@ -162,7 +137,7 @@ class StepStore:
         return bool(woke)
 
     def show(self, job_id: UUID | str) -> DurableView:
-        rows = self.store._rows("job_durable_show", {"id": _uuid(job_id)}, None)
+        rows = self._db.rows("job_durable_show", {"id": job_uuid(job_id)})
         if not rows:
             raise JobNotFound(job_id)
         status, resumes, kind, name, until, stored, signals = rows[0]
@@ -176,6 +151,6 @@ class StepStore:
         the same transaction."""
         if not fresh:
             return self.store.retry(job_id, now=now)
-        with self.store.conn.transaction():
-            self.store._rows("job_durable_clear", {"id": _uuid(job_id)}, None)
+        with self._db.conn.transaction():
+            self._db.rows("job_durable_clear", {"id": job_uuid(job_id)})
             return self.store.retry(job_id, now=now)

@@ -1,0 +1,314 @@
+"""Enqueue on PostgreSQL: one job, a batch, and jobs that wait for parents.
+
+Each path is one statement per round; a key whose holder commits between an insert and its
+lookup makes the request go again, at most ENQUEUE_ROUNDS times. A target queue with a
+maximum depth is checked in the insert's transaction (admission).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import datetime
+from operator import attrgetter
+from typing import Any
+from uuid import UUID
+
+from .. import dependencies, transitions
+from ..batch import JobBatch
+from ..errors import DatabaseError, QueueFull
+from ..ids import new_id, new_ids
+from ..jobs import EnqueueResult, JobSpec, Status
+from ..queries import QUERIES
+from .executor import Executor, jobs_and_flags, rerun, translate_errors
+from .probes import LimitsProbe
+
+# A key whose holder commits between an insert and its lookup makes the request go again.
+ENQUEUE_ROUNDS = 10
+UNSETTLED = f"enqueue did not settle after {ENQUEUE_ROUNDS} rounds of key conflicts"
+# The columns jobs_enqueue takes from a batch's base specs (payload and key are per job),
+# each sent as one value per job or, when the batch shares it, one value for all.
+_BASE_COLUMNS = tuple(
+    (column, attrgetter(attribute))
+    for column, attribute in (
+        ("queue", "queue"),
+        ("type", "type"),
+        ("user_id", "user_id"),
+        ("max_attempts", "max_attempts"),
+        ("priority", "priority"),
+        ("run_after", "run_after"),
+        ("delay", "delay"),
+        ("lease_seconds", "lease_seconds"),
+        ("backoff_base", "backoff.base"),
+        ("backoff_factor", "backoff.factor"),
+        ("backoff_max", "backoff.max"),
+        ("backoff_jitter", "backoff.jitter"),
+        ("group_key", "group_key"),
+    )
+)
+
+
+class Enqueues:
+    """The store's enqueue operations, on its executor and its look at the limit tables."""
+
+    _db: Executor
+    _limits: LimitsProbe
+
+    def enqueue(self, spec: JobSpec, *, now: datetime | None = None) -> EnqueueResult:
+        """Insert one job and return it whole (its row included); a live job holding the
+        spec's key is returned instead, as a duplicate."""
+        with self._admission((spec,)):
+            for _ in range(ENQUEUE_ROUNDS):
+                found = self._enqueue_one(spec, now)
+                if found is not None:
+                    return found
+        raise DatabaseError(UNSETTLED)
+
+    def enqueue_many(
+        self, specs: Sequence[JobSpec], *, now: datetime | None = None
+    ) -> list[EnqueueResult]:
+        """Insert all specs in one statement; a spec whose key a live job holds gets that job.
+
+        Results carry no rows (bulk callers map ids; reading rows back costs more than the
+        insert). Specs repeating a key within the batch resolve to the first one's job.
+        """
+        return self.enqueue_batch(JobBatch.of(specs), now=now) if specs else []
+
+    def enqueue_batch(self, batch: JobBatch, *, now: datetime | None = None) -> list[EnqueueResult]:
+        """enqueue_many for a batch as Registry.batch validates it."""
+        if not len(batch):
+            return []
+        with self._admission(batch.bases):
+            return self._enqueue_batch(batch, now)
+
+    def enqueue_after(
+        self,
+        batch: JobBatch,
+        after: Sequence[Sequence[dependencies.ParentRef]],
+        *,
+        now: datetime | None = None,
+    ) -> list[EnqueueResult]:
+        """Enqueue jobs that wait for parents: `after[i]` names job i's parents, existing
+        job ids or positions of earlier jobs of the batch. All or nothing, in the caller's
+        transaction when it has one: a bad parent (InvalidParent) writes nothing."""
+        if not len(batch):
+            return []
+        # Again when a parent moved between partitions under it.
+        return rerun(self._db.conn, lambda: self._enqueue_after_once(batch, after, now))
+
+    def _enqueue_after_once(
+        self,
+        batch: JobBatch,
+        after: Sequence[Sequence[dependencies.ParentRef]],
+        now: datetime | None,
+    ) -> list[EnqueueResult]:
+        with self._admission(batch.bases), self._db.atomic():
+            if not dependencies.is_sequential(batch.keys, after):
+                return self._enqueue_linked(batch, after, now, ENQUEUE_ROUNDS)
+            results: list[EnqueueResult | None] = []
+            for index in range(len(batch)):
+                named = dependencies.resolve(after[index], results)
+                results += self._enqueue_linked(batch.take([index]), [named], now, ENQUEUE_ROUNDS)
+            return [r for r in results if r is not None]
+
+    def _enqueue_linked(
+        self,
+        batch: JobBatch,
+        after: Sequence[Sequence[dependencies.ParentRef]],
+        now: datetime | None,
+        rounds: int,
+    ) -> list[EnqueueResult]:
+        """Lock the existing parents, decide (dependencies.plan), insert jobs and edges."""
+        ids = new_ids(len(batch))
+        named = sorted({ref for refs in after for ref in refs if isinstance(ref, UUID)})
+        found: dict[UUID, dependencies.ParentRow] = {}
+        if named:
+            for id_, status, user_id in self._db.rows("jobs_parents_lock", {"ids": named}):
+                found[id_] = dependencies.ParentRow(Status(status), user_id)
+        plan = dependencies.plan(ids, batch.user_ids(), after, found)
+        params: dict[str, Any] = {
+            "now": now,
+            "id": ids,
+            "payload": batch.payloads,
+            "idempotency_key": batch.keys,
+            "status": [s.value for s in plan.statuses],
+            "pending_parents": plan.pending,
+            "has_children": plan.has_children,
+            "child_ids": plan.child_ids,
+            "parent_ids": plan.parent_ids,
+            "earlier_parents": plan.earlier_parents,
+        }
+        for column, value_of in _BASE_COLUMNS:
+            params[column] = list(map(value_of, batch.bases))
+        refused = {row[0]: row for row in self._db.rows("jobs_enqueue_after", params)}
+        results: list[EnqueueResult | None] = []
+        for id_, status in zip(ids, plan.statuses, strict=True):
+            row = refused.get(id_)
+            if row is None:
+                results.append(EnqueueResult(id_, status, False))
+            elif row[1] is None:
+                results.append(None)  # the key's holder committed after this statement began
+            else:
+                results.append(EnqueueResult(row[1], Status(row[2]), True))
+        for index, result in enumerate(results):
+            if result is None:
+                if rounds <= 1:
+                    raise DatabaseError(UNSETTLED)
+                parents = dependencies.resolve(after[index], results)
+                results[index] = self._enqueue_linked(
+                    batch.take([index]), [parents], now, rounds - 1
+                )[0]
+        return [r for r in results if r is not None]
+
+    @contextmanager
+    def _admission(self, specs: Sequence[JobSpec]) -> Iterator[None]:
+        """A target queue with a maximum depth is checked in the insert's transaction, under
+        a lock on its limit row: QueueFull refuses the whole batch and nothing is written."""
+        if self._db.user_id is not None or not self._limits.current().queues:
+            # Application users' inserts are admitted by the jobs_app_admit trigger.
+            yield
+            return
+        with self._db.conn.transaction():
+            self._admit(specs)
+            yield
+
+    def _admit(self, specs: Sequence[JobSpec]) -> None:
+        incoming: dict[str, int] = {}
+        for spec in specs:
+            incoming[spec.queue] = incoming.get(spec.queue, 0) + 1
+        params = {"queues": list(incoming), "counts": list(incoming.values())}
+        for queue, depth, max_depth in self._db.rows("queue_limits_admit", params):
+            raise QueueFull(queue, depth, max_depth)
+
+    def _enqueue_one(self, spec: JobSpec, now: datetime | None) -> EnqueueResult | None:
+        """One round of a single enqueue; None when the key's holder is not visible yet."""
+        params = _one_job_params(spec, now)
+        if spec.idempotency_key is None:
+            # Nothing can conflict: the row is the request plus what the database decided.
+            with translate_errors(), self._db.scope():
+                cur = self._db.thread_cursor()
+                cur.execute(QUERIES["jobs_enqueue_one_unkeyed"], params)
+                payload, run_after, created_at = cur.fetchall()[0]
+            # The spec, the table's defaults, and what the database stored (a test
+            # compares this with the row).
+            job = transitions.new_job(
+                spec, id=params["id"], now=created_at, payload=payload, run_after=run_after
+            )
+            return EnqueueResult(job.id, job.status, False, job)
+        # A duplicate's row only the database has: the whole row comes back, in binary,
+        # which skips parsing it as text.
+        for statement in ("jobs_enqueue_one", "jobs_key_holder"):  # the holder: on a loss
+            for job, duplicate in self._db.rows(statement, params, jobs_and_flags, binary=True):
+                return EnqueueResult(job.id, job.status, duplicate, job)
+        return None
+
+    def _enqueue_batch(self, batch: JobBatch, now: datetime | None) -> list[EnqueueResult]:
+        results: list[EnqueueResult | None] = [None] * len(batch)
+        pairs = list(zip(batch.keys, batch.user_ids(), strict=True))
+        keyed = [pair for pair in pairs if pair[0] is not None]
+        first_of_key: dict[tuple[str | None, UUID | None], int] = {}
+        if len(set(keyed)) == len(keyed):  # the common case: no key repeats in the batch
+            pending = list(range(len(batch)))
+        else:
+            pending = []
+            for index, pair in enumerate(pairs):
+                if pair[0] is not None:
+                    if pair in first_of_key:
+                        continue
+                    first_of_key[pair] = index
+                pending.append(index)
+        # A conflicting insert committed after our statement's snapshot is neither inserted
+        # nor visible to it: such jobs come back empty-handed and simply go again.
+        for _ in range(ENQUEUE_ROUNDS):
+            if not pending:
+                break
+            pending = self._enqueue_round(batch, pending, results, now)
+        if pending:
+            raise DatabaseError(UNSETTLED)
+        if first_of_key:  # a repeated key gets the job its first request landed on
+            for index, pair in enumerate(pairs):
+                if results[index] is None:
+                    first = results[first_of_key[pair]]
+                    assert first is not None
+                    results[index] = replace(first, duplicate=True)
+        return results  # type: ignore[return-value]  # every slot is filled by now
+
+    def _enqueue_round(
+        self,
+        batch: JobBatch,
+        pending: list[int],
+        results: list[EnqueueResult | None],
+        now: datetime | None,
+    ) -> list[int]:
+        """Send the pending jobs once; returns those to send again."""
+        sent = batch.take(pending)
+        ids = new_ids(len(sent))
+        params: dict[str, Any] = {"now": now, "each_id": ids}
+        shared = sent.shared_base()
+        for column, value_of in _BASE_COLUMNS:
+            if shared is not None:
+                params[f"each_{column}"], params[f"all_{column}"] = None, value_of(shared)
+            else:
+                _column(params, column, list(map(value_of, sent.bases)))
+        _column(params, "payload", sent.payloads)
+        _column(params, "idempotency_key", sent.keys)
+        # Keyless batches skip the key table (jobs_enqueue_unkeyed): nothing can conflict.
+        keyed = (params["each_idempotency_key"], params["all_idempotency_key"]) != (None, None)
+        statement = "jobs_enqueue" if keyed else "jobs_enqueue_unkeyed"
+        # Only the ids of the jobs that did not insert come back (their key was held).
+        refused = {row[0] for row in self._db.rows(statement, params)}
+        if not refused:  # the common case: every job is new
+            for index, id_ in zip(pending, ids, strict=True):
+                results[index] = EnqueueResult(id_, Status.QUEUED, False)
+            return []
+        pairs = zip(ids, sent.keys, sent.user_ids(), strict=True)
+        holders = self._key_holders([(key, owner) for id_, key, owner in pairs if id_ in refused])
+        missing: list[int] = []
+        for index, id_, key, owner in zip(pending, ids, sent.keys, sent.user_ids(), strict=True):
+            if id_ not in refused:
+                results[index] = EnqueueResult(id_, Status.QUEUED, False)
+            elif (holder := holders.get((key, owner))) is None:
+                missing.append(index)  # not visible yet, or freed meanwhile: send it again
+            else:
+                results[index] = EnqueueResult(holder[0], Status(holder[1]), True)
+        return missing
+
+    def _key_holders(
+        self, pairs: list[tuple[str | None, UUID | None]]
+    ) -> dict[tuple[str | None, UUID | None], tuple[UUID, str]]:
+        """The visible job holding each (key, owner): its id and status."""
+        params = {"keys": [key for key, _ in pairs], "owners": [owner for _, owner in pairs]}
+        rows = self._db.rows("jobs_key_holders", params)
+        return {(key, owner): (id_, status) for key, owner, id_, status in rows}
+
+
+def _column(params: dict[str, Any], column: str, values: list[Any]) -> None:
+    """A column of jobs_enqueue: its scalar when every job has the same value, else the list."""
+    if values.count(values[0]) == len(values):
+        params[f"each_{column}"], params[f"all_{column}"] = None, values[0]
+    else:
+        params[f"each_{column}"], params[f"all_{column}"] = values, None
+
+
+def _one_job_params(spec: JobSpec, now: datetime | None) -> dict[str, Any]:
+    """The parameters of the single-job enqueue statements."""
+    return {
+        "now": now,
+        "id": new_id(),
+        "queue": spec.queue,
+        "type": spec.type,
+        "user_id": spec.user_id,
+        "payload": spec.payload_json,
+        "key": spec.idempotency_key,
+        "max_attempts": spec.max_attempts,
+        "priority": spec.priority,
+        "run_after": spec.run_after,
+        "delay": spec.delay,
+        "lease_seconds": spec.lease_seconds,
+        "backoff_base": spec.backoff.base,
+        "backoff_factor": spec.backoff.factor,
+        "backoff_max": spec.backoff.max,
+        "backoff_jitter": spec.backoff.jitter,
+        "group_key": spec.group_key,
+    }

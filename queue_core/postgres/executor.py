@@ -1,0 +1,281 @@
+"""The one way tickq runs SQL: a named statement, its rows, its errors as tickq errors.
+
+Every PostgreSQL module runs its statements through an `Executor`: the store's parts, the
+durable steps, the standing policies (schedules, limits, retention, partitions) and the
+operator console. Here, and only here, driver errors become tickq errors, a statement that
+met a job moved between partitions runs again, and rows that carry a job are read by
+column name once and then by position.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+from uuid import UUID
+
+import psycopg
+import psycopg.errors
+from psycopg import pq
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
+from psycopg.rows import dict_row
+
+from ..errors import DatabaseError, InvalidJob, QueueFull, TickqError
+from ..jobs import JOB_COLUMNS, Job, job_from_row
+from ..queries import QUERIES
+
+__all__ = [
+    "MOVED_ROW_ATTEMPTS",
+    "Executor",
+    "Reading",
+    "StaleCount",
+    "is_moved_row",
+    "rerun",
+    "retryable",
+    "translate_errors",
+]
+
+_T = TypeVar("_T")
+
+QUEUE_FULL_SQLSTATE = "TQ429"  # raised by the jobs_app_admit trigger
+STALE_COUNT_SQLSTATE = "TQ409"  # raised by tickq.operator_retry_dead
+
+# Rows of a statement as what a reading makes of them, given where the job columns begin.
+Reading = Callable[[list[Any], int], list[Any]]
+
+
+class StaleCount(TickqError):
+    """The jobs an operator confirmed changed before the action ran; `current` match now."""
+
+    def __init__(self, current: int) -> None:
+        self.current = current
+        super().__init__(f"the jobs changed since they were counted ({current} match now)")
+
+
+@contextmanager
+def translate_errors() -> Iterator[None]:
+    """Driver errors become tickq errors here, and only here."""
+    try:
+        yield
+    except TickqError:
+        raise
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise TickqError(f"permission denied: {exc.diag.message_primary or exc}") from exc
+    except psycopg.errors.UniqueViolation as exc:
+        raise InvalidJob("idempotency_key", "is held by another live job") from exc
+    except (psycopg.errors.CheckViolation, psycopg.DataError) as exc:
+        raise InvalidJob("job", exc.diag.message_primary or str(exc)) from exc
+    except UnicodeEncodeError:
+        # A lone surrogate (invalid UTF-8 decoded with surrogateescape, e.g. from argv) in any
+        # text parameter: the driver cannot encode it, so nothing reached the database.
+        raise InvalidJob("text", "is not valid UTF-8 (lone surrogate characters)") from None
+    except psycopg.errors.QueryCanceled as exc:
+        raise DatabaseError(f"statement cancelled (statement_timeout?): {exc}") from exc
+    except (psycopg.errors.TransactionRollback, psycopg.errors.SerializationFailure) as exc:
+        raise DatabaseError(f"transaction rolled back, safe to retry: {exc}") from exc
+    except psycopg.OperationalError as exc:
+        raise DatabaseError(f"database unavailable: {exc}") from exc
+    except psycopg.Error as exc:
+        if exc.sqlstate == QUEUE_FULL_SQLSTATE:
+            limit = int(exc.diag.message_hint or 0)
+            raise QueueFull(exc.diag.message_detail or "", limit, limit) from exc
+        if exc.sqlstate == STALE_COUNT_SQLSTATE:
+            raise StaleCount(int(exc.diag.message_detail or 0)) from None
+        raise DatabaseError(f"database error: {exc}") from exc
+
+
+# Statements that meet a job another transaction just moved between partitions.
+#
+# tickq.jobs keeps live and finished jobs in different partitions, so an update that
+# finishes, cancels or retries a job moves its row. A statement that was waiting for that
+# row (a finish behind a reclaim, a cancel behind a finish, a claim behind a cancel) then
+# fails with SQLSTATE 40001 instead of re-reading the row as it would within one partition.
+# When the statement is the whole transaction (an autocommit connection, nothing begun by
+# the caller), running it again is exactly that re-read: it sees the job where it now is.
+# Inside a caller's transaction nothing is retried; the caller hears "safe to retry".
+
+# A job moves at most twice in a row (finished, retried), so a few attempts always suffice;
+# the bound only keeps a pathological loop from spinning.
+MOVED_ROW_ATTEMPTS = 5
+
+
+def is_moved_row(exc: BaseException | None) -> bool:
+    """The error PostgreSQL raises when a row it waited for moved to another partition, or
+    the tickq error that carries it."""
+    if exc is not None and not isinstance(exc, psycopg.Error):
+        exc = exc.__cause__
+    return isinstance(exc, psycopg.errors.SerializationFailure) and "another partition" in (
+        exc.diag.message_primary or ""
+    )
+
+
+def retryable(conn: psycopg.Connection[Any], exc: BaseException, attempt: int) -> bool:
+    """Whether a statement that failed with `exc` on its `attempt`-th run may run again: it
+    met a moved row, and it was its own transaction. Checked after the failure, where an
+    autocommit connection is idle again while a caller's transaction is left in error."""
+    return (
+        attempt < MOVED_ROW_ATTEMPTS
+        and is_moved_row(exc)
+        and conn.autocommit
+        and conn.info.transaction_status == pq.TransactionStatus.IDLE
+    )
+
+
+def rerun(conn: psycopg.Connection[Any], statement: Callable[[], _T]) -> _T:
+    """`statement()`, run again while it fails on a moved row and may run again."""
+    attempt = 1
+    while True:
+        try:
+            return statement()
+        except Exception as exc:
+            if not retryable(conn, exc, attempt):
+                raise
+            attempt += 1
+
+
+class Executor:
+    """Named statements on one connection, scoped to `user_id` by row-level security.
+
+    With an autocommit connection each statement is its own transaction; with a connection
+    inside the caller's transaction, statements join it.
+    """
+
+    def __init__(self, conn: psycopg.Connection[Any], *, user_id: UUID | None = None) -> None:
+        self.conn = conn
+        self.user_id = user_id
+        self._threads = threading.local()
+
+    def rows(
+        self,
+        name: str,
+        params: dict[str, Any],
+        reading: Reading | None = None,
+        *,
+        binary: bool = False,
+    ) -> list[Any]:
+        """Run one named statement; `binary` results skip text parsing of uuids and times.
+        With `reading`, rows that carry a job come back as what it makes of them. Run again
+        when it met a job that another transaction moved between partitions."""
+        return rerun(self.conn, lambda: self._rows_once(name, params, reading, binary))
+
+    def _rows_once(
+        self, name: str, params: dict[str, Any], reading: Reading | None, binary: bool
+    ) -> list[Any]:
+        query = QUERIES[name]
+        with translate_errors(), self.scope(), self.cursor(binary=binary) as cur:
+            cur.execute(query, params)
+            # The result status, not cur.description: describing a whole job row builds
+            # a Column per field, which costs more than a one-row statement's parsing.
+            result = cur.pgresult
+            if result is None or result.status != pq.ExecStatus.TUPLES_OK:
+                return []
+            rows = cur.fetchall()
+            if reading is None or not rows:
+                return rows
+            return reading(rows, job_columns_at(name, cur))
+
+    def dicts(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """One named statement's rows by column name: for the standing policies and the
+        console, whose statements return few rows, off the hot path."""
+
+        def once() -> list[dict[str, Any]]:
+            with translate_errors(), self.scope(), self.conn.cursor(row_factory=dict_row) as cur:
+                cur.execute(QUERIES[name], params)
+                return cur.fetchall() if cur.description else []
+
+        return rerun(self.conn, once)
+
+    def cursor(self, *, binary: bool = False) -> psycopg.Cursor[Any]:
+        """A cursor of this connection; binary ones load jsonb with the fast loader."""
+        cur = self.conn.cursor(binary=binary)
+        if binary:
+            cur.adapters.register_loader("jsonb", _JsonbBinaryLoader)
+        return cur
+
+    def thread_cursor(self) -> psycopg.Cursor[Any]:
+        """This thread's kept cursor. A kept cursor keeps the adapters it looked up for a
+        statement's parameters; a new one looks them all up again, which cost a single
+        enqueue a sixth of its client time. One per thread: the connection may be shared
+        by threads, a cursor may not."""
+        cur: psycopg.Cursor[Any] | None = getattr(self._threads, "cursor", None)
+        if cur is None or cur.closed:
+            cur = self._threads.cursor = self.conn.cursor()
+        return cur
+
+    @contextmanager
+    def scope(self) -> Iterator[None]:
+        """The user's scope around a statement (a transaction setting tickq.user_id)."""
+        if self.user_id is None:
+            yield
+            return
+        with self.conn.transaction():
+            self.conn.execute(QUERIES["user_scope"], {"user_id": str(self.user_id)})
+            yield
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Several statements as one: a savepoint inside the caller's transaction, a
+        transaction of its own on an autocommit connection. A connection that is neither
+        (no transaction begun yet) starts the caller's with the first statement."""
+        status = self.conn.info.transaction_status
+        if not self.conn.autocommit and status == pq.TransactionStatus.IDLE:
+            yield
+            return
+        with translate_errors(), self.conn.transaction():
+            yield
+
+
+class _JsonbBinaryLoader(Loader):
+    """jsonb as psycopg loads it, minus the generic loader's overhead: empty objects and
+    arrays (most payloads and error histories) skip the parser, the rest parse from str."""
+
+    format = pq.Format.BINARY
+
+    def load(self, data: Buffer) -> Any:
+        body = bytes(data[1:])  # after the jsonb format version byte
+        if body == b"{}":
+            return {}
+        if body == b"[]":
+            return []
+        return json.loads(body.decode())
+
+
+# Where the job columns begin in each statement's rows, found by name on its first run.
+_JOB_AT: dict[str, int] = {}
+
+
+def job_columns_at(statement: str, cur: psycopg.Cursor[Any]) -> int:
+    """The rows of `statement` carry the job columns from this index on, in JOB_COLUMNS
+    order: checked by their names once per statement, then read by position (naming each
+    field of each row would cost more than parsing it)."""
+    at = _JOB_AT.get(statement)
+    if at is None:
+        result = cur.pgresult
+        assert result is not None
+        names = tuple((result.fname(i) or b"").decode() for i in range(result.nfields))
+        width = len(JOB_COLUMNS)
+        found = [i for i in range(len(names) - width + 1) if names[i : i + width] == JOB_COLUMNS]
+        if not found:
+            raise DatabaseError(f"{statement} does not return the job columns by name: {names}")
+        at = _JOB_AT[statement] = found[0]
+    return at
+
+
+def jobs(rows: list[Any], at: int) -> list[Job]:
+    """A reading: each row's job."""
+    return [job_from_row(row[at:] if at else row) for row in rows]
+
+
+def jobs_and_flags(rows: list[Any], at: int) -> list[tuple[Job, bool]]:
+    """A reading for jobs_enqueue_one: the job, then whether it is a duplicate."""
+    width = len(JOB_COLUMNS)
+    return [(job_from_row(row[at : at + width]), row[at + width]) for row in rows]
+
+
+def ids_and_jobs(rows: list[Any], at: int) -> list[tuple[Any, Job | None]]:
+    """A reading for the finish-and-claim statements: the held ids (first row only), then a
+    job or all nulls."""
+    return [(row[0], None if row[at] is None else job_from_row(row[at:])) for row in rows]

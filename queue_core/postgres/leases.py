@@ -1,0 +1,52 @@
+"""What a lease holder and the reclaim do on PostgreSQL: fenced writes by the lease token
+while a handler runs, and expired leases taken back."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from .. import validation
+from ..errors import LeaseLost
+from ..jobs import Job
+from ..ports import LeaseState
+from .executor import Executor, jobs
+
+
+class Leases:
+    """The store's lease operations (the port's LeaseKeeper, and the reclaim)."""
+
+    _db: Executor
+
+    def reclaim(self, *, limit: int = 1000, now: datetime | None = None) -> list[Job]:
+        """Expired leases back to retrying or dead; returns the jobs as they now stand."""
+        return self._db.rows("jobs_reclaim", {"limit": limit, "now": now}, jobs)
+
+    def extend_lease(
+        self, job_id: UUID, lease_token: UUID, seconds: float, *, now: datetime | None = None
+    ) -> LeaseState:
+        params = {"id": job_id, "lease_token": lease_token, "seconds": seconds, "now": now}
+        rows = self._db.rows("jobs_extend_lease", params)
+        if not rows:
+            raise LeaseLost(job_id)
+        return LeaseState(rows[0][0], rows[0][1])
+
+    def report_progress(
+        self, job_id: UUID, lease_token: UUID, progress: Any, *, now: datetime | None = None
+    ) -> bool:
+        """Store progress; returns whether someone asked the job to cancel."""
+        params = {
+            "id": job_id,
+            "lease_token": lease_token,
+            "progress": validation.json_value(progress, "progress"),
+            "now": now,
+        }
+        rows = self._db.rows("jobs_report_progress", params)
+        if not rows:
+            raise LeaseLost(job_id)
+        return bool(rows[0][0])
+
+    def parent_results(self, job_id: UUID) -> dict[UUID, Any]:
+        """The results of the jobs `job_id` was enqueued after, by parent id."""
+        return dict(self._db.rows("job_parent_results", {"id": job_id}))

@@ -1,0 +1,30 @@
+"""The store's cached look at the limit tables, so that without limits no claim or enqueue
+reads them."""
+
+from __future__ import annotations
+
+import time
+
+from ..ports import LimitsConfigured
+from .executor import Executor
+
+# How long a store trusts its last look at the limit tables: a limit set or cleared takes
+# effect on running workers within this time, and without limits no statement reads them.
+LIMITS_TTL_SECONDS = 5.0
+
+
+class LimitsProbe:
+    """Whether any type or queue limit or cap per group exists, re-read every
+    LIMITS_TTL_SECONDS."""
+
+    def __init__(self, db: Executor) -> None:
+        self._db = db
+        self._seen: tuple[float, LimitsConfigured] | None = None
+
+    def current(self) -> LimitsConfigured:
+        checked = time.monotonic()
+        if self._seen is None or checked - self._seen[0] >= LIMITS_TTL_SECONDS:
+            types, queues, per_group = self._db.rows("limits_configured", {})[0]
+            configured = LimitsConfigured(bool(types), bool(queues), bool(per_group))
+            self._seen = (checked, configured)
+        return self._seen[1]

@@ -1,0 +1,181 @@
+"""Reading the queue on PostgreSQL, and the operator's actions on single jobs: get, lists,
+relatives, stats, cancel and retry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from ..dependencies import Relative
+from ..errors import InvalidJob, InvalidTransition, JobNotFound
+from ..fairness import GroupStats
+from ..jobs import Job, Status
+from ..pages import check_page_limit, decode_cursor, encode_cursor
+from ..ports import Page, StatsRow
+from .executor import Executor, jobs
+
+
+class Reads:
+    """The store's reads and single-job operations."""
+
+    _db: Executor
+
+    def get(self, job_id: UUID | str) -> Job:
+        rows = self._db.rows("jobs_get", {"id": job_uuid(job_id)}, jobs)
+        if not rows:
+            raise JobNotFound(job_id)
+        return rows[0]
+
+    def relatives(self, job_id: UUID | str) -> list[Relative]:
+        """A job's parents, then its children, each with its type and status."""
+        rows = self._db.rows("job_relatives", {"id": job_uuid(job_id)})
+        return [
+            Relative(relation, id_, type_, Status(status)) for relation, id_, type_, status in rows
+        ]
+
+    def list_jobs(
+        self,
+        *,
+        statuses: Iterable[str] | None = None,
+        types: Iterable[str] | None = None,
+        queues: Iterable[str] | None = None,
+        user_id: UUID | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        check_page_limit(limit)
+        after_created, after_id = decode_cursor(cursor) if cursor else (None, None)
+        params = {
+            "statuses": _statuses(statuses),
+            "types": None if types is None else list(types),
+            "queues": None if queues is None else list(queues),
+            "user_id": user_id,
+            "after_created": after_created,
+            "after_id": after_id,
+        }
+        return self._page("jobs_list", params, limit)
+
+    def search_jobs(
+        self, filters: Mapping[str, Any], *, limit: int = 50, cursor: str | None = None
+    ) -> Page:
+        """list_jobs with the console's filters (`console.JobFilter.params()`)."""
+        check_page_limit(limit)
+        after_created, after_id = decode_cursor(cursor) if cursor else (None, None)
+        params = {**filters, "after_created": after_created, "after_id": after_id}
+        return self._page("jobs_search", params, limit)
+
+    def _page(self, statement: str, params: dict[str, Any], limit: int) -> Page:
+        found = self._db.rows(statement, {**params, "limit": limit + 1}, jobs)
+        next_cursor = encode_cursor(found[limit - 1]) if len(found) > limit else None
+        return Page(found[:limit], next_cursor)
+
+    def has_pending(self, queues: Sequence[str]) -> bool:
+        return bool(self._db.rows("jobs_pending_exist", {"queues": list(queues)})[0][0])
+
+    def stats(self, *, now: datetime | None = None) -> list[StatsRow]:
+        return _stats(self._db.rows("jobs_stats", {"now": now}))
+
+    def stats_all_users(self, *, now: datetime | None = None) -> list[StatsRow]:
+        """`stats` over every user's jobs, for operator views on an application login.
+
+        Counts only, through tickq.operator_stats: the login needs tickq_operator, never
+        the worker role, so it can read no row of another user.
+        """
+        return _stats(self._db.rows("operator_stats", {"now": now}))
+
+    def group_stats(self, *, now: datetime | None = None) -> list[GroupStats]:
+        """Per queue and fairness group: waiting, running, oldest runnable age."""
+        return _group_stats(self._db.rows("jobs_stats_groups", {"now": now}))
+
+    def group_stats_all_users(self, *, now: datetime | None = None) -> list[GroupStats]:
+        """`group_stats` over every user's jobs, counts only, as `stats_all_users` does."""
+        return _group_stats(self._db.rows("operator_group_stats", {"now": now}))
+
+    def now(self) -> datetime:
+        value: datetime = self._db.rows("clock_now", {})[0][0]
+        return value
+
+    # The operator's actions on single jobs
+
+    def cancel(self, job_id: UUID | str, *, now: datetime | None = None) -> Job:
+        rows = self._db.rows("jobs_cancel", {"ids": [job_uuid(job_id)], "now": now}, jobs)
+        if rows:
+            return rows[0]
+        job = self.get(job_id)
+        raise InvalidTransition(job.id, job.status, "cancel")
+
+    def retry(self, job_id: UUID | str, *, now: datetime | None = None) -> Job:
+        params = _retry_params(ids=[job_uuid(job_id)], statuses=["dead", "cancelled"], now=now)
+        rows = self._db.rows("jobs_retry", params, jobs)
+        if rows:
+            return rows[0]
+        job = self.get(job_id)
+        if job.status in (Status.DEAD, Status.CANCELLED):
+            for r in self.relatives(job.id):
+                if r.relation == "parent" and r.status != Status.SUCCEEDED:
+                    raise InvalidTransition(
+                        job.id, job.status, f"retry (its parent {r.id} is {r.status.value})"
+                    )
+            raise InvalidTransition(
+                job.id, job.status, "retry (its idempotency key is held by a live job)"
+            )
+        raise InvalidTransition(job.id, job.status, "retry")
+
+    def retry_dead(
+        self,
+        *,
+        types: Iterable[str] | None = None,
+        queues: Iterable[str] | None = None,
+        limit: int = 1000,
+        now: datetime | None = None,
+    ) -> list[Job]:
+        params = _retry_params(
+            statuses=["dead"],
+            types=None if types is None else list(types),
+            queues=None if queues is None else list(queues),
+            limit=limit,
+            now=now,
+        )
+        return self._db.rows("jobs_retry", params, jobs)
+
+
+def job_uuid(value: UUID | str) -> UUID:
+    """A job id as given by a caller; one that is no UUID names no job."""
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(str(value))
+    except ValueError:
+        raise JobNotFound(value) from None
+
+
+def _stats(rows: list[Any]) -> list[StatsRow]:
+    return [
+        StatsRow(q, t, Status(s), c, None if age is None else float(age))
+        for q, t, s, c, age in rows
+    ]
+
+
+def _group_stats(rows: list[Any]) -> list[GroupStats]:
+    return [GroupStats(q, g, w, r, None if age is None else float(age)) for q, g, w, r, age in rows]
+
+
+def _retry_params(**given: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"ids": None, "types": None, "queues": None, "limit": 1, "now": None}
+    params.update(given)
+    return params
+
+
+def _statuses(statuses: Iterable[str] | None) -> list[str] | None:
+    if statuses is None:
+        return None
+    values = list(statuses)
+    for value in values:
+        try:
+            Status(value)
+        except ValueError:
+            allowed = ", ".join(s.value for s in Status)
+            raise InvalidJob("status", f"{value!r} is not one of {allowed}") from None
+    return values

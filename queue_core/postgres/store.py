@@ -1,0 +1,81 @@
+"""PostgresStore: the store port's adapter for PostgreSQL, composed of one part per concern.
+
+Each part is a class of its own module, and every part runs its statements through the
+store's one executor (`_db`): enqueue (enqueue.py), the claim and its outcomes (claim.py),
+leases (leases.py), reads and single-job actions (reads.py); durable steps (steps.py) are a
+view of the store. What the parts share is created here: the executor, the cached look at
+the limit tables, the fair claim's sweep positions and the paused-queue probe.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from ..derived import DerivedOperations
+from ..fairness import GROUPS_TTL_SECONDS, FairState
+from ..pause_probe import PausedQueues
+from ..ports import LimitsConfigured, Store
+from .claim import Claims
+from .enqueue import Enqueues
+from .executor import Executor
+from .leases import Leases
+from .probes import LimitsProbe
+from .reads import Reads
+from .steps import StepStore
+
+
+class PostgresStore(Enqueues, Claims, Leases, Reads, DerivedOperations):
+    """The queue on one psycopg connection: the store port's adapter for PostgreSQL.
+
+    With an autocommit connection each operation is one statement, one round trip, its own
+    transaction. With a connection inside the caller's transaction, operations join it.
+    `user_id` scopes every operation to that user's rows through row-level security.
+    `groups_ttl_seconds` and `rand` tune the fair claim (see queue_core.fairness).
+    """
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        *,
+        user_id: UUID | None = None,
+        groups_ttl_seconds: float = GROUPS_TTL_SECONDS,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._db = Executor(conn, user_id=user_id)
+        self._limits = LimitsProbe(self._db)
+        self._fair = FairState(groups_ttl_seconds, rand)
+        self.paused = PausedQueues()
+
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        return self._db.conn
+
+    @property
+    def user_id(self) -> UUID | None:
+        return self._db.user_id
+
+    @property
+    def autocommit(self) -> bool:
+        return self._db.conn.autocommit
+
+    def close(self) -> None:
+        self._db.conn.close()
+
+    @property
+    def steps(self) -> StepStore:
+        """This store's durable-step operations (a view of the store, made on each use)."""
+        return StepStore(self)
+
+    def limits_configured(self) -> LimitsConfigured:
+        """Whether any type or queue limit or cap per group exists, re-read every
+        LIMITS_TTL_SECONDS."""
+        return self._limits.current()
+
+
+# mypy holds the adapter to the port it implements.
+_ADAPTS: type[Store] = PostgresStore
