@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -38,7 +39,7 @@ from queue_core.step_store import StepStore
 from queue_core.store import PostgresStore, StatsRow
 from queue_core.tick import Runner, TickReport
 
-from . import cli_console, cli_policies, cli_steps, demo, local_invoke, serve
+from . import cli_console, cli_policies, cli_steps, demo, extras, init_app, local_invoke, serve
 from .cli_common import (
     EXIT_DATABASE,
     EXIT_INPUT,
@@ -598,6 +599,7 @@ def _demo_owner(user: str | None) -> UUID | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    extras.require("tickq serve", "aws_lambda_powertools", "pydantic")
     try:
         user = serve.parse_user(args.user)
     except ValueError as exc:
@@ -622,6 +624,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_invoke(args: argparse.Namespace) -> int:
     """Run a template.yaml function's handler here, like `sam local invoke` minus Docker."""
+    extras.require("tickq invoke", "yaml", "aws_lambda_powertools", "pydantic")
     event = json_arg(sys.stdin.read() if args.event == "-" else "@" + args.event, "--event")
     env = dict(_env_pair(pair) for pair in args.env or [])
     template = Path(args.template) if args.template else local_invoke.default_template()
@@ -632,6 +635,8 @@ def cmd_invoke(args: argparse.Namespace) -> int:
             run = local_invoke.invoke(args.function, event, template_path=template, env=env)
         except local_invoke.LocalInvokeError as exc:
             raise UsageError(str(exc)) from None
+        except extras.MissingExtra:
+            raise
         except Exception as exc:  # the handler's own failure, reported as Lambda reports it
             print(json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}))
             return EXIT_REFUSED
@@ -910,6 +915,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_policies.register(command)
     cli_steps.register(command)
     cli_console.register(command)
+    init_app.register(command)
     return parser
 
 
@@ -918,8 +924,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.json = bool(getattr(args, "json", False))
     _configure_logging(quiet=args.command == "demo")
+    # As under `python -m`, the current directory comes first on the import path, so
+    # TICKQ_TASK_MODULES=myapp.tasks finds ./myapp (a console script starts in bin/).
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         return int(args.func(args))
+    except ModuleNotFoundError as exc:
+        lacking = extras.missing(f"tickq {args.command}", exc)
+        if lacking is None:
+            raise
+        return _fail(args, lacking, EXIT_INPUT)
     except (InvalidJob, UsageError, ConfigurationError) as exc:
         return _fail(args, exc, EXIT_INPUT)
     except DatabaseError as exc:
@@ -967,7 +982,8 @@ def _fail(args: argparse.Namespace, exc: Exception, code: int, hint: str = "") -
         # Invalid UTF-8 from argv arrives as lone surrogates, which a strict stream cannot
         # encode (and a failed write leaves in rich's buffer for every later print).
         message = f"{exc}{hint}".encode("utf-8", "backslashreplace").decode("utf-8")
-        err.print(f"[red]error:[/] {message}", markup=True, highlight=False)
+        # Escaped: a message's brackets (pip install 'tickq[aws]') are not markup.
+        err.print(f"[red]error:[/] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
     return code
 
 

@@ -16,10 +16,10 @@ from uuid import UUID
 import pytest
 from moto import mock_aws
 
-from functions import db
-from functions.aws import clients
-from infra.lambda_context import LocalContext
 from queue_core import Registry, registry
+from tickq.functions import db
+from tickq.functions.aws import clients
+from tickq.infra.lambda_context import LocalContext
 
 EVENTS = Path(__file__).resolve().parents[2] / "infra" / "events"
 FUNCTION_ENV = (
@@ -145,7 +145,7 @@ Invoke = Callable[..., tuple[int, Any]]
 @pytest.fixture
 def call_api(as_app: None, lambda_context: FakeContext) -> Invoke:
     """Send an HTTP API event to ApiFunction; returns (status, decoded JSON body)."""
-    from functions import api
+    from tickq.functions import api
 
     def call(method: str, path: str, **options: Any) -> tuple[int, Any]:
         response = api.handler(http_event(method, path, **options), lambda_context)

@@ -10,9 +10,9 @@ import boto3
 import psycopg
 import pytest
 
-from functions import enqueue
-from functions.aws import clients
 from queue_core import Registry
+from tickq.functions import enqueue
+from tickq.functions.aws import clients
 
 from .conftest import FakeContext, sample_event
 
@@ -108,7 +108,7 @@ def test_kicks_the_tick_function_after_a_new_job(
         FunctionName="tickq-tick",
         Runtime="python3.12",
         Role=role["Role"]["Arn"],
-        Handler="functions.tick.handler",
+        Handler="tickq.functions.tick.handler",
         Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
     )
     kicks: list[dict[str, Any]] = []

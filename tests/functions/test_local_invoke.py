@@ -12,16 +12,16 @@ from typing import Any
 import psycopg
 import pytest
 
-from functions import db
-from infra.lambda_context import LocalContext
-from infra.local_invoke import (
+from queue_core import Registry, enqueue
+from tickq.functions import db
+from tickq.infra.lambda_context import LocalContext
+from tickq.infra.local_invoke import (
     LocalInvokeError,
     _Resolver,
     function_config,
     invoke,
     load_template,
 )
-from queue_core import Registry, enqueue
 
 from .conftest import EVENTS
 
@@ -35,11 +35,11 @@ def template() -> Any:
 
 def test_globals_merge_under_the_functions_own_settings(template: Any) -> None:
     tick = function_config(template, "TickFunction")
-    assert tick.handler == "functions.tick.handler"
+    assert tick.handler == "tickq.functions.tick.handler"
     assert (tick.timeout, tick.memory) == (120, 1024)
     assert tick.environment["POWERTOOLS_SERVICE_NAME"] == "tickq"  # from Globals
     assert tick.environment["TICKQ_LEASE_SECONDS"] == "180"  # the function's own
-    assert tick.environment["TICKQ_TASK_MODULES"] == "functions.sample_tasks"  # a default
+    assert tick.environment["TICKQ_TASK_MODULES"] == "tickq.functions.sample_tasks"  # a default
     # Parameters without a default and resources have no local value.
     assert {"TICKQ_DB_SECRET_ARN", "TICKQ_EVENT_BUS"} <= set(tick.unresolved)
 
@@ -71,7 +71,7 @@ def test_context_counts_down_from_the_timeout() -> None:
 def tickq_invoke(function: str, event: Path, *env: str, url: str) -> Any:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("TICKQ_")}
     environ["TICKQ_DATABASE_URL"] = url
-    command = [sys.executable, "-m", "infra.cli", "invoke", function, "--event", str(event)]
+    command = [sys.executable, "-m", "tickq.infra.cli", "invoke", function, "--event", str(event)]
     for pair in env:
         command += ["--env", pair]
     done = subprocess.run(

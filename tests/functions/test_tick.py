@@ -11,8 +11,6 @@ import psycopg
 import pytest
 
 import queue_core.pipeline
-from functions import tick
-from functions.aws import clients
 from queue_core import (
     ConfigurationError,
     JobContext,
@@ -21,6 +19,8 @@ from queue_core import (
     Registry,
     enqueue,
 )
+from tickq.functions import tick
+from tickq.functions.aws import clients
 
 from .conftest import FakeContext, sample_event
 
@@ -203,7 +203,7 @@ def _lambda_function(name: str) -> str:
         FunctionName=name,
         Runtime="python3.12",
         Role=role,
-        Handler="functions.tick.handler",
+        Handler="tickq.functions.tick.handler",
         Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
     )
     return str(created["FunctionArn"])
