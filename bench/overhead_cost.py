@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.localdb import LocalPostgres
+from tickq.infra.localdb import LocalPostgres
 
 from .dependencies_cost import tree_at
 from .server import benchmark_server, fresh_database, server_description

@@ -1,6 +1,7 @@
 """tickq's tooling: the `tickq` command line, local PostgreSQL, local invoke of the
 template's functions, the local API server, the demo tasks and sample events.
 
-May import: `queue_core`, `functions` and anything the developer's machine has (rich,
-embedded PostgreSQL, cfn-lint). Nothing in `queue_core` or `functions` imports this.
+Installed as `tickq.infra`. May import: `queue_core`, `tickq.functions` and anything the
+developer's machine has (rich, the `local` extra). Nothing in `queue_core` or
+`tickq.functions` imports this.
 """

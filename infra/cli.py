@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -38,7 +39,17 @@ from queue_core.postgres import PostgresStore, StepStore
 from queue_core.registry import Registry
 from queue_core.tick import Runner, TickReport
 
-from . import cli_console, cli_db, cli_policies, cli_steps, demo, local_invoke, serve
+from . import (
+    cli_console,
+    cli_db,
+    cli_policies,
+    cli_steps,
+    demo,
+    extras,
+    init_app,
+    local_invoke,
+    serve,
+)
 from .cli_common import (
     EXIT_DATABASE,
     EXIT_INPUT,
@@ -594,6 +605,7 @@ def _demo_owner(user: str | None) -> UUID | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    extras.require("tickq serve", "aws_lambda_powertools", "pydantic")
     try:
         user = serve.parse_user(args.user)
     except ValueError as exc:
@@ -618,6 +630,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_invoke(args: argparse.Namespace) -> int:
     """Run a template.yaml function's handler here, like `sam local invoke` minus Docker."""
+    extras.require("tickq invoke", "yaml", "aws_lambda_powertools", "pydantic")
     event = json_arg(sys.stdin.read() if args.event == "-" else "@" + args.event, "--event")
     env = dict(_env_pair(pair) for pair in args.env or [])
     template = Path(args.template) if args.template else local_invoke.default_template()
@@ -628,6 +641,8 @@ def cmd_invoke(args: argparse.Namespace) -> int:
             run = local_invoke.invoke(args.function, event, template_path=template, env=env)
         except local_invoke.LocalInvokeError as exc:
             raise UsageError(str(exc)) from None
+        except extras.MissingExtra:
+            raise
         except Exception as exc:  # the handler's own failure, reported as Lambda reports it
             print(json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}))
             return EXIT_REFUSED
@@ -908,6 +923,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_steps.register(command)
     cli_console.register(command)
     cli_db.register(command)
+    init_app.register(command)
     return parser
 
 
@@ -916,8 +932,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.json = bool(getattr(args, "json", False))
     _configure_logging(quiet=args.command == "demo")
+    # As under `python -m`, the current directory comes first on the import path, so
+    # TICKQ_TASK_MODULES=myapp.tasks finds ./myapp (a console script starts in bin/).
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         return int(args.func(args))
+    except ModuleNotFoundError as exc:
+        lacking = extras.missing(f"tickq {args.command}", exc)
+        if lacking is None:
+            raise
+        return _fail(args, lacking, EXIT_INPUT)
     except (InvalidJob, UsageError, ConfigurationError) as exc:
         return _fail(args, exc, EXIT_INPUT)
     except DatabaseError as exc:
@@ -965,7 +990,8 @@ def _fail(args: argparse.Namespace, exc: Exception, code: int, hint: str = "") -
         # Invalid UTF-8 from argv arrives as lone surrogates, which a strict stream cannot
         # encode (and a failed write leaves in rich's buffer for every later print).
         message = f"{exc}{hint}".encode("utf-8", "backslashreplace").decode("utf-8")
-        err.print(f"[red]error:[/] {message}", markup=True, highlight=False)
+        # Escaped: a message's brackets (pip install 'tickq[aws]') are not markup.
+        err.print(f"[red]error:[/] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
     return code
 
 

@@ -1,7 +1,7 @@
 """What every `tickq` verb shares: the database session, output consoles, JSON/--json
 rendering, the usage error and the argument parsers that more than one verb module uses.
 
-`infra.cli` and `infra.cli_policies` both import this module; it imports neither.
+`tickq.infra.cli` and `tickq.infra.cli_policies` both import this module; it imports neither.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from queue_core.errors import ConfigurationError, DatabaseError, TickqError
 from queue_core.registry import Registry, registry
 
 from . import kept_server
-from .localdb import LocalPostgres, LocalPostgresError
+from .localdb import LocalPostgres, LocalPostgresError, pg_bin_dir
 
 EXIT_REFUSED, EXIT_INPUT, EXIT_DATABASE = 1, 2, 3
 LOCAL_DATA_DIR = Path(os.environ.get("TICKQ_LOCAL_DIR", "~/.cache/tickq/pgdata")).expanduser()
@@ -71,6 +71,10 @@ def database_url(*, throwaway: bool = False, migrated: bool = True) -> Iterator[
             _migrate(kept.url, settings)
         yield kept.url
         return
+    try:
+        pg_bin_dir()  # no binaries: say which extra, before announcing a server
+    except LocalPostgresError as exc:
+        raise ConfigurationError(str(exc)) from None
     data_dir = None if throwaway else LOCAL_DATA_DIR
     if data_dir is not None:
         data_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,10 @@ function's Timeout.
 Template values resolve where they can locally: literals, parameter defaults and pseudo
 parameters. References to resources (a bus, another function) and parameters without a
 default have no local value; those variables are left unset and reported.
+
+As in Lambda, the function's code (its CodeUri, relative to the template) comes first on
+the import path, so the user's task modules import without PYTHONPATH; the Handler
+strings of tickq's own functions name the installed `tickq.functions`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import extras
 from .lambda_context import LOCAL_ACCOUNT, LocalContext
 
 DEFAULT_TIMEOUT = 3  # seconds, as in SAM when neither the function nor Globals set one
@@ -42,23 +47,42 @@ class FunctionConfig:
     memory: int
     environment: dict[str, str]
     unresolved: list[str] = field(default_factory=list)
+    code_uri: str | None = None  # the function's code folder, relative to the template
 
 
 def load_template(path: Path) -> Mapping[str, Any]:
     """Parse a SAM template, CloudFormation tags (!Ref, !Sub, !If ...) included."""
     try:
-        from cfnlint.decode.cfn_yaml import load  # type: ignore[import-untyped]
-    except ImportError:
-        raise LocalInvokeError(
-            "reading template.yaml needs cfn-lint's CloudFormation YAML parser: "
-            "pip install 'tickq[test]' (or cfn-lint)"
-        ) from None
+        import yaml  # type: ignore[import-untyped]
+    except ImportError as exc:
+        raise extras.missing("tickq invoke", exc) or exc from None
     if not path.is_file():
-        raise LocalInvokeError(f"no template at {path}")
+        raise LocalInvokeError(
+            f"no template at {path}: run from the directory of your template.yaml "
+            "(`tickq init DIR` writes one), or pass --template"
+        )
+
+    class Loader(yaml.SafeLoader):
+        """Reads each short tag as its long form: `!Ref X` is {"Ref": "X"}."""
+
+    def long_form(loader: Any, tag: str, node: Any) -> dict[str, Any]:
+        if isinstance(node, yaml.ScalarNode):
+            value: Any = loader.construct_scalar(node)
+        elif isinstance(node, yaml.SequenceNode):
+            value = loader.construct_sequence(node, deep=True)
+        else:
+            value = loader.construct_mapping(node, deep=True)
+        if tag == "GetAtt" and isinstance(value, str):
+            value = value.split(".", 1)
+        return {tag if tag in ("Ref", "Condition") else f"Fn::{tag}": value}
+
+    Loader.add_multi_constructor("!", long_form)
     try:
-        template: Mapping[str, Any] = load(str(path))
-    except Exception as exc:  # cfn-lint raises its own parse error types
+        template = yaml.load(path.read_text(encoding="utf-8"), Loader=Loader)
+    except (OSError, UnicodeError, yaml.YAMLError) as exc:
         raise LocalInvokeError(f"cannot parse {path}: {exc}") from exc
+    if not isinstance(template, Mapping):
+        raise LocalInvokeError(f"cannot parse {path}: not a template (a YAML mapping)")
     return template
 
 
@@ -99,7 +123,15 @@ def function_config(template: Mapping[str, Any], logical_id: str) -> FunctionCon
         memory=int(own.get("MemorySize") or defaults.get("MemorySize") or DEFAULT_MEMORY),
         environment=environment,
         unresolved=unresolved,
+        code_uri=_local_path(own.get("CodeUri") or defaults.get("CodeUri")),
     )
+
+
+def _local_path(code_uri: Any) -> str | None:
+    """A CodeUri that names a local folder (not an S3 location)."""
+    if isinstance(code_uri, str) and not code_uri.startswith("s3://"):
+        return code_uri
+    return None
 
 
 def resolve_handler(handler: str) -> Callable[..., Any]:
@@ -108,6 +140,9 @@ def resolve_handler(handler: str) -> Callable[..., Any]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        lacking = extras.missing("tickq invoke", exc)
+        if lacking is not None:
+            raise lacking from None
         raise LocalInvokeError(f"cannot import handler module {module_name!r}: {exc}") from exc
     function = getattr(module, attribute, None)
     if not callable(function):
@@ -144,7 +179,12 @@ def invoke(
         **(env or {}),
     }
     config = FunctionConfig(**{**_fields(config), "environment": environment})
-    with _environment(environment), contextlib.redirect_stdout(sys.stderr):
+    code = None if config.code_uri is None else template_path.parent / config.code_uri
+    with (
+        _environment(environment),
+        _import_path(code),
+        contextlib.redirect_stdout(sys.stderr),
+    ):
         handler = resolve_handler(config.handler)
         region = config.environment.get("AWS_REGION", "us-east-1")
         context = LocalContext(
@@ -160,8 +200,10 @@ def invoke(
 
 
 def default_template() -> Path:
+    """./template.yaml, else (in this repository's checkout) the reference template."""
     here = Path.cwd() / "template.yaml"
-    return here if here.is_file() else Path(__file__).resolve().parents[1] / "template.yaml"
+    reference = Path(__file__).resolve().parents[1] / "template.yaml"
+    return reference if not here.is_file() and reference.is_file() else here
 
 
 class _Resolver:
@@ -231,6 +273,21 @@ def _environment(values: Mapping[str, str]) -> Iterator[None]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def _import_path(code: Path | None) -> Iterator[None]:
+    """The function's code folder first on sys.path while it runs, as /var/task in Lambda."""
+    entry = None if code is None else str(code.resolve())
+    if entry is None or entry in sys.path:
+        yield
+        return
+    sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(entry)
 
 
 def _fields(config: FunctionConfig) -> dict[str, Any]:

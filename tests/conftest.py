@@ -11,15 +11,16 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from infra import localdb
-from infra.localdb import LocalPostgres, LocalPostgresError, create_database, drop_database
 from tests.model import profiles  # noqa: F401  (loads the hypothesis profile for every test)
+from tickq.infra import localdb
+from tickq.infra.localdb import LocalPostgres, LocalPostgresError, create_database, drop_database
 
 Connect = Callable[[], psycopg.Connection]
 
@@ -110,15 +111,22 @@ def connection_factory(url: str) -> Iterator[Connect]:
         connection.close()
 
 
+@contextmanager
+def scratch_database(admin_url: str, kind: str) -> Iterator[str]:
+    """A brand-new empty (unmigrated) database on `admin_url`'s server, dropped after."""
+    name = _unique_database_name(kind)
+    create_database(admin_url, name)
+    try:
+        yield localdb.database_url(admin_url, name)
+    finally:
+        drop_database(admin_url, name)
+
+
 @pytest.fixture
 def fresh_database_url(pg_admin_url: str) -> Iterator[str]:
     """A brand-new empty (unmigrated) database for this test only."""
-    name = _unique_database_name("fresh")
-    create_database(pg_admin_url, name)
-    try:
-        yield localdb.database_url(pg_admin_url, name)
-    finally:
-        drop_database(pg_admin_url, name)
+    with scratch_database(pg_admin_url, "fresh") as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)

@@ -1,17 +1,20 @@
-"""Run inside the built artifact alone: `python3.12 -S -s run_built.py FUNCTION LAYER BOTO3`.
+"""Run inside the built artifact alone: `python3.12 -S -s run_built.py FUNCTION [PATH...]`.
 
-No site-packages: the import path is the function's package, the layer, and boto3 (which
-the Lambda runtime provides), as in Lambda. Imports every handler of the built template
-(given as JSON on stdin), then posts a job through ApiFunction and runs TickFunction once,
-against TICKQ_DATABASE_URL; prints one JSON line with what happened.
+No site-packages: the import path is the function's package and the given folders (the
+layer, and boto3, which the Lambda runtime provides), as in Lambda. Imports every handler
+of the built template (given as JSON on stdin), then posts a job through ApiFunction when
+it is one of them and runs TickFunction once, against TICKQ_DATABASE_URL; prints one JSON
+line with what happened and where each library and task module was imported from.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 import uuid
+from typing import Any
 
 
 class Context:
@@ -30,8 +33,8 @@ class Context:
 
 
 def main() -> None:
-    function_dir, layer_dir, boto3_dir = sys.argv[1:4]
-    sys.path[:0] = [function_dir, layer_dir, boto3_dir]
+    function_dir, *others = sys.argv[1:]
+    sys.path[:0] = [function_dir, *others]
     handlers = json.loads(sys.stdin.read())
     loaded = {}
     for name, dotted in handlers.items():
@@ -39,7 +42,18 @@ def main() -> None:
         imported = importlib.import_module(module)
         loaded[name] = getattr(imported, attribute)
         assert imported.__file__ is not None and imported.__file__.startswith(function_dir)
-    event = {
+    posted = loaded["ApiFunction"](post_event(), Context()) if "ApiFunction" in loaded else None
+    ticked = loaded["TickFunction"]({"source": "tickq.schedule"}, Context())
+    task_modules = [m for m in os.environ.get("TICKQ_TASK_MODULES", "").split(",") if m]
+    modules = {
+        name: getattr(sys.modules.get(name), "__file__", None)  # None: not imported
+        for name in ("psycopg", "pydantic", "aws_lambda_powertools", "boto3", *task_modules)
+    }
+    print(json.dumps({"posted": posted, "ticked": ticked, "modules": modules}, default=str))
+
+
+def post_event() -> dict[str, Any]:
+    return {
         "version": "2.0",
         "routeKey": "POST /jobs",
         "rawPath": "/jobs",
@@ -55,13 +69,6 @@ def main() -> None:
         "body": json.dumps({"type": "echo", "payload": {"built": True}}),
         "isBase64Encoded": False,
     }
-    posted = loaded["ApiFunction"](event, Context())
-    ticked = loaded["TickFunction"]({"source": "tickq.schedule"}, Context())
-    modules = {
-        name: sys.modules[name].__file__
-        for name in ("psycopg", "pydantic", "aws_lambda_powertools", "boto3")
-    }
-    print(json.dumps({"posted": posted, "ticked": ticked, "modules": modules}, default=str))
 
 
 if __name__ == "__main__":

@@ -11,10 +11,7 @@ saying which.
 
 from __future__ import annotations
 
-import glob
 import json
-import os
-import platform
 import shutil
 import subprocess
 from pathlib import Path
@@ -23,6 +20,8 @@ from typing import Any
 import psycopg
 import pytest
 import yaml
+
+from tests.artifact.sam import Loader, host_architecture, run, sam_and_python312, sam_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = (
@@ -37,70 +36,23 @@ FUNCTIONS = (
 pytestmark = pytest.mark.slow
 
 
-def sam_command() -> str | None:
-    local = ROOT / ".venv-sam" / "bin" / "sam"
-    return str(local) if local.exists() else shutil.which("sam")
-
-
-def python312() -> str | None:
-    candidates = [
-        shutil.which("python3.12"),
-        *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3.12"))),
-    ]
-    for candidate in filter(None, candidates):
-        probe = subprocess.run(
-            [candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 12))"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if probe.stdout.strip() == "True":
-            return candidate
-    return None
-
-
-def run(command: list[str], cwd: Path, env: dict[str, str], timeout: int = 900) -> str:
-    done = subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
-class _Loader(yaml.SafeLoader):
-    """Reads CloudFormation's short tags (!Ref, !Sub...) as plain values."""
-
-
-_Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    sam, py312 = sam_command(), python312()
-    if sam is None:
-        pytest.skip("aws-sam-cli is not installed (.ci/run installs it into .venv-sam)")
-    if py312 is None:
-        pytest.skip("no python3.12 interpreter: sam build of the python3.12 layer needs one")
+    sam, py312 = sam_and_python312()
     work = tmp_path_factory.mktemp("sam")
     for name in ("functions", "queue_core"):
         shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "infra" / "layer", work / "infra" / "layer")
     shutil.copy(ROOT / "Makefile", work / "Makefile")
-    arch = "arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64"
     template = (ROOT / "template.yaml").read_text(encoding="utf-8")
-    (work / "template.yaml").write_text(template.replace("arm64", arch), encoding="utf-8")
-    env = {
-        **os.environ,
-        "PATH": f"{Path(py312).parent}{os.pathsep}{os.environ['PATH']}",
-        "SAM_CLI_TELEMETRY": "0",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
+    (work / "template.yaml").write_text(host_architecture(template), encoding="utf-8")
+    env = sam_environment(py312)
     run([sam, "validate", "--lint"], work, env)
     run([sam, "build"], work, env)
     boto3_dir = work / "runtime-boto3"
     run([py312, "-m", "pip", "install", "-q", "--target", str(boto3_dir), "boto3"], work, env)
     output = work / ".aws-sam" / "build"
-    handlers = yaml.load((output / "template.yaml").read_text(), Loader=_Loader)["Resources"]
+    handlers = yaml.load((output / "template.yaml").read_text(), Loader=Loader)["Resources"]
     return {
         "output": output,
         "python": py312,
@@ -120,7 +72,9 @@ def test_each_function_package_holds_only_what_the_functions_import(
     sizes = {}
     for name in FUNCTIONS:
         package = output / name
-        assert sorted(p.name for p in package.iterdir()) == ["functions", "queue_core"]
+        # Laid out as installed: the Handler strings name tickq.functions.*.
+        assert sorted(p.name for p in package.iterdir()) == ["queue_core", "tickq"]
+        assert [p.name for p in (package / "tickq").iterdir()] == ["functions"]
         assert not list(package.rglob("test_*.py"))
         sizes[name] = size(package)
     # The handlers run from one package below; the others are the same files.
@@ -141,7 +95,7 @@ def test_the_built_functions_run_under_python_312_from_the_artifact_alone(
     env = {
         "PATH": "/usr/bin:/bin",
         "TICKQ_DATABASE_URL": database_url,
-        "TICKQ_TASK_MODULES": "functions.sample_tasks",
+        "TICKQ_TASK_MODULES": "tickq.functions.sample_tasks",
         "TICKQ_PREPARE_THRESHOLD": "off",
         "TICKQ_LEASE_SECONDS": "180",  # as the template sets it for TickFunction
         "POWERTOOLS_SERVICE_NAME": "tickq",

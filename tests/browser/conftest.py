@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from infra import serve
+from tickq.infra import serve
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 CHROMIUM_NAMES = ("chromium", "chromium-browser")
@@ -85,7 +85,7 @@ def serve_as(
     conn: psycopg.Connection, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Serve]:
     """Start the local API server for a development identity; stopped after the test."""
-    from functions import db
+    from tickq.functions import db
 
     url = serve.handler_database_url(conn, database_url, "tickq_app")
     monkeypatch.setenv("TICKQ_DATABASE_URL", url)

@@ -23,7 +23,7 @@ import psycopg
 import pytest
 from playwright.sync_api import Page, expect
 
-from infra.serve import DevIdentity
+from tickq.infra.serve import DevIdentity
 
 from .conftest import ARTIFACTS, Serve
 
@@ -43,7 +43,7 @@ def tickq(database_url: str, clean_tables: None) -> Tickq:
     env = {
         **os.environ,
         "TICKQ_DATABASE_URL": database_url,
-        "TICKQ_TASK_MODULES": "functions.sample_tasks",
+        "TICKQ_TASK_MODULES": "tickq.functions.sample_tasks",
         "PYTHONPATH": str(ROOT),
     }
     env.pop("TICKQ_QUEUES", None)

@@ -10,8 +10,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 import queue_core
-from infra.serve import DevIdentity
 from queue_core import PostgresStore, Registry, Status
+from tickq.infra.serve import DevIdentity
 
 from .conftest import ARTIFACTS, ConsoleLog, Serve
 

@@ -10,10 +10,10 @@ from uuid import UUID
 import psycopg
 from playwright.sync_api import Page, expect
 
-from infra.serve import DevIdentity
 from queue_core import PostgresStore, Status
 from queue_core.history import QueueHistory
 from queue_core.validation import job_spec
+from tickq.infra.serve import DevIdentity
 
 from .conftest import ARTIFACTS, ConsoleLog, Serve
 

@@ -11,7 +11,7 @@ import sys
 import time
 import uuid
 
-from functions import db, tick
+from tickq.functions import db, tick
 
 BUDGET_MS = 1_500  # under the chaos lease (2 s), as TickFunction requires
 

@@ -17,11 +17,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from functions import db
-from functions.aws import reset as reset_aws_clients
-from functions.aws import session
-from infra.lambda_context import LocalContext
 from queue_core import Registry, registry
+from tickq.functions import db
+from tickq.functions.aws import reset as reset_aws_clients
+from tickq.functions.aws import session
+from tickq.infra.lambda_context import LocalContext
 
 EVENTS = Path(__file__).resolve().parents[2] / "infra" / "events"
 FUNCTION_ENV = (
@@ -121,7 +121,7 @@ def lambda_function(name: str) -> str:
         FunctionName=name,
         Runtime="python3.12",
         Role=role,
-        Handler="functions.tick.handler",
+        Handler="tickq.functions.tick.handler",
         Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
     )
     return str(created["FunctionArn"])
@@ -175,7 +175,7 @@ Invoke = Callable[..., tuple[int, Any]]
 @pytest.fixture
 def call_api(as_app: None, lambda_context: FakeContext) -> Invoke:
     """Send an HTTP API event to ApiFunction; returns (status, decoded JSON body)."""
-    from functions import api
+    from tickq.functions import api
 
     def call(method: str, path: str, **options: Any) -> tuple[int, Any]:
         response = api.handler(http_event(method, path, **options), lambda_context)

@@ -9,10 +9,10 @@ from uuid import uuid4
 import psycopg
 import pytest
 
-from functions import api
-from functions.identity import OWNER_NAMESPACE, caller_id
 from queue_core.limits import Limits, queue_limit
 from queue_core.validation import MAX_PAYLOAD_BYTES
+from tickq.functions import api
+from tickq.functions.identity import OWNER_NAMESPACE, caller_id
 
 from .conftest import FakeContext, Invoke, http_event, lambda_function, record_invokes, sample_event
 
@@ -230,7 +230,7 @@ def test_database_down_is_503_without_internals(
 def test_unexpected_failure_is_500_naming_only_the_request(
     call_api: Invoke, monkeypatch: pytest.MonkeyPatch, lambda_context: FakeContext
 ) -> None:
-    from functions import api_routes
+    from tickq.functions import api_routes
 
     def explode(**_: object) -> None:
         raise RuntimeError("secret internals")

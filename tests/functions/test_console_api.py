@@ -16,9 +16,9 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from functions import api
 from queue_core import PostgresStore
 from queue_core.validation import job_spec
+from tickq.functions import api
 
 from .conftest import FakeContext, http_event
 

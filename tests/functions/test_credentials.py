@@ -17,8 +17,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from functions import db
 from queue_core import DatabaseError
+from tickq.functions import db
 
 
 @pytest.fixture

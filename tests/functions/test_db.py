@@ -9,7 +9,7 @@ import boto3
 import psycopg
 import pytest
 
-from functions import db
+from tickq.functions import db
 
 
 def _rds_secret(database_url: str) -> dict[str, object]:

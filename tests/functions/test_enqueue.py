@@ -8,8 +8,8 @@ from uuid import uuid4
 import psycopg
 import pytest
 
-from functions import enqueue
 from queue_core import Registry
+from tickq.functions import enqueue
 
 from .conftest import FakeContext, lambda_function, record_invokes, sample_event
 

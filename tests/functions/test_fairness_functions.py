@@ -11,9 +11,9 @@ from uuid import uuid4
 import psycopg
 import pytest
 
-from functions import enqueue as enqueue_function
-from functions import maintenance
 from queue_core import PostgresStore, enqueue
+from tickq.functions import enqueue as enqueue_function
+from tickq.functions import maintenance
 
 from .conftest import FakeContext, Invoke
 

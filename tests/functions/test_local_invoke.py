@@ -12,16 +12,17 @@ from typing import Any
 import psycopg
 import pytest
 
-from functions import db
-from infra.lambda_context import LocalContext
-from infra.local_invoke import (
+from queue_core import Registry, enqueue
+from tickq.functions import db
+from tickq.infra.init_app import write_app
+from tickq.infra.lambda_context import LocalContext
+from tickq.infra.local_invoke import (
     LocalInvokeError,
     _Resolver,
     function_config,
     invoke,
     load_template,
 )
-from queue_core import Registry, enqueue
 
 from .conftest import EVENTS
 
@@ -35,11 +36,11 @@ def template() -> Any:
 
 def test_globals_merge_under_the_functions_own_settings(template: Any) -> None:
     tick = function_config(template, "TickFunction")
-    assert tick.handler == "functions.tick.handler"
+    assert tick.handler == "tickq.functions.tick.handler"
     assert (tick.timeout, tick.memory) == (120, 1024)
     assert tick.environment["POWERTOOLS_SERVICE_NAME"] == "tickq"  # from Globals
     assert tick.environment["TICKQ_LEASE_SECONDS"] == "180"  # the function's own
-    assert tick.environment["TICKQ_TASK_MODULES"] == "functions.sample_tasks"  # a default
+    assert tick.environment["TICKQ_TASK_MODULES"] == "tickq.functions.sample_tasks"  # a default
     # Parameters without a default and resources have no local value.
     assert {"TICKQ_DB_SECRET_ARN", "TICKQ_EVENT_BUS"} <= set(tick.unresolved)
 
@@ -68,10 +69,14 @@ def test_context_counts_down_from_the_timeout() -> None:
     assert context.get_remaining_time_in_millis() == 0
 
 
-def tickq_invoke(function: str, event: Path, *env: str, url: str) -> Any:
+def tickq_invoke(
+    function: str, event: Path, *env: str, url: str, template: Path | None = None
+) -> Any:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("TICKQ_")}
     environ["TICKQ_DATABASE_URL"] = url
-    command = [sys.executable, "-m", "infra.cli", "invoke", function, "--event", str(event)]
+    command = [sys.executable, "-m", "tickq.infra.cli", "invoke", function, "--event", str(event)]
+    if template is not None:
+        command += ["--template", str(template)]
     for pair in env:
         command += ["--env", pair]
     done = subprocess.run(
@@ -91,6 +96,28 @@ def test_cli_tick_drains_a_local_queue(database_url: str, conn: psycopg.Connecti
     assert report["succeeded"] == 3
     done = conn.execute("select status, result from tickq.jobs order by created_at").fetchall()
     assert done == [("succeeded", {"echo": {"n": n}}) for n in range(3)]
+
+
+def test_the_functions_code_folder_comes_first_on_the_import_path(
+    tmp_path: Path, database_url: str, conn: psycopg.Connection
+) -> None:
+    # Given: an application elsewhere whose task module lives in its CodeUri folder only.
+    app = tmp_path / "app"
+    write_app(app)
+    job = enqueue(conn, "hello", {"name": "Ada"}, using=Registry())
+
+    # When: its TickFunction runs from this repository's folder, naming its template.
+    report = tickq_invoke(
+        "TickFunction",
+        app / "events" / "tick.json",
+        url=database_url,
+        template=app / "template.yaml",
+    )
+
+    # Then: `tasks` (its TaskModules) was imported from the application's folder.
+    assert report["succeeded"] == 1
+    row = conn.execute("select status, result from tickq.jobs where id = %s", (job.id,)).fetchone()
+    assert row == ("succeeded", {"greeting": "hello, Ada"})
 
 
 def test_api_post_then_get_round_trip(

@@ -8,9 +8,9 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from functions import maintenance
 from queue_core import PostgresStore, enqueue
 from queue_core.retention import Retention, policy
+from tickq.functions import maintenance
 
 from .conftest import FakeContext, sample_event
 

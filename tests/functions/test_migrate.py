@@ -11,8 +11,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from functions import migrate as migrate_function
 from queue_core.migrate import available
+from tickq.functions import migrate as migrate_function
 
 from .conftest import FakeContext, sample_event
 

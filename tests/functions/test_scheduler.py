@@ -7,9 +7,9 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from functions import scheduler
 from queue_core import PostgresStore
 from queue_core.schedules import Schedules
+from tickq.functions import scheduler
 
 from .conftest import FakeContext, sample_event
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from cfnlint.api import lint_file
 
-from infra.local_invoke import load_template, resolve_handler
+from tickq.infra.local_invoke import load_template, resolve_handler
 
 from .conftest import EVENTS
 

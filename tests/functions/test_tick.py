@@ -12,8 +12,6 @@ import psycopg
 import pytest
 
 import queue_core.pipeline
-from functions import tick
-from functions.aws import session
 from queue_core import (
     ConfigurationError,
     JobContext,
@@ -23,6 +21,8 @@ from queue_core import (
     enqueue,
     enqueue_many,
 )
+from tickq.functions import tick
+from tickq.functions.aws import session
 
 from .conftest import FakeContext, lambda_function, record_invokes, sample_event
 

@@ -13,11 +13,11 @@ import psycopg
 from hypothesis import given
 from hypothesis import strategies as st
 
-from functions import api, enqueue
 from tests.functions.conftest import FakeContext, http_event
 from tests.fuzz import strategies as bad
 from tests.fuzz.test_python_api import snapshot
 from tests.model.profiles import budget
+from tickq.functions import api, enqueue
 
 FIELDS = [
     "type",

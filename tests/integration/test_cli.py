@@ -10,11 +10,11 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from infra.cli import main
 from queue_core import PostgresStore, Status
 from queue_core.migrate import available
 from queue_core.registry import registry as process_registry
 from queue_core.validation import job_spec
+from tickq.infra.cli import main
 
 UNKNOWN = "0190c0de-0000-7000-8000-0000000000ff"
 

@@ -9,11 +9,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from infra.cli import main
 from queue_core import PostgresStore
 from queue_core.history import QueueHistory
 from queue_core.registry import registry as process_registry
 from queue_core.validation import job_spec
+from tickq.infra.cli import main
 
 
 @pytest.fixture(autouse=True)

@@ -10,9 +10,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from infra import cli
-from infra.serve import DevIdentity, LocalContext, handler_database_url, http_api_event
 from queue_core import PostgresStore, Registry, Status
+from tickq.infra import cli
+from tickq.infra.serve import DevIdentity, LocalContext, handler_database_url, http_api_event
 
 
 @pytest.fixture
@@ -120,8 +120,8 @@ def test_operator_endpoint_is_only_for_operators(
     identity: DevIdentity,
     status: int,
 ) -> None:
-    from functions import db
-    from infra.serve import api_handler
+    from tickq.functions import db
+    from tickq.infra.serve import api_handler
 
     make_dead(conn, 2)
     monkeypatch.setenv("TICKQ_DATABASE_URL", handler_database_url(conn, database_url, "tickq_app"))
@@ -156,8 +156,8 @@ def test_operator_endpoint_needs_only_tickq_operator_and_the_login_cannot_become
     from psycopg import sql
     from psycopg.conninfo import make_conninfo
 
-    from functions import db
-    from infra.serve import api_handler
+    from tickq.functions import db
+    from tickq.infra.serve import api_handler
 
     make_dead(conn, 2)
     login = f"tickq_api_{secrets.token_hex(4)}"

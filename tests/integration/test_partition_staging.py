@@ -23,13 +23,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from infra import localdb
-from infra.localdb import create_database, drop_database
 from queue_core import PostgresStore, partition_staging, transitions
 from queue_core.errors import InvalidTransition
 from queue_core.migrate import available, migrate
 from queue_core.validation import job_spec
 from tests.model.profiles import budget
+from tickq.infra import localdb
+from tickq.infra.localdb import create_database, drop_database
 
 FINISHED = ("succeeded", "dead", "cancelled")
 OPS = ("enqueue", "finish", "kill", "cancel", "retry", "delete", "truncate")

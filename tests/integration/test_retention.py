@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from infra.cli import main
 from queue_core.errors import InvalidJob
 from queue_core.retention import PolicyNotFound, Retention, parse_age, policy
+from tickq.infra.cli import main
 
 NOW = datetime(2030, 6, 1, tzinfo=UTC)
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from infra.cli import main
 from queue_core.errors import InvalidJob
 from queue_core.schedules import Missed, ScheduleExists, ScheduleNotFound, Schedules
+from tickq.infra.cli import main
 
 
 def utc(*args: int) -> datetime:

@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from functions import db
-from infra import serve
+from tickq.functions import db
+from tickq.infra import serve
 
 ALICE = serve.DevIdentity("alice")
 

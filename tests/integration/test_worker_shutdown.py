@@ -42,7 +42,7 @@ def test_sigterm_mid_batch_persists_the_batch_and_exits_cleanly(
         "TICKQ_DATABASE_URL": database_url,
         "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
     }
-    command = [sys.executable, "-m", "infra.cli", "work", "--json", "--tasks", "slow_tasks"]
+    command = [sys.executable, "-m", "tickq.infra.cli", "work", "--json", "--tasks", "slow_tasks"]
     worker = subprocess.Popen(
         [*command, "--batch-size", "4", "--concurrency", "4"],
         cwd=ROOT,

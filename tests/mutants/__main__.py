@@ -70,8 +70,11 @@ def copy_tree(destination: Path) -> None:
     ).stdout.split(b"\0")
     for name in filter(None, (n.decode() for n in listed)):
         source = ROOT / name
-        if source.is_file():
-            target = destination / name
+        target = destination / name
+        if source.is_symlink():  # .typing/tickq: the installed names, inside the copy
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(source.readlink())
+        elif source.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
 
@@ -94,7 +97,9 @@ def environment(tree: Path) -> dict[str, str]:
     # needs no shrinking (minutes on a database-backed state machine).
     return {
         **env,
-        "PYTHONPATH": str(tree),
+        # The copy's folders under their installed names (tickq.functions, tickq.infra)
+        # come before the working tree's editable install.
+        "PYTHONPATH": os.pathsep.join([str(tree), str(tree / ".typing")]),
         "CI": "true",
         "TICKQ_HYPOTHESIS_PROFILE": "ci",
         "TICKQ_HYPOTHESIS_SHRINK": "0",
@@ -104,15 +109,20 @@ def environment(tree: Path) -> dict[str, str]:
 def check_isolated(tree: Path) -> None:
     """The copy must import its own engine, not the working tree's editable install."""
     found = subprocess.run(
-        [sys.executable, "-c", "import queue_core; print(queue_core.__file__)"],
+        [
+            sys.executable,
+            "-c",
+            "import queue_core, tickq.functions.tick as t; print(queue_core.__file__, t.__file__)",
+        ],
         cwd=tree,
         env=environment(tree),
         check=True,
         capture_output=True,
         text=True,
-    ).stdout.strip()
-    if not found.startswith(str(tree)):
-        sys.exit(f"mutants: the copy imports {found}, not its own queue_core")
+    ).stdout.split()
+    for path in found:
+        if not path.startswith(str(tree)):
+            sys.exit(f"mutants: the copy imports {path}, not its own engine and functions")
 
 
 def run_proof(proof: str, args: list[str], tree: Path, logs: Path) -> Verdict:

@@ -122,8 +122,8 @@ def test_the_api_scopes_two_users_through_the_pooler(
     pooled_app_url: str,
     tasks: Registry,
 ) -> None:
-    from functions import api, db
     from tests.functions.conftest import FakeContext, http_event
+    from tickq.functions import api, db
 
     alice, bob = str(uuid4()), str(uuid4())
     for url in (pooled_url, pooled_app_url):  # the owner's login, then a tickq_app member
@@ -177,7 +177,7 @@ def test_schedules_and_maintenance_run_through_the_pooler(
     monkeypatch: pytest.MonkeyPatch,
     lambda_context: Any,
 ) -> None:
-    from functions import db, maintenance, scheduler
+    from tickq.functions import db, maintenance, scheduler
 
     monkeypatch.setenv("TICKQ_DATABASE_URL", pooled_worker_url)
     monkeypatch.setenv("TICKQ_PREPARE_THRESHOLD", "off")

@@ -23,7 +23,7 @@ def call_api(
     lambda_context: FakeContext,
 ) -> Invoke:
     """ApiFunction logged in as a real tickq_app member; returns (status, decoded body)."""
-    from functions import api
+    from tickq.functions import api
 
     monkeypatch.setenv("TICKQ_DATABASE_URL", app_url)
 
@@ -91,7 +91,7 @@ def test_a_claim_that_is_not_valid_unicode_is_unauthorized_not_a_crash(
 ) -> None:
     event = http_event("GET", "/jobs", sub=claims["sub"])
     event["requestContext"]["authorizer"]["jwt"]["claims"].update(claims)
-    from functions import api
+    from tickq.functions import api
 
     response = api.handler(event, FakeContext())
     assert response["statusCode"] == 401, response

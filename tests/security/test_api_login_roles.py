@@ -16,12 +16,12 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from functions import api, db
-from infra import localdb
-from infra.localdb import create_database, drop_database
 from queue_core import PostgresStore, validation
 from queue_core.migrate import migrate
 from tests.functions.conftest import FakeContext, http_event
+from tickq.functions import api, db
+from tickq.infra import localdb
+from tickq.infra.localdb import create_database, drop_database
 
 ALICE, BOB = str(uuid4()), str(uuid4())
 

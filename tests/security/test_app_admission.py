@@ -11,12 +11,12 @@ from uuid import UUID, uuid4
 import psycopg
 import pytest
 
-from functions import api
 from queue_core import PostgresStore, QueueFull
 from queue_core.limits import Limits, queue_limit
 from queue_core.validation import job_spec
 from tests.functions.conftest import FakeContext, http_event
 from tests.security.conftest import RoleConnect
+from tickq.functions import api
 
 
 def count(conn: psycopg.Connection) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from functions.aws import MAX_ATTEMPTS, CallLimits
+from tickq.functions.aws import MAX_ATTEMPTS, CallLimits
 
 
 def test_no_deadline_gets_the_default_limits() -> None:

@@ -6,10 +6,10 @@ import base64
 
 import pytest
 
-from functions.ui import QueueOverview, is_operator, queue_overview
-from infra.serve import DevIdentity, http_api_event, parse_user, response_parts
 from queue_core import Status
 from queue_core.ports import StatsRow
+from tickq.functions.ui import QueueOverview, is_operator, queue_overview
+from tickq.infra.serve import DevIdentity, http_api_event, parse_user, response_parts
 
 OWNER = "1a2ed10b-6c47-5e33-95f1-49a6fa430255"
 

@@ -1,0 +1,157 @@
+"""`tickq init DIR`: the application it writes is valid for CloudFormation, deploys the
+reference template's functions from the user's folder, and bad input changes nothing."""
+
+from __future__ import annotations
+
+import copy
+import json
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cfnlint.api import lint_file
+
+from tickq.infra.cli import main
+from tickq.infra.cli_common import EXIT_INPUT
+from tickq.infra.init_app import FILES, REQUIREMENTS
+from tickq.infra.local_invoke import function_config, load_template
+
+ROOT = Path(__file__).resolve().parents[2]
+WRITTEN = sorted([*FILES.values(), REQUIREMENTS])
+
+
+def init(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
+    code = main(["--json", "init", *args])
+    out = capsys.readouterr().out
+    return code, json.loads(out) if out else None
+
+
+def listing(directory: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(directory)): p.read_text() for p in directory.rglob("*") if p.is_file()
+    }
+
+
+@pytest.fixture
+def app(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    code, written = init(capsys, str(tmp_path / "myapp"))
+    assert code == 0, written
+    return tmp_path / "myapp"
+
+
+def test_it_writes_the_application_naming_the_installed_tickq(app: Path) -> None:
+    assert sorted(listing(app)) == WRITTEN
+    requirements = (app / "requirements.txt").read_text().splitlines()
+    assert f"tickq[aws]=={metadata.version('tickq')}" in requirements
+
+
+def test_the_template_passes_cfn_lint(app: Path) -> None:
+    assert [str(match) for match in lint_file(app / "template.yaml")] == []
+
+
+def test_the_functions_are_tickqs_with_the_users_folder_as_code(app: Path) -> None:
+    template = load_template(app / "template.yaml")
+    tick = function_config(template, "TickFunction")
+
+    assert template["Globals"]["Function"]["CodeUri"] == "."
+    assert tick.handler == "tickq.functions.tick.handler"
+    assert tick.environment["TICKQ_TASK_MODULES"] == "tasks"  # the sample module's name
+    assert "Layers" not in template["Globals"]["Function"]  # requirements.txt brings tickq
+
+
+def test_the_template_is_the_reference_one_but_for_where_the_code_comes_from(app: Path) -> None:
+    reference = load_template(ROOT / "template.yaml")
+    written = load_template(app / "template.yaml")
+
+    # What differs: no layer (requirements.txt), no Makefile build (the user's folder is
+    # the code), the sample tasks module, and the descriptions that say so.
+    expected = copy.deepcopy(reference)
+    del expected["Resources"]["DependenciesLayer"]
+    del expected["Globals"]["Function"]["Layers"]
+    for resource in expected["Resources"].values():
+        if resource["Type"] == "AWS::Serverless::Function":
+            del resource["Metadata"]
+    expected["Parameters"]["TaskModules"]["Default"] = "tasks"
+    for template in (expected, written):
+        del template["Description"]
+        del template["Parameters"]["TaskModules"]["Description"]
+    assert written == expected
+
+
+def test_the_sample_module_registers_its_task(app: Path) -> None:
+    namespace: dict[str, Any] = {}
+    exec(compile((app / "tasks.py").read_text(), "tasks.py", "exec"), namespace)
+
+    assert namespace["hello"].__name__ == "hello"
+    from queue_core.registry import registry
+
+    assert "hello" in registry.tasks
+
+
+def test_a_wheel_file_becomes_a_direct_reference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wheel = tmp_path / "tickq-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"")
+
+    code, written = init(capsys, str(tmp_path / "app"), "--requirement", str(wheel))
+
+    assert code == 0
+    assert written["requirement"] == f"tickq[aws] @ {wheel.as_uri()}"
+    assert f"tickq[aws] @ {wheel.as_uri()}\n" in (tmp_path / "app" / REQUIREMENTS).read_text()
+
+
+def test_an_index_spec_is_written_as_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, written = init(capsys, str(tmp_path / "app"), "--requirement", "tickq[aws]>=0.1,<1")
+
+    assert (code, written["requirement"]) == (0, "tickq[aws]>=0.1,<1")
+
+
+@pytest.mark.parametrize(
+    ("requirement", "says"),
+    [
+        ("requests==2.0", "must name tickq"),
+        ("", "is empty"),
+        ("tickq\nrequests", "must name tickq"),
+        ("/nowhere/tickq-0.1.0-py3-none-any.whl", "no file at"),
+    ],
+)
+def test_a_bad_requirement_is_refused_with_nothing_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], requirement: str, says: str
+) -> None:
+    code, error = init(capsys, str(tmp_path / "app"), "--requirement", requirement)
+
+    assert code == EXIT_INPUT
+    assert says in error["message"]
+    assert not (tmp_path / "app").exists()
+
+
+def test_existing_files_are_kept_unless_forced(
+    app: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (app / "tasks.py").write_text("# mine\n")
+
+    code, error = init(capsys, str(app))
+
+    assert code == EXIT_INPUT
+    assert "already has template.yaml, tasks.py" in error["message"]
+    assert (app / "tasks.py").read_text() == "# mine\n"
+
+    code, _ = init(capsys, str(app), "--force")
+
+    assert code == 0
+    assert (app / "tasks.py").read_text() != "# mine\n"
+
+
+def test_a_file_where_the_folder_should_be_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "taken").write_text("")
+
+    code, error = init(capsys, str(tmp_path / "taken"))
+
+    assert code == EXIT_INPUT
+    assert "is not a directory" in error["message"]
