@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import psycopg
 import pytest
 
+from queue_core import JobContext, PermanentError, Registry, enqueue, enqueue_many
 from tickq.functions import aws, tick
 from tickq.infra.lambda_context import LocalContext
-from queue_core import JobContext, PermanentError, Registry, enqueue, enqueue_many
 
 DEADLINE_SECONDS = 10.0
 
