@@ -1,4 +1,4 @@
-"""The idempotency key table (migration 0013) against a real database: every path that ends
+"""The idempotency key table (tickq.job_keys) against a real database: every path that ends
 a job frees its key, a retried job takes its key back or is refused, and concurrent
 enqueues of one key, while other connections kill and cancel its holder, never leave two
 live jobs with one key nor a key row out of step with its job."""
