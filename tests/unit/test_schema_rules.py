@@ -6,6 +6,7 @@ from pathlib import Path
 
 from queue_core.migrate import Migration, available, schema_files
 from tests.schema.rules import file_problems, migration_problems
+from tests.schema.sqltext import normalized, statements
 
 FILES = schema_files()
 CLAIM_FAIR = dict(FILES)["functions/claim_fair.sql"]
@@ -86,4 +87,28 @@ def test_a_function_file_holds_only_its_own_function() -> None:
     assert file_problems(misnamed) == [
         "functions/claim_unfair.sql must hold one statement, the CREATE FUNCTION of"
         " tickq.claim_unfair"
+    ]
+
+
+def test_definitions_compare_equal_without_comments_spacing_or_quote_tags() -> None:
+    written = """create function tickq.f() returns int  -- one
+        language sql as $$
+        /* a /* nested */ comment */ select  1 + 2  -- two
+    $$"""
+    stored = (
+        "CREATE FUNCTION tickq.f()\n RETURNS int LANGUAGE sql AS $function$ select 1+2 $function$"
+    )
+
+    assert normalized(written) == normalized(stored)
+    assert normalized("select 'a  -- b'") != normalized("select 'a -- b'")
+    assert normalized('select "Mixed"') != normalized('select "mixed"')
+
+
+def test_statements_split_at_semicolons_outside_quotes() -> None:
+    script = "select ';'; do $$ begin perform 1; end $$; -- last; one\nselect 2;"
+
+    assert statements(script) == [
+        "select ';';",
+        "do $$ begin perform 1; end $$;",
+        "-- last; one\nselect 2;",
     ]
