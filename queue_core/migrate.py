@@ -69,7 +69,7 @@ def schema_files() -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     for name in SCHEMA_FILES:
         if name.endswith("/"):
-            found += [(f"{name}{f.name}", _text(f)) for f in _sql_files(root / name)]
+            found += [(f"{name}{f.name}", _text(f)) for f in _sql_files(root / name.rstrip("/"))]
         else:
             found.append((name, _text(root / name)))
     return found
@@ -131,7 +131,7 @@ def pending(conn: psycopg.Connection[Any]) -> list[str]:
     """The versions migrate() would record now (it raises what migrate() would raise)."""
     with conn.transaction():
         done = _done(conn)
-        fresh = _start(conn, done)
+        fresh = _is_fresh(conn, done)
     if fresh:
         return [BASELINE, *(m.version for m in available())]
     baseline = [] if BASELINE in done else [BASELINE]
@@ -143,7 +143,7 @@ def _bring_up_to_date(
 ) -> list[str]:
     done = _done(conn)
     later = available()
-    if _start(conn, done):
+    if _is_fresh(conn, done):
         if through is not None and not all(_within(m.version, through) for m in later):
             raise SchemaError(
                 f"through={through!r} on a fresh database: it is built whole from the"
@@ -170,7 +170,7 @@ def _bring_up_to_date(
     return recorded
 
 
-def _start(conn: psycopg.Connection[Any], done: set[str]) -> bool:
+def _is_fresh(conn: psycopg.Connection[Any], done: set[str]) -> bool:
     """Whether the database is fresh (True) or at the baseline or 0016b (False); raises
     SchemaError for anything else."""
     if BASELINE in done:
