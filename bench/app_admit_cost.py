@@ -1,4 +1,4 @@
-"""What the application users' admission trigger (migration 0007) costs workers' enqueues.
+"""What the application users' admission trigger (jobs_app_admit) costs workers' enqueues.
 
 `jobs_app_admit` fires only when a transaction names a user (tickq.user_id); a worker's
 insert evaluates its WHEN condition per row and queues nothing. Rounds alternate between

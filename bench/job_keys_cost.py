@@ -151,7 +151,8 @@ def measure(
     return result
 
 
-# The key triggers (migration 0013) whose WHEN clause every update of a job evaluates.
+# The key triggers (queue_core/schema/triggers.sql) whose WHEN clause every update of a job
+# evaluates.
 KEY_TRIGGERS = ("jobs_key_free", "jobs_key_take")
 
 

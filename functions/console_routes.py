@@ -2,7 +2,8 @@
 
 Users act on their own jobs (`POST /jobs/actions`). Everything under /admin is for the
 operators of functions/ui.py's allow-list, and runs in a transaction acting as
-tickq_operator, which may only call the narrow functions of migrations 0007 and 0011.
+tickq_operator, which may only call the narrow functions granted to it
+(queue_core/schema/policies.sql).
 """
 
 from __future__ import annotations

@@ -121,14 +121,14 @@ def report_table(report: TickReport) -> Table:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    # Migration 0014 copies the finished jobs before it applies: say how far, on a terminal.
+    # On a terminal, say which version is being applied while it runs.
     with database(migrated=False) as conn, ExitStack() as stack:
         shown = not args.json and err.is_terminal
         status = stack.enter_context(err.status("migrating")) if shown else None
 
-        def progress(copied: int) -> None:
+        def progress(version: str) -> None:
             if status is not None:
-                status.update(f"finished jobs copied into partitions: {copied:,}")
+                status.update(f"applying {version}")
 
         applied = migrations.migrate(conn, progress=progress)
     cli_db.report_migrated(args, applied)

@@ -2,7 +2,7 @@
 
 Users act on their own jobs (row-level security, one statement per job, as a single
 retry or cancel would); operators act on every user's jobs through the security-definer
-functions of migration 0011, which return what identifies a job and how it went, never
+functions of queue_core/schema/functions/, which return what identifies a job and how it went, never
 its payload or result.
 """
 

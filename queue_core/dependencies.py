@@ -2,8 +2,8 @@
 writes, and what a parent's end does to its descendants.
 
 Pure functions: the store runs `plan` between locking the parents and inserting the jobs,
-and tickq.jobs_settle (migration 0009) applies `settle`'s rules in SQL, in the transaction
-that finishes the parents; the model-based tests hold the two to each other.
+and tickq.jobs_settle (queue_core/schema/functions/) applies `settle`'s rules in SQL, in the
+transaction that finishes the parents; the model-based tests hold the two to each other.
 """
 
 from __future__ import annotations

@@ -86,6 +86,11 @@ class DatabaseError(TickqError):
     """The database failed or could not be reached."""
 
 
+class SchemaError(TickqError):
+    """This database's tickq schema is not one `tickq migrate` can bring up to date; nothing
+    was changed."""
+
+
 # Handler signals: raised by job handlers, interpreted by the tick runner.
 
 

@@ -1,7 +1,7 @@
 """Taking turns across groups (SPEC §10): where a worker's fair claim resumes, and when a
 queue needs one at all.
 
-The claim itself is SQL (`tickq.claim_fair`, migration 0010): within the best priority
+The claim itself is SQL (`tickq.claim_fair`, queue_core/schema/functions/): within the best priority
 level of a queue it sweeps the groups with runnable jobs in group order, one group per job
 still wanted, starting after the group where this worker's previous sweep ended. The only
 state is that position, kept by the worker: nothing shared can leak or go stale. A worker

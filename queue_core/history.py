@@ -1,8 +1,9 @@
 """The console's charts: jobs finished per minute or hour, and queue depth over time.
 
-Finished counts come from the jobs table through its indexes (tickq.throughput in
-migration 0011). Depth is sampled by the maintenance pass from the counts it already reads
-for its metrics, into tickq.queue_depth_samples, which keeps DEPTH_KEEP_SECONDS of them.
+Finished counts come from the jobs table through its indexes (tickq.throughput,
+queue_core/schema/functions/). Depth is sampled by the maintenance pass from the counts it
+already reads for its metrics, into tickq.queue_depth_samples, which keeps
+DEPTH_KEEP_SECONDS of them.
 """
 
 from __future__ import annotations

@@ -1,23 +1,60 @@
-"""Versioned SQL migrations shipped inside the package, applied once each, in order."""
+"""The schema: a fresh database is built whole from the current-state SQL of queue_core/schema,
+an existing one is brought up to date by the migrations after the baseline, applied once
+each, in order (docs/operations.md, "Upgrading"; the rule for changing the schema is in
+docs/architecture.md).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
+from importlib.abc import Traversable
 from typing import Any
 
 import psycopg
 
-from . import partition_staging, partitions
+from . import partitions
+from .errors import SchemaError
 
 # Any stable 64-bit number; it serialises concurrent migrators across the whole cluster.
 _LOCK_KEY = 0x7469636B71  # "tickq"
-# A migration with a staging step moves its rows first, in short transactions; its own
-# transaction then waits at most this long for each lock, retried, so a long reader ahead
-# of it does not hold the whole queue back behind its lock request.
-_STAGED = {partition_staging.VERSION: partition_staging}
-_SWAP_LOCK_TIMEOUT = "1s"
-_SWAP_ATTEMPTS = 10
+
+BASELINE = "0017_baseline"
+"""The version a database built from the current-state files of this release is at, before
+any later migration. It folds the unreleased migrations below."""
+
+FOLDED = (
+    "0001_jobs",
+    "0002_security",
+    "0003_schedules",
+    "0004_limits",
+    "0005_retention",
+    "0006_table_storage",
+    "0007_api_role",
+    "0008_steps",
+    "0009_dependencies",
+    "0010_fairness",
+    "0011_console",
+    "0012_force_dependencies_rls",
+    "0013_job_keys",
+    "0014_partitioned_jobs",
+    "0014b_live_claims",
+    "0015_app_guard_gate",
+    "0016_live_id_statistics",
+    "0016b_job_keys_by_key",
+)
+"""The migrations before the baseline. A database that recorded every one of them has the
+baseline's schema exactly (a test compares the catalogs), so it is recorded as at the
+baseline and only later migrations apply to it."""
+
+SCHEMA_FILES = ("tables.sql", "functions/", "triggers.sql", "policies.sql")
+"""The current-state files in the order a fresh database applies them; each needs only what
+comes before it. functions/ holds one file per SQL function, applied in name order (a SQL
+function's body is checked when it is created: one that calls another needs it earlier)."""
+
+Progress = Callable[[str], None]
+"""Told each version just before it is applied (or recorded)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,119 +63,180 @@ class Migration:
     sql: str
 
 
+def schema_files() -> list[tuple[str, str]]:
+    """(path under queue_core/schema, text) of every current-state file, in applying order."""
+    root = resources.files("queue_core") / "schema"
+    found: list[tuple[str, str]] = []
+    for name in SCHEMA_FILES:
+        if name.endswith("/"):
+            found += [(f"{name}{f.name}", _text(f)) for f in _sql_files(root / name.rstrip("/"))]
+        else:
+            found.append((name, _text(root / name)))
+    return found
+
+
 def available() -> list[Migration]:
+    """The migrations after the baseline, in order."""
     folder = resources.files("queue_core") / "migrations"
-    files = sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
-    return [Migration(f.name.removesuffix(".sql"), f.read_text(encoding="utf-8")) for f in files]
+    files = _sql_files(folder) if folder.is_dir() else []
+    migrations = [Migration(f.name.removesuffix(".sql"), _text(f)) for f in files]
+    for migration in migrations:
+        if migration.version <= BASELINE:
+            raise SchemaError(
+                f"migration {migration.version} sorts before the baseline {BASELINE}:"
+                " a migration's version must sort after every earlier one"
+            )
+    return migrations
 
 
 def migrate(
     conn: psycopg.Connection[Any],
     *,
-    batch_rows: int = partition_staging.BATCH_ROWS,
-    progress: partition_staging.Progress | None = None,
     through: str | None = None,
+    progress: Progress | None = None,
 ) -> list[str]:
-    """Apply pending migrations; returns the versions applied.
+    """Bring the database up to date in one transaction; returns the versions recorded.
 
-    Pending migrations apply in one transaction. On a database that has jobs already, one
-    with a staging step (0014, which partitions tickq.jobs) starts a transaction of its own:
-    those before it commit first, its rows move in batches of `batch_rows` while the queue
-    runs (`progress` hears how many so far), then it applies with the ones after it.
+    A fresh database is built from the current-state files, which already hold every
+    migration: it is recorded at the baseline and at each of them. A database at the last
+    migration before the baseline (0016b) is recorded at the baseline, then the later
+    migrations apply. Any other database made by an unreleased tickq raises SchemaError,
+    and nothing changes.
 
-    `through` stops after the migrations whose version starts with it ("0013"): a database
-    as an older release left it, for upgrade tests and benchmarks.
+    `through` stops after the migrations whose version starts with it (or sorts before it):
+    a database as an earlier release left it, for upgrade tests and benchmarks. It applies
+    to existing databases only, since a fresh one is built whole.
 
     Safe to run from several processes at once: an advisory lock is taken before anything
-    is read, so a second migrator waits, then finds the work done.
+    is read, so a second migrator waits, then finds the work done. Afterwards, on every run:
+    today's and the next days' partitions of finished jobs (maintenance keeps them ahead),
+    and the live partition's statistics, which a dump and restore does not carry.
     """
-    applied: list[str] = []
     with conn.transaction():
         conn.execute("select pg_advisory_lock(%s)", (_LOCK_KEY,))
     try:
-        # A fresh database has no rows to move: everything applies in one transaction.
-        upgrading = partition_staging.needed(conn)
-        while todo := _pending(conn, through):
-            group = [todo[0], *_until_staged(todo[1:])] if upgrading else todo
-            staged = _STAGED.get(group[0].version)
-            # Still one table here: only the staged migration changes that (and the lock
-            # keeps other migrators out meanwhile).
-            if upgrading and staged is not None:
-                staged.stage(conn, batch_rows=batch_rows, progress=progress)
-                _apply(conn, group, lock_timeout=_SWAP_LOCK_TIMEOUT)
-            else:
-                _apply(conn, group, lock_timeout=None)
-            applied += [m.version for m in group]
-        # Today's partition of finished jobs and the next days' (migration 0014), so a
-        # database migrated long after 0014 starts with them; maintenance keeps them ahead.
         with conn.transaction():
-            row = conn.execute("select to_regproc('tickq.jobs_partitions_ensure') is not null")
-            if (found := row.fetchone()) and found[0]:
-                partitions.ensure(conn)
-            # The live partition's statistics (migration 0016), which a dump and restore
-            # does not carry: without them a backlog on it was scanned whole.
-            row = conn.execute("select to_regproc('tickq.jobs_live_id_statistics') is not null")
-            if (found := row.fetchone()) and found[0]:
-                conn.execute("select tickq.jobs_live_id_statistics()")
+            recorded = _bring_up_to_date(conn, through, progress)
+        with conn.transaction():
+            partitions.ensure(conn)
+            conn.execute("select tickq.jobs_live_id_statistics()")
     finally:
         if not conn.closed:
             with conn.transaction():
                 conn.execute("select pg_advisory_unlock(%s)", (_LOCK_KEY,))
-    return applied
+    return recorded
 
 
-def _until_staged(migrations: list[Migration]) -> list[Migration]:
-    """The migrations up to the next one with a staging step, which starts a group."""
-    group: list[Migration] = []
-    for migration in migrations:
-        if migration.version in _STAGED:
-            break
-        group.append(migration)
-    return group
-
-
-def _pending(conn: psycopg.Connection[Any], through: str | None = None) -> list[Migration]:
+def pending(conn: psycopg.Connection[Any]) -> list[str]:
+    """The versions migrate() would record now (it raises what migrate() would raise)."""
     with conn.transaction():
-        done = set(_done(conn))
-    return [
-        m
-        for m in available()
-        if m.version not in done
-        and (through is None or m.version <= through or m.version.startswith(through))
-    ]
+        done = _done(conn)
+        fresh = _is_fresh(conn, done)
+    if fresh:
+        return [BASELINE, *(m.version for m in available())]
+    baseline = [] if BASELINE in done else [BASELINE]
+    return baseline + [m.version for m in available() if m.version not in done]
 
 
-def _done(conn: psycopg.Connection[Any]) -> list[str]:
+def _bring_up_to_date(
+    conn: psycopg.Connection[Any], through: str | None, progress: Progress | None
+) -> list[str]:
+    done = _done(conn)
+    later = available()
+    if _is_fresh(conn, done):
+        if through is not None and not all(_within(m.version, through) for m in later):
+            raise SchemaError(
+                f"through={through!r} on a fresh database: it is built whole from the"
+                " current-state files, which hold every migration; migrate it fully, or"
+                " start from a database at an earlier release"
+            )
+        _tell(progress, BASELINE)
+        _build(conn)
+        versions = [BASELINE, *(m.version for m in later)]
+        _record(conn, versions)
+        return versions
+    recorded: list[str] = []
+    if BASELINE not in done:
+        _tell(progress, BASELINE)
+        _record(conn, [BASELINE])
+        recorded.append(BASELINE)
+    for migration in later:
+        if migration.version in done or not _within(migration.version, through):
+            continue
+        _tell(progress, migration.version)
+        _run(conn, migration.sql, f"migrations/{migration.version}.sql")
+        _record(conn, [migration.version])
+        recorded.append(migration.version)
+    return recorded
+
+
+def _is_fresh(conn: psycopg.Connection[Any], done: set[str]) -> bool:
+    """Whether the database is fresh (True) or at the baseline or 0016b (False); raises
+    SchemaError for anything else."""
+    if BASELINE in done:
+        return False
+    if not done:
+        row = conn.execute("select to_regclass('tickq.jobs') is not null").fetchone()
+        if row and row[0]:
+            raise SchemaError(
+                "schema tickq has a jobs table but no record of migrations"
+                " (tickq.schema_migrations): it was not made by `tickq migrate`;"
+                " nothing was changed"
+            )
+        return True
+    missing = [v for v in FOLDED if v not in done]
+    if not missing:
+        return False
+    reached = max((v for v in FOLDED if v in done), default=None)
+    raise SchemaError(
+        f"this database is at migration {reached or sorted(done)[-1]}, a version of tickq"
+        " that was never released, and this tickq upgrades only databases at"
+        f" {FOLDED[-1]} or later (missing: {', '.join(missing)}). Migrate it first with the"
+        f" tickq that made it, up to {FOLDED[-1]}; or, if its jobs need not be kept,"
+        " drop schema tickq and migrate again. Nothing was changed."
+    )
+
+
+def _build(conn: psycopg.Connection[Any]) -> None:
+    for name, text in schema_files():
+        _run(conn, text, f"schema/{name}")
+
+
+def _run(conn: psycopg.Connection[Any], sql: str, file: str) -> None:
+    try:
+        conn.execute(sql.encode())
+    except psycopg.Error as exc:
+        exc.add_note(f"in queue_core/{file}")
+        raise
+
+
+def _record(conn: psycopg.Connection[Any], versions: list[str]) -> None:
+    with conn.cursor() as cur:
+        cur.executemany(
+            "insert into tickq.schema_migrations (version) values (%s)",
+            [(v,) for v in versions],
+        )
+
+
+def _done(conn: psycopg.Connection[Any]) -> set[str]:
     exists = conn.execute("select to_regclass('tickq.schema_migrations') is not null").fetchone()
     if not (exists and exists[0]):
-        return []
-    return [row[0] for row in conn.execute("select version from tickq.schema_migrations")]
+        return set()
+    return {row[0] for row in conn.execute("select version from tickq.schema_migrations")}
 
 
-def _apply(
-    conn: psycopg.Connection[Any], group: list[Migration], *, lock_timeout: str | None
-) -> None:
-    def apply() -> None:
-        conn.execute("create schema if not exists tickq")
-        conn.execute(
-            "create table if not exists tickq.schema_migrations ("
-            " version text primary key,"
-            " applied_at timestamptz not null default now())"
-        )
-        for migration in group:
-            conn.execute(migration.sql.encode())
-            conn.execute(
-                "insert into tickq.schema_migrations (version) values (%s)",
-                (migration.version,),
-            )
-
-    if lock_timeout is None:
-        with conn.transaction():
-            apply()
-    else:
-        partition_staging.locking(conn, apply, lock_timeout, _SWAP_ATTEMPTS, 0.1)
+def _within(version: str, through: str | None) -> bool:
+    return through is None or version <= through or version.startswith(through)
 
 
-def pending(conn: psycopg.Connection) -> list[str]:
-    done = set(_done(conn))
-    return [m.version for m in available() if m.version not in done]
+def _tell(progress: Progress | None, version: str) -> None:
+    if progress is not None:
+        progress(version)
+
+
+def _sql_files(folder: Traversable) -> list[Traversable]:
+    return sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
+
+
+def _text(file: Traversable) -> str:
+    return file.read_text(encoding="utf-8")

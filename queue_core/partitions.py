@@ -1,10 +1,11 @@
 """Partitions of finished jobs: one per UTC day, created ahead of time by maintenance.
 
 tickq.jobs keeps live jobs in tickq.jobs_live and finished ones in tickq.jobs_done, which is
-partitioned again by finish time, one partition per UTC day (migration 0014). A finish whose
-day has no partition yet lands in the default partition and never fails; `ensure` gives
-today and the next `days_ahead` days a partition, and any day found in the default
-partition one too, moving its rows in. Retention drops whole days (queue_core/retention.py).
+partitioned again by finish time, one partition per UTC day (queue_core/schema/tables.sql).
+A finish whose day has no partition yet lands in the default partition and never fails;
+`ensure` gives today and the next `days_ahead` days a partition, and any day found in the
+default partition one too, moving its rows in. Retention drops whole days
+(queue_core/retention.py).
 """
 
 from __future__ import annotations

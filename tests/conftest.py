@@ -129,6 +129,22 @@ def fresh_database_url(pg_admin_url: str) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture
+def new_database(pg_admin_url: str) -> Iterator[Callable[[], str]]:
+    """A factory of brand-new empty databases for this test, each dropped at teardown."""
+    made: list[str] = []
+
+    def make() -> str:
+        name = _unique_database_name("new")
+        create_database(pg_admin_url, name)
+        made.append(name)
+        return localdb.database_url(pg_admin_url, name)
+
+    yield make
+    for name in made:
+        drop_database(pg_admin_url, name)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_task_registry() -> Iterator[None]:
     """Handlers registered by one test (or an imported task module) never leak into the next:

@@ -1,5 +1,5 @@
 -- Named statements of the operator console (queue_core/pauses.py, console.py, history.py).
--- The operator's statements call the security-definer functions of migration 0011, so an
+-- The operator's statements call the security-definer functions of queue_core/schema, so an
 -- operator login reads no job row beyond what each function returns.
 
 -- name: queue_pauses_probe

@@ -32,7 +32,7 @@ with clock as materialized (
               run_after, delay, lease_seconds, backoff_base, backoff_factor, backoff_max,
               backoff_jitter, group_key)
 ), claimed as (
-    -- The key table decides duplicates (migration 0013), so concurrent enqueues of one key
+    -- The key table decides duplicates (tickq.job_keys), so concurrent enqueues of one key
     -- from many connections leave exactly one job: the losers wait for the winner, then
     -- skip. Keys are claimed in one global order: two batches that share uncommitted keys
     -- then wait on each other in the same order instead of each holding a key the other
@@ -621,7 +621,7 @@ select queue, type, status, count, oldest_runnable_seconds
 from tickq.operator_stats(%(now)s::timestamptz);
 
 -- name: jobs_listen
--- Subscribe this session to the notification the enqueue trigger sends (migration 0006).
+-- Subscribe this session to the notification the enqueue trigger sends (triggers.sql).
 listen tickq_jobs;
 
 -- name: jobs_listening
@@ -638,7 +638,7 @@ select now();
 
 -- name: user_scope
 -- Name the user whose rows this transaction may see (row-level security), and act as
--- tickq_app where the login may: both local to the transaction (migration 0007).
+-- tickq_app where the login may: both local to the transaction (tickq.act_as_app).
 select set_config('tickq.user_id', %(user_id)s, true), tickq.act_as_app();
 
 -- name: app_role_enter
@@ -731,8 +731,8 @@ select exists (select from tickq.type_limits), exists (select from tickq.queue_l
        or exists (select from tickq.queue_group_limits);
 
 -- name: jobs_claim_limited
--- The claim of jobs_finish_and_claim under the type limits: see tickq.claim_limited in
--- migration 0004 (whose comments call that claim jobs_claim).
+-- The claim of jobs_finish_and_claim under the type limits: see tickq.claim_limited
+-- (queue_core/schema/functions/claim_limited.sql, whose comments call that claim jobs_claim).
 select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
@@ -788,7 +788,7 @@ order by l.queue;
 -- Remove a queue's maximum depth.
 delete from tickq.queue_limits where queue = %(queue)s returning queue;
 
--- Fairness across groups (queue_core/fairness.py, migration 0010)
+-- Fairness across groups (queue_core/fairness.py, tickq.claim_fair)
 
 -- name: jobs_groups_span
 -- The least and greatest group with jobs waiting in a queue (nulls: none), looked at level
@@ -827,7 +827,7 @@ with recursive levels (priority, first, last) as (
 select min(first), max(last) from levels;
 
 -- name: jobs_finish_and_claim_fair
--- jobs_finish_and_claim with the fair claim (tickq.claim_fair, migration 0010) in place of
+-- jobs_finish_and_claim with the fair claim (tickq.claim_fair) in place of
 -- the plain one: one round trip and one commit per batch, as on the plain path (a separate
 -- finishing statement halved a drain's rate). The finishing part is the plain statement's,
 -- word for word (tests/unit/test_fairness.py holds them equal). A job finished back to the
@@ -900,8 +900,9 @@ from (select array_agg(id) as ids,
 left join claimed c on true;
 
 -- name: jobs_claim_fair
--- The claim taking turns across groups, under every limit: see tickq.claim_fair in
--- migration 0010. %(after)s is the group this worker's last fair claim ended with.
+-- The claim taking turns across groups, under every limit: see tickq.claim_fair
+-- (queue_core/schema/functions/claim_fair.sql). %(after)s is the group this worker's last
+-- fair claim ended with.
 select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
@@ -952,7 +953,7 @@ delete from tickq.queue_group_limits where queue = %(queue)s returning queue;
 -- name: jobs_parents_lock
 -- The parents a dependent enqueue names, locked until it commits, so none finishes unseen
 -- in between: a parent finishing right now is waited for and its outcome read here, and a
--- parent finishing later finds the new child (see tickq.jobs_settle in migration 0009).
+-- parent finishing later finds the new child (see tickq.jobs_settle).
 -- Locked in id order so two enqueues naming the same parents cannot deadlock.
 select id, status, user_id
 from tickq.jobs
@@ -1009,7 +1010,7 @@ with clock as materialized (
     join inserted n on n.id = e.child_id
     returning parent_id
 ), flagged as (
-    -- Parents enqueued earlier learn that they have children (has_children, migration 0009).
+    -- Parents enqueued earlier learn that they have children (has_children).
     update tickq.jobs p
     set has_children = true
     where p.id = any(%(earlier_parents)s::uuid[])
@@ -1116,7 +1117,7 @@ with clock as materialized (
     for update of j skip locked
 )
 -- Their idempotency keys, steps, signals and edges go in the same statement, through the
--- tickq.jobs_forget trigger (migration 0014).
+-- tickq.jobs_forget trigger (queue_core/schema/triggers.sql).
 delete from tickq.jobs j
 where j.id = any(array(select id from doomed))
 returning j.status;

@@ -1,5 +1,5 @@
 -- Named statements of durable steps (queue_core/step_store.py), loaded with queries.sql.
--- Tables and the columns on tickq.jobs are in migration 0008.
+-- Tables and the columns on tickq.jobs are in queue_core/schema/tables.sql.
 
 -- name: job_durable_load
 -- The durable state of a running job, read once when its handler first uses a step: stored
@@ -37,7 +37,7 @@ returning finished_at;
 -- Leave the worker: back to queued at the wake time, the attempt given back, steps kept,
 -- resumes + 1. Fenced by the lease token; a job asked to cancel is left to the runner.
 -- `signals` is read from the row being updated: a signal committed while this statement
--- waited for the row lock is seen (see migration 0008), so the job wakes at once.
+-- waited for the row lock is seen (see tickq.jobs.signals), so the job wakes at once.
 with clock as materialized (
     -- The wake time: given, or `delay` seconds from now on the database clock.
     select coalesce(%(now)s::timestamptz, now()) as now,

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from queue_core.migrate import available
+from queue_core.migrate import BASELINE, available
 from tickq.functions import migrate as migrate_function
 
 from .conftest import FakeContext, sample_event
@@ -86,7 +86,7 @@ def test_create_and_update_migrate_and_answer_success(
 
     migrate_function.handler(request(kind, bucket.url), lambda_context)
 
-    assert sorted(applied(fresh_database_url)) == [m.version for m in available()]
+    assert sorted(applied(fresh_database_url)) == [BASELINE, *(m.version for m in available())]
     [put] = bucket.received
     assert put["path"] == "/stack/Schema?X-Sig=abc" and put["content_type"] == ""
     body = put["body"]

@@ -3,7 +3,7 @@
 jobs_lease_idx (running jobs by lease expiry) keeps an entry for every job that ever ran
 until VACUUM removes it; a finish that ANDs it with the primary key walks them all, a cost
 that grows with the finished jobs since the last vacuum (tickq.jobs_live's id index is the
-copy of jobs_id_idx on the live partition, migration 0014). The plans are read with EXPLAIN
+copy of jobs_id_idx on the live partition, schema/tables.sql). The plans are read with EXPLAIN
 beside a few thousand unvacuumed finished jobs, where the planner took that index.
 """
 

@@ -1,4 +1,4 @@
-"""The idempotency key table (migration 0013) against a real database: every path that ends
+"""The idempotency key table (tickq.job_keys) against a real database: every path that ends
 a job frees its key, a retried job takes its key back or is refused, and concurrent
 enqueues of one key, while other connections kill and cancel its holder, never leave two
 live jobs with one key nor a key row out of step with its job."""
@@ -18,7 +18,6 @@ import queue_core
 from queue_core import EnqueueResult, JobBatch, PostgresStore, Status
 from queue_core.console import BulkAction, OperatorConsole
 from queue_core.errors import InvalidJob, InvalidTransition
-from queue_core.migrate import available, migrate
 from queue_core.postgres import translate_errors
 from queue_core.retention import Retention, policy
 from queue_core.validation import job_spec
@@ -258,55 +257,3 @@ def test_concurrent_enqueues_of_one_key_while_its_holder_is_killed_and_cancelled
     assert len(live) <= 1
     assert keys(conn) == [("hot", i) for i in live]
     assert_in_step(conn)
-
-
-# The migration
-
-
-def test_the_migration_copies_the_held_keys_and_drops_the_index(
-    fresh_database_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Jobs enqueued before migration 0013 keep their keys: live and succeeded ones hold
-    them after it, dead and cancelled ones do not, and a duplicate is still found."""
-    shipped = available()
-    before = [m for m in shipped if m.version < "0013"]
-    monkeypatch.setattr("queue_core.migrate.available", lambda: before)
-    with psycopg.connect(fresh_database_url, autocommit=True) as conn:
-        migrate(conn)
-        rows = [
-            ("live", "queued", None),
-            ("done", "succeeded", None),
-            ("gone", "dead", None),
-            ("stopped", "cancelled", None),
-            ("live", "queued", "00000000-0000-0000-0000-00000000000a"),
-        ]
-        ids = {}
-        for key, status, user in rows:
-            ids[key, user] = conn.execute(
-                "insert into tickq.jobs (type, status, idempotency_key, user_id, finished_at)"
-                " values ('t', %s, %s, %s, case when %s in ('queued') then null else now() end)"
-                " returning id",
-                (status, key, user, status),
-            ).fetchone()[0]
-        conn.execute("insert into tickq.jobs (type) values ('keyless')")
-        monkeypatch.setattr("queue_core.migrate.available", lambda: shipped)
-        assert migrate(conn) == [m.version for m in shipped if m.version >= "0013"]
-
-        held = conn.execute(
-            "select idempotency_key, user_id, job_id from tickq.job_keys"
-        ).fetchall()
-        index = conn.execute("select to_regclass('tickq.jobs_idempotency_key_idx')").fetchone()
-        duplicate = PostgresStore(conn).enqueue(job_spec("t", idempotency_key="done"))
-        fresh = PostgresStore(conn).enqueue(job_spec("t", idempotency_key="gone"))
-
-    assert sorted(held, key=str) == sorted(
-        [
-            (key, None if user is None else UUID(user), ids[key, user])
-            for key, status, user in rows
-            if status in ("queued", "succeeded")
-        ],
-        key=str,
-    )
-    assert index == (None,)
-    assert duplicate.duplicate and duplicate.id == ids["done", None]
-    assert not fresh.duplicate

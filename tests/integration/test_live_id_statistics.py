@@ -3,9 +3,9 @@
 With no statistics on tickq.jobs_live's ids, the planner takes a lookup of ten ids for 5 %
 of the partition, and the generic plans of the prepared batch statements (after their
 sixth run) and of the claim functions' plan cache scanned jobs_live once or twice per
-batch. Migration 0016 gives the ids a pg_statistic row that says they are distinct, which
-an empty ANALYZE, VACUUM and TRUNCATE leave in place. Each test starts from a freshly
-migrated database, the only place the statistics are known to be missing before 0016, with
+batch. tickq.jobs_live_id_statistics gives the ids a pg_statistic row that says they are
+distinct, which an empty ANALYZE, VACUUM and TRUNCATE leave in place. Each test starts from
+a freshly migrated database, the only place the statistics are known to be missing, with
 autovacuum off on jobs_live so nothing analyzes it behind the test's back.
 """
 

@@ -1,8 +1,8 @@
-"""tickq.jobs in partitions: live jobs apart, finished ones by day (migration 0014).
+"""tickq.jobs in partitions: live jobs apart, finished ones by day (queue_core/schema/tables.sql).
 
 A missing day never fails a finish, maintenance gives days their partitions and moves rows
-out of the default one, retention drops whole days and still keeps what a policy keeps, a
-deleted job takes its steps, signals and edges along, and a database at 0013 upgrades.
+out of the default one, retention drops whole days and still keeps what a policy keeps, and
+a deleted job takes its steps, signals and edges along.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from queue_core import PostgresStore, partitions
-from queue_core.migrate import available, migrate
+from queue_core.migrate import migrate
 from queue_core.queries import QUERIES
 from queue_core.retention import Retention, policy
 from queue_core.validation import job_spec
@@ -112,7 +112,7 @@ def test_statements_about_live_jobs_read_only_the_live_partition(
 def test_the_claims_inside_functions_lease_from_the_live_partition_alone(
     conn: psycopg.Connection,
 ) -> None:
-    # tickq.claim_fair and tickq.claim_limited (migration 0014b): every lookup by id of
+    # tickq.claim_fair and tickq.claim_limited: every lookup by id of
     # the rows they lease names a constant list of live statuses, so the planner reads
     # jobs_live alone.
     for name in ("tickq.claim_fair", "tickq.claim_limited"):
@@ -304,38 +304,6 @@ def _hanging(conn: psycopg.Connection, job_id: object) -> tuple[int, int, int]:
     ).fetchone()
     assert row is not None
     return (row[0], row[1], row[2])
-
-
-def test_a_database_at_0013_upgrades_with_its_jobs(fresh_database_url: str) -> None:
-    # Given a database migrated up to 0013, with live and finished jobs, a key, a step
-    with psycopg.connect(fresh_database_url) as conn:
-        migrate(conn, through="0013")
-        store = PostgresStore(conn)
-        store.enqueue(job_spec("t", idempotency_key="k1"))
-        store.enqueue(job_spec("t"))
-        (done,) = store.claim(limit=1)
-        store.complete(done, {"n": 1})
-        conn.execute(
-            "insert into tickq.job_steps (job_id, name, result, size, finished_at)"
-            " values (%s, 's', '1', 1, now())",
-            (done.id,),
-        )
-        before = sorted(store.list_jobs(limit=10).jobs, key=lambda j: j.id)
-        conn.commit()
-
-        # When it migrates
-        assert migrate(conn) == [m.version for m in available() if m.version >= "0014"]
-
-        # Then the jobs are the same, in their partitions, with their key and step
-        after = sorted(store.list_jobs(limit=10).jobs, key=lambda j: j.id)
-        assert after == before
-        assert where(conn, done.id).startswith("tickq.jobs_done_")
-        assert conn.execute("select count(*) from tickq.job_keys").fetchone() == (1,)
-        assert store.enqueue(job_spec("t", idempotency_key="k1")).duplicate
-        assert conn.execute("select count(*) from tickq.job_steps").fetchone() == (1,)
-        assert conn.execute(
-            "select relkind from pg_class where oid = 'tickq.jobs'::regclass"
-        ).fetchone() == ("p",)
 
 
 def test_migrate_gives_today_a_partition_even_with_nothing_to_apply(

@@ -36,15 +36,14 @@ class Mutant:
 
 
 QUERIES = "queue_core/sql/queries.sql"
-JOBS_MIGRATION = "queue_core/migrations/0001_jobs.sql"
-KEYS_MIGRATION = "queue_core/migrations/0013_job_keys.sql"
-PARTITIONS_MIGRATION = "queue_core/migrations/0014_partitioned_jobs.sql"
-KEYS_BY_KEY_MIGRATION = "queue_core/migrations/0016b_job_keys_by_key.sql"
-LIMITS_MIGRATION = "queue_core/migrations/0004_limits.sql"
 STEPS = "queue_core/sql/steps.sql"
-STAGED_0014 = "queue_core/migrations/staged/0014_partitioned_jobs.sql"
-STAGING_TESTS = ("tests/integration/test_partition_staging.py",)
-GUARD_MIGRATION = "queue_core/migrations/0015_app_guard_gate.sql"
+TRIGGERS = "queue_core/schema/triggers.sql"
+
+
+def function(name: str) -> str:
+    """The current-state file of one SQL function."""
+    return f"queue_core/schema/functions/{name}.sql"
+
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -104,7 +103,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "the SQL backoff (used by reclaim) skips its maximum",
         (
             Edit(
-                JOBS_MIGRATION,
+                function("backoff_seconds"),
                 "else least(base * power(factor, greatest(attempt - 1, 0)), max_delay) end",
                 "else base * power(factor, greatest(attempt - 1, 0)) end",
             ),
@@ -144,7 +143,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "the key table lets a key go once its job succeeded",
         (
             Edit(
-                KEYS_MIGRATION,
+                TRIGGERS,
                 "          and new.status in ('dead', 'cancelled')\n",
                 "          and new.status in ('dead', 'cancelled', 'succeeded')\n",
             ),
@@ -155,7 +154,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "a job that dies or is cancelled keeps its idempotency key (no free trigger)",
         (
             Edit(
-                KEYS_BY_KEY_MIGRATION,
+                function("job_keys_free"),
                 "    delete from tickq.job_keys k\n"
                 "    where k.idempotency_key = old.idempotency_key\n",
                 "    delete from tickq.job_keys k\n    where false\n",
@@ -168,7 +167,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "a dead job sent back to the queue does not take its key again",
         (
             Edit(
-                KEYS_MIGRATION,
+                TRIGGERS,
                 "          and old.status in ('dead', 'cancelled')\n",
                 "          and old.status in ('dead', 'cancelled') and false\n",
             ),
@@ -180,7 +179,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "retention deletes succeeded jobs but not their keys",
         (
             Edit(
-                KEYS_BY_KEY_MIGRATION,
+                function("jobs_forget"),
                 "    delete from tickq.job_keys k using gone g\n"
                 "    where k.idempotency_key = g.idempotency_key\n",
                 "    delete from tickq.job_keys k using gone g\n    where false\n",
@@ -223,7 +222,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "the limited claim lets one job more than max_running run",
         (
             Edit(
-                LIMITS_MIGRATION,
+                function("claim_limited"),
                 "coalesce(l.max_running - (select count(*) from tickq.jobs r",
                 "coalesce(l.max_running + 1 - (select count(*) from tickq.jobs r",
             ),
@@ -235,7 +234,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "enqueue admits one job more than a queue's max_depth",
         (
             Edit(
-                LIMITS_MIGRATION,
+                function("queue_admit"),
                 "where c.q = v_limits.queue) > v_limits.max_depth then",
                 "where c.q = v_limits.queue) > v_limits.max_depth + 1 then",
             ),
@@ -271,55 +270,6 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
-        "staging-misses-updates",
-        "the staged 0014 notes no update, so a job changed during the copy keeps its old copy",
-        (
-            Edit(
-                STAGED_0014,
-                "    insert into tickq.jobs_0014_changed (id) select c.id from changed c;\n",
-                "    insert into tickq.jobs_0014_changed (id) select c.id from changed c\n"
-                "    where tg_op <> 'UPDATE';\n",
-            ),
-        ),
-        targeted=STAGING_TESTS,
-    ),
-    Mutant(
-        "swap-without-catch-up",
-        "0014's swap does not catch up the changes noted since the last round",
-        (
-            Edit(
-                PARTITIONS_MIGRATION,
-                "        perform tickq.jobs_0014_catch_up();\n",
-                "        perform 1;\n",
-            ),
-        ),
-        targeted=STAGING_TESTS,
-    ),
-    Mutant(
-        "catch-up-keeps-old-copies",
-        "catching up copies a changed job again without dropping its old copy",
-        (
-            Edit(
-                STAGED_0014,
-                "dropped as (delete from tickq.jobs_done d using ids where d.id = ids.id),",
-                "dropped as (select 1),",
-            ),
-        ),
-        targeted=STAGING_TESTS,
-    ),
-    Mutant(
-        "staging-survives-truncate",
-        "a truncate during the copy leaves the copies of the jobs it removed",
-        (
-            Edit(
-                STAGED_0014,
-                "    truncate tickq.jobs_done, tickq.jobs_0014_changed;\n",
-                "    perform 1;\n",
-            ),
-        ),
-        targeted=STAGING_TESTS,
-    ),
-    Mutant(
         "lease-token-from-the-id-alone",
         "a claim's lease token derives from the job's id without the statement's random seed",
         (
@@ -350,8 +300,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "the application guard no longer lets a signal or a fresh retry's reset through",
         (
             Edit(
-                GUARD_MIGRATION,
-                "                and new.signals is null))) is not false then\n",
+                function("jobs_app_guard"),
+                "                and new.signals is null))) is true then\n",
                 "                and new.signals is null))) and false then\n",
             ),
         ),

@@ -1,6 +1,6 @@
-"""The application guard's trigger condition is its gate alone (migration 0015): the
-exemptions migration 0008 wrote into that condition now live in the guard function, and
-still let an application's signal and fresh retry through while refusing the rest."""
+"""The application guard's trigger condition is its gate alone (schema/triggers.sql): the
+exemptions for signals and fresh retries live in the guard function, and still let an
+application's signal and fresh retry through while refusing the rest."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_the_guard_fires_on_the_gate_alone_on_the_table_and_every_partition(
     conn: psycopg.Connection,
 ) -> None:
     # A worker's statement compiles the trigger's condition, never the guard's body: the
-    # condition must stay this one comparison (see migration 0015).
+    # condition must stay this one comparison (see queue_core/schema/triggers.sql).
     rows = conn.execute(
         "select c.relname, pg_get_triggerdef(t.oid) from pg_trigger t"
         " join pg_class c on c.oid = t.tgrelid"

@@ -1,0 +1,21 @@
+-- A deleted job takes its key, steps, signals and dependency edges with it, as foreign keys'
+-- cascades would (a partitioned tickq.jobs cannot be referenced by id alone). A statement
+-- trigger with the deleted rows (jobs_forget, triggers.sql): one set-based delete per table
+-- and statement, and nothing at all for statements that delete no job. Security definer,
+-- as a cascade: the rows go whoever deleted the job. Key rows are found by key (keyless
+-- deleted jobs match none).
+create function tickq.jobs_forget() returns trigger
+    language plpgsql security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+begin
+    delete from tickq.job_keys k using gone g
+    where k.idempotency_key = g.idempotency_key
+      and k.user_id is not distinct from g.user_id
+      and k.job_id = g.id;
+    delete from tickq.job_steps s using gone g where s.job_id = g.id;
+    delete from tickq.job_signals s using gone g where s.job_id = g.id;
+    delete from tickq.job_dependencies d using gone g where d.child_id = g.id;
+    delete from tickq.job_dependencies d using gone g where d.parent_id = g.id;
+    return null;
+end $$;

@@ -1,0 +1,28 @@
+-- Every user's jobs for the operator list: what identifies a job and how it went, never
+-- its payload or result. Newest first, a page after the (created_at, id) cursor.
+create function tickq.operator_jobs(
+    p_statuses text[], p_types text[], p_queues text[], p_groups text[], p_error text,
+    p_created_from timestamptz, p_created_to timestamptz,
+    p_after_created timestamptz, p_after_id uuid, p_limit integer)
+    returns table (id uuid, queue text, type text, user_id uuid, group_key text, status text,
+                   attempts integer, max_attempts integer, priority integer,
+                   progress jsonb, error text, run_after timestamptz,
+                   created_at timestamptz, updated_at timestamptz, finished_at timestamptz)
+    language sql stable security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+select j.id, j.queue, j.type, j.user_id, j.group_key, j.status, j.attempts, j.max_attempts,
+       j.priority, j.progress, j.error, j.run_after, j.created_at, j.updated_at,
+       j.finished_at
+from tickq.jobs j
+where (p_statuses is null or j.status = any(p_statuses))
+  and (p_types is null or j.type = any(p_types))
+  and (p_queues is null or j.queue = any(p_queues))
+  and (p_groups is null or j.group_key = any(p_groups))
+  and (p_error is null or strpos(lower(j.error), lower(p_error)) > 0)
+  and (p_created_from is null or j.created_at >= p_created_from)
+  and (p_created_to is null or j.created_at < p_created_to)
+  and (p_after_created is null or (j.created_at, j.id) < (p_after_created, p_after_id))
+order by j.created_at desc, j.id desc
+limit p_limit
+$$;

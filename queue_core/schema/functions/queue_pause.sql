@@ -1,0 +1,11 @@
+-- Pause a queue; pausing a paused queue keeps who paused it first and when.
+create function tickq.queue_pause(p_queue text, p_by text, p_reason text, p_now timestamptz)
+    returns table (queue text, paused_by text, paused_at timestamptz, reason text)
+    language sql volatile security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+insert into tickq.queue_pauses as p (queue, paused_by, paused_at, reason)
+values (p_queue, p_by, coalesce(p_now, now()), p_reason)
+on conflict on constraint queue_pauses_pkey do update set queue = p.queue
+returning p.queue, p.paused_by, p.paused_at, p.reason
+$$;

@@ -1,0 +1,8 @@
+-- The paused queues, by name.
+create function tickq.queue_pauses_list()
+    returns table (queue text, paused_by text, paused_at timestamptz, reason text)
+    language sql stable security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+select p.queue, p.paused_by, p.paused_at, p.reason from tickq.queue_pauses p order by p.queue
+$$;

@@ -1,0 +1,205 @@
+-- Who may do what: the roles, row-level security and every grant. Applied last, once the
+-- tables and functions exist (docs/threat-model.md says what each rule defends against).
+
+-- Roles. Applications log in as (a member of) tickq_app and see only the rows of the user
+-- they name for the current transaction with set_config('tickq.user_id', ..., true);
+-- workers log in as (a member of) tickq_worker and see every row; operators (tickq_operator)
+-- call the narrow console functions and touch no row otherwise. Roles belong to the whole
+-- cluster: made here only when missing.
+do $$
+declare
+    v_role text;
+begin
+    foreach v_role in array array['tickq_app', 'tickq_worker', 'tickq_operator'] loop
+        begin
+            if not exists (select from pg_roles where rolname = v_role) then
+                execute format('create role %I nologin', v_role);
+            end if;
+        exception when duplicate_object or unique_violation then
+            null;  -- another database on this cluster created it at the same moment
+        end;
+    end loop;
+end $$;
+
+-- The migrating login (usually the owner) may act as tickq_app, so an API pointed at the
+-- migrations' secret can still drop to the application role (tickq.act_as_app). Skipped
+-- where this login may not grant roles; the API then refuses to serve on it rather than
+-- leak.
+do $$
+begin
+    if not pg_has_role(current_user, 'tickq_app', 'MEMBER') then
+        execute format('grant tickq_app to %I', current_user);
+    end if;
+exception when insufficient_privilege or invalid_grant_operation then
+    raise notice 'tickq: % may not act as tickq_app; grant it to the API login', current_user;
+end $$;
+
+grant usage on schema tickq to tickq_app, tickq_worker, tickq_operator;
+
+-- The jobs. Workers read and write every row. Applications insert only what a request may
+-- set (status, attempts and leases take defaults; a restrictive policy below keeps the
+-- inserted status to the two an enqueue may choose), and update only the columns of the
+-- documented operations, each update checked row by row by tickq.jobs_app_guard.
+grant select, insert, update, delete on tickq.jobs to tickq_worker;
+grant select on tickq.jobs to tickq_app;
+grant insert (id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
+              created_at, updated_at,
+              run_after, lease_seconds, backoff_base, backoff_factor, backoff_max,
+              backoff_jitter,
+              status, pending_parents, has_children, group_key)
+    on tickq.jobs to tickq_app;
+grant update (status, attempts, run_after, updated_at, finished_at, cancel_requested,
+              -- sending a signal appends to `signals`; a fresh retry clears the rest
+              resumes, wait_kind, wait_name, wait_until, signals,
+              -- marking a parent, cancelling a waiting child with its parent's failure
+              has_children, error)
+    on tickq.jobs to tickq_app;
+
+-- Row-level security binds the table's owner too (force): one master login for
+-- migrations, workers and the API is common on small managed databases, and an owner that
+-- RLS skipped would read every user's jobs through the API. The owner keeps every row
+-- through a policy of its own (below), so workers and migrations that log in as the owner,
+-- and the security-definer functions (which run as the owner), see everything.
+alter table tickq.jobs enable row level security;
+alter table tickq.jobs force row level security;
+
+create policy jobs_owner on tickq.jobs to tickq_app
+    using (user_id = tickq.current_user_id())
+    with check (user_id = tickq.current_user_id());
+
+-- A policy rather than BYPASSRLS: granting BYPASSRLS needs a superuser, which managed
+-- databases (RDS, Supabase) do not hand out.
+create policy jobs_worker on tickq.jobs to tickq_worker using (true) with check (true);
+
+create policy jobs_app_insert_status on tickq.jobs as restrictive for insert to tickq_app
+    with check (status in ('queued', 'waiting'));
+
+-- Idempotency keys: an application user claims and reads only its own keys (so it cannot
+-- learn whether another user's key exists); keys are freed by the triggers, which run as
+-- the owner, so applications never delete a key row themselves.
+grant select, insert, delete on tickq.job_keys to tickq_worker;
+grant select, insert on tickq.job_keys to tickq_app;
+
+alter table tickq.job_keys enable row level security;
+alter table tickq.job_keys force row level security;
+
+create policy job_keys_owner on tickq.job_keys to tickq_app
+    using (user_id = tickq.current_user_id())
+    with check (user_id = tickq.current_user_id());
+create policy job_keys_worker on tickq.job_keys to tickq_worker using (true) with check (true);
+
+-- Steps and signals as the jobs: applications see the steps and signals of their own jobs
+-- and may send signals to them; only a finished job's steps and signals may go (a fresh
+-- retry), a live job's progress stays. Workers see and write everything.
+grant select, insert, update, delete on tickq.job_steps, tickq.job_signals to tickq_worker;
+grant select, delete on tickq.job_steps to tickq_app;
+grant select, insert, delete on tickq.job_signals to tickq_app;
+
+alter table tickq.job_steps enable row level security;
+alter table tickq.job_signals enable row level security;
+alter table tickq.job_steps force row level security;
+alter table tickq.job_signals force row level security;
+
+create policy job_steps_owner on tickq.job_steps for select to tickq_app
+    using (exists (select from tickq.jobs j
+                   where j.id = job_id and j.user_id = tickq.current_user_id()));
+create policy job_steps_owner_clear on tickq.job_steps for delete to tickq_app
+    using (exists (select from tickq.jobs j
+                   where j.id = job_id and j.user_id = tickq.current_user_id()
+                     and j.status in ('dead', 'cancelled')));
+create policy job_steps_worker on tickq.job_steps to tickq_worker using (true) with check (true);
+
+create policy job_signals_owner on tickq.job_signals for select to tickq_app
+    using (exists (select from tickq.jobs j
+                   where j.id = job_id and j.user_id = tickq.current_user_id()));
+create policy job_signals_owner_send on tickq.job_signals for insert to tickq_app
+    with check (exists (select from tickq.jobs j
+                        where j.id = job_id and j.user_id = tickq.current_user_id()));
+create policy job_signals_owner_clear on tickq.job_signals for delete to tickq_app
+    using (exists (select from tickq.jobs j
+                   where j.id = job_id and j.user_id = tickq.current_user_id()
+                     and j.status in ('dead', 'cancelled')));
+create policy job_signals_worker on tickq.job_signals to tickq_worker
+    using (true) with check (true);
+
+-- Dependency edges: an application user sees and writes only edges of its own jobs. That
+-- both ends are its own is checked by the enqueue, which reads the parents under row-level
+-- security (jobs_parents_lock): a policy cannot check it, since the ends are usually
+-- inserted by the same statement as the edge, and a policy's subquery does not see them.
+grant select, insert, delete on tickq.job_dependencies to tickq_worker;
+grant select, insert on tickq.job_dependencies to tickq_app;
+
+alter table tickq.job_dependencies enable row level security;
+alter table tickq.job_dependencies force row level security;
+
+create policy job_dependencies_owner on tickq.job_dependencies to tickq_app
+    using (user_id = tickq.current_user_id())
+    with check (user_id = tickq.current_user_id());
+create policy job_dependencies_worker on tickq.job_dependencies to tickq_worker
+    using (true) with check (true);
+
+-- The owner of each table that forces row-level security keeps every row of it.
+do $$
+declare
+    v_table text;
+begin
+    foreach v_table in array array['jobs', 'job_keys', 'job_steps', 'job_signals',
+                                   'job_dependencies'] loop
+        execute format('create policy %I on tickq.%I to %I using (true) with check (true)',
+                       v_table || '_table_owner', v_table,
+                       (select r.rolname from pg_class c join pg_roles r on r.oid = c.relowner
+                        where c.oid = ('tickq.' || v_table)::regclass));
+    end loop;
+end $$;
+
+-- The other tables are the workers'. Every enqueuer (applications included) checks whether
+-- limits exist, which are not secret; a claim on an application login (a user's own jobs)
+-- reads which queues are paused.
+grant select, insert, update, delete on tickq.schedules, tickq.type_limits,
+    tickq.queue_limits, tickq.queue_group_limits, tickq.retention_policies,
+    tickq.queue_pauses to tickq_worker;
+grant select, insert, delete on tickq.queue_depth_samples to tickq_worker;
+grant select on tickq.type_limits, tickq.queue_limits, tickq.queue_group_limits to tickq_app;
+grant select (queue) on tickq.queue_pauses to tickq_app;
+
+-- Functions that only their triggers, maintenance or the migrator call: nobody else.
+revoke all on function tickq.job_keys_free(), tickq.job_keys_take(),
+    tickq.job_keys_truncate(), tickq.jobs_forget(), tickq.jobs_forget_all(),
+    tickq.jobs_live_id_statistics() from public;
+
+-- Workers make and drop day partitions and check queue depth before they enqueue
+-- (applications are admitted by the trigger jobs_app_admit instead).
+revoke all on function tickq.jobs_partitions_ensure(date, integer),
+    tickq.jobs_partition_drop(text), tickq.queue_admit(text[], integer[]) from public;
+grant execute on function tickq.jobs_partitions_ensure(date, integer),
+    tickq.jobs_partition_drop(text), tickq.queue_admit(text[], integer[]) to tickq_worker;
+
+-- Operators read counts across every user.
+revoke all on function tickq.operator_stats(timestamptz),
+    tickq.operator_group_stats(timestamptz) from public;
+grant execute on function tickq.operator_stats(timestamptz),
+    tickq.operator_group_stats(timestamptz) to tickq_operator;
+
+-- The operator console's functions: operators and workers (the CLI) call them.
+revoke all on function
+    tickq.queue_pause(text, text, text, timestamptz), tickq.queue_resume(text),
+    tickq.queue_pauses_list(), tickq.throughput(timestamptz, integer, text, timestamptz),
+    tickq.depth_history(timestamptz, text),
+    tickq.operator_jobs(text[], text[], text[], text[], text, timestamptz, timestamptz,
+                        timestamptz, uuid, integer),
+    tickq.operator_job(uuid),
+    tickq.operator_retry(uuid[], timestamptz), tickq.operator_cancel(uuid[], timestamptz),
+    tickq.operator_count_dead(text[], text[]),
+    tickq.operator_retry_dead(text[], text[], bigint, timestamptz)
+    from public;
+grant execute on function
+    tickq.queue_pause(text, text, text, timestamptz), tickq.queue_resume(text),
+    tickq.queue_pauses_list(), tickq.throughput(timestamptz, integer, text, timestamptz),
+    tickq.depth_history(timestamptz, text),
+    tickq.operator_jobs(text[], text[], text[], text[], text, timestamptz, timestamptz,
+                        timestamptz, uuid, integer),
+    tickq.operator_job(uuid),
+    tickq.operator_retry(uuid[], timestamptz), tickq.operator_cancel(uuid[], timestamptz),
+    tickq.operator_count_dead(text[], text[]),
+    tickq.operator_retry_dead(text[], text[], bigint, timestamptz)
+    to tickq_operator, tickq_worker;

@@ -1,0 +1,349 @@
+-- tickq's tables, their columns, constraints and indexes, as a database has them today.
+-- Applied first (queue_core/migrate.py, SCHEMA_FILES); functions, triggers and policies
+-- come after. The day partitions of finished jobs are not here: they are made at run time
+-- by tickq.jobs_partitions_ensure (functions/jobs_partitions_ensure.sql).
+
+create schema if not exists tickq;
+
+-- The versions a database is at: the baseline, then each later migration, applied once.
+create table if not exists tickq.schema_migrations (
+    version    text primary key,
+    applied_at timestamptz not null default now()
+);
+
+-- The queue: one logical table, one row per job, in two kinds of storage (docs/operations.md,
+-- "Partitions"): live jobs (waiting, queued, running, retrying) in the small partition
+-- tickq.jobs_live with the claim, lease, fairness and retry indexes; finished jobs
+-- (succeeded, dead, cancelled) in tickq.jobs_done, partitioned again by finish time, one
+-- partition per UTC day (tickq.jobs_done_YYYYMMDD) and a default one that catches a finish
+-- whose day has no partition yet, so a missing partition never fails a finish.
+--
+-- The partition key is the status: every statement about live jobs names the statuses it
+-- reads (status = 'running', status in ('queued', 'retrying')), so the planner reads
+-- jobs_live alone and a finish never probes the indexes of finished days. A job that
+-- finishes (or is retried from dead) moves between partitions inside its UPDATE.
+--
+-- What the partitioning means for the database around the table:
+-- * Ids stay unique because the engine generates them (gen_random_uuid, uuid4): a
+--   partitioned table cannot hold a unique index without its partition key, so tickq.jobs
+--   has a plain index on id in every partition.
+-- * Foreign keys cannot reference a partitioned table by id alone: the step, signal,
+--   dependency and key rows of a deleted job go with it through the trigger jobs_forget
+--   (triggers.sql), and with a dropped partition through tickq.jobs_partition_drop.
+-- * Idempotency keys are held in tickq.job_keys (below), not by a unique index.
+create table tickq.jobs (
+    id               uuid not null default gen_random_uuid(),
+    queue            text not null default 'default',
+    type             text not null,
+    user_id          uuid,
+    status           text not null default 'queued',
+    payload          jsonb not null default '{}'::jsonb,
+    idempotency_key  text,
+    attempts         integer not null default 0,
+    max_attempts     integer not null default 3,
+    priority         integer not null default 0,
+    run_after        timestamptz not null default now(),
+    lease_until      timestamptz,
+    lease_token      uuid,
+    progress         jsonb,
+    result           jsonb,
+    error            text,
+    errors           jsonb not null default '[]'::jsonb,
+    lease_seconds    integer,
+    backoff_base     double precision not null default 1,
+    backoff_factor   double precision not null default 2,
+    backoff_max      double precision not null default 300,
+    backoff_jitter   double precision not null default 0,
+    cancel_requested boolean not null default false,
+    created_at       timestamptz not null default now(),
+    updated_at       timestamptz not null default now(),
+    started_at       timestamptz,
+    finished_at      timestamptz,
+    -- Durable steps (queue_core/steps.py), read only by the step statements and the views
+    -- of one job, never by the claim: a plain job stores nulls here (one bit each in the
+    -- row's null bitmap) and no statement of its life reads them.
+    resumes          integer,           -- times the job suspended and came back (null: 0)
+    wait_kind        text,              -- what the last suspension waits for
+    wait_name        text,              -- the sleep's or the awaited signal's name
+    wait_until       timestamptz,       -- wake time, or the signal's timeout
+    -- Names of the signals delivered to the job. On the row, not only in job_signals, so a
+    -- suspension racing a signal sees it: both write this row, and PostgreSQL re-reads the
+    -- row (not other tables) when an update waits for another's lock.
+    signals          text[],
+    -- Dependencies (queue_core/dependencies.py). pending_parents: parents not yet
+    -- succeeded; the last success brings it to 0 and releases the job, so a release costs
+    -- one decrement per finished parent, never a recount. has_children: set on a parent
+    -- when a dependent job is enqueued; finishing a job looks for children only when it is
+    -- set, so jobs without children (nearly all) pay one boolean test and no index probe.
+    pending_parents  integer not null default 0,
+    has_children     boolean not null default false,
+    -- Fairness (queue_core/fairness.py): every job belongs to one group, the group given at
+    -- enqueue, else its user_id as text, else the shared group ''. Stored (not computed at
+    -- claim time) so that an index can deliver the groups in order. Collation "C": byte
+    -- order, the order in which the claim sweeps groups and workers remember where they
+    -- stopped, identical in Python and SQL.
+    group_key        text collate "C" not null default '',
+
+    constraint jobs_status_check check (
+        status in ('waiting', 'queued', 'running', 'retrying', 'succeeded', 'dead',
+                   'cancelled')),
+    constraint jobs_payload_object check (jsonb_typeof(payload) = 'object'),
+    constraint jobs_attempts_check check (attempts >= 0 and attempts <= max_attempts),
+    constraint jobs_max_attempts_check check (max_attempts >= 1),
+    -- A lease exists exactly while the job runs: no running job without one, no stale token.
+    constraint jobs_lease_check check (
+        (status = 'running') = (lease_token is not null and lease_until is not null)),
+    constraint jobs_lease_seconds_check check (lease_seconds is null or lease_seconds > 0),
+    constraint jobs_backoff_check check (
+        backoff_base > 0 and backoff_factor >= 1 and backoff_max >= backoff_base
+        and backoff_jitter between 0 and 1),
+    constraint jobs_wait_kind_check check (wait_kind in ('suspend', 'sleep', 'signal')),
+    constraint jobs_pending_parents_check check (pending_parents >= 0),
+    constraint jobs_group_key_check check (char_length(group_key) <= 128)
+) partition by list (status);
+
+-- Storage settings of the heap that churns, chosen by `python -m bench.table_health` (1M
+-- jobs through enqueue -> claim -> finish; figures in docs/benchmarks.md):
+-- * Every job leaves two dead row versions (claim, finish), and none of those updates can be
+--   HOT: status and lease_until are index keys or partial-index predicates, so the
+--   measurement saw 0 HOT updates out of 2M. A fillfactor below 100 would only spread live
+--   rows over more pages; it stays at 100.
+-- * Vacuum as soon as 1% of the table is dead instead of 20%, unthrottled (the dead tuples
+--   sit at the hot end of the claim index, and a throttled vacuum on a busy queue never
+--   catches up). Measured: more vacuums, fewer dead tuples and a smaller heap after the
+--   churn, with no loss of throughput. The server's autovacuum_naptime still bounds how
+--   often vacuum comes back (see docs/operations.md).
+create table tickq.jobs_live partition of tickq.jobs
+    for values in ('waiting', 'queued', 'running', 'retrying')
+    with (
+        autovacuum_vacuum_scale_factor = 0.01,
+        autovacuum_vacuum_threshold = 1000,
+        autovacuum_vacuum_insert_scale_factor = 0.01,
+        autovacuum_analyze_scale_factor = 0.02,
+        autovacuum_vacuum_cost_delay = 0
+    );
+
+-- Every later ANALYZE writes "all distinct" for the live ids, whatever its sample: lookups
+-- by id plan as lookups of unique ids (functions/jobs_live_id_statistics.sql says why).
+alter table tickq.jobs_live alter column id set (n_distinct = -1);
+
+create table tickq.jobs_done partition of tickq.jobs
+    for values in ('succeeded', 'dead', 'cancelled')
+    partition by range (finished_at);
+
+create table tickq.jobs_done_default partition of tickq.jobs_done default;
+
+-- On every partition: lookups by id, and a user's job list, newest first, with keyset
+-- pagination on (created_at, id). (The order of the index statements here gives the
+-- partitions' copies of them their names.)
+create index jobs_id_idx on tickq.jobs (id);
+create index jobs_owner_idx on tickq.jobs (user_id, created_at desc, id desc)
+    where user_id is not null;
+
+-- Live jobs only. The claim: runnable rows in exactly the claim query's order, so a claim
+-- reads the first N entries instead of sorting the backlog.
+create index jobs_claim_idx on tickq.jobs_live (queue, priority desc, run_after, created_at)
+    where status in ('queued', 'retrying');
+-- The fair claim: within a queue and a priority level, runnable rows by group, then in claim
+-- order, so one probe finds the next group after a given one (a loose index scan) and a few
+-- entries give a group's oldest jobs.
+create index jobs_fair_idx on tickq.jobs_live
+    (queue, priority desc, group_key, run_after, created_at)
+    where status in ('queued', 'retrying');
+-- Reclaiming expired leases scans only running jobs by lease expiry.
+create index jobs_lease_idx on tickq.jobs_live (lease_until) where status = 'running';
+-- Jobs waiting to retry, by the time of their last failure; only failing jobs enter it.
+create index jobs_retrying_idx on tickq.jobs_live (updated_at) where status = 'retrying';
+
+-- Finished jobs only: listing, filtering and retention by status and age (dead letters,
+-- pruning), the console's failure counts (partial on errors, so a job that never fails
+-- never enters it), and the parents retention must keep while a child still needs them.
+create index jobs_finished_idx on tickq.jobs_done (status, finished_at);
+create index jobs_failed_finished_idx on tickq.jobs_done (finished_at)
+    where errors <> '[]'::jsonb;
+create index jobs_done_parents_idx on tickq.jobs_done (finished_at) where has_children;
+
+-- Idempotency keys, one row per held key. A key is held by a queued, running, retrying,
+-- waiting or succeeded job and freed when its job becomes dead or cancelled, or is deleted
+-- (the triggers jobs_key_free, jobs_key_take, jobs_forget and jobs_keys_truncate, and
+-- tickq.jobs_partition_drop). No foreign key to tickq.jobs (a partitioned table cannot be
+-- referenced): every path that frees a key deletes its row. No delete trigger: an update
+-- that moves a row to another partition fires the BEFORE DELETE triggers with the row as it
+-- was, which would free the key of a job that just succeeded.
+create table tickq.job_keys (
+    idempotency_key text not null,
+    user_id         uuid,
+    job_id          uuid not null,
+    -- The arbiter of every keyed enqueue; keys are scoped to their owner, so one user can
+    -- neither collide with nor probe another user's keys, and a key of no owner (a
+    -- worker's enqueue) is one key too. Key rows are also found by it when they go (by
+    -- key, owner and job id), so there is no second index on job ids.
+    constraint job_keys_key unique nulls not distinct (idempotency_key, user_id)
+);
+
+-- Durable steps (queue_core/steps.py): one row per completed step, the primary key making
+-- a step's result stored at most once; and the signals sent to a job.
+create table tickq.job_steps (
+    job_id      uuid not null,
+    name        text not null,
+    result      jsonb,
+    size        integer not null,
+    finished_at timestamptz not null,
+    primary key (job_id, name),
+    constraint job_steps_name_check check (name <> '')
+);
+
+create table tickq.job_signals (
+    job_id  uuid not null,
+    name    text not null,
+    payload jsonb,
+    size    integer not null,
+    sent_at timestamptz not null,
+    primary key (job_id, name),
+    constraint job_signals_name_check check (name <> '')
+);
+
+-- Job dependencies: one row per edge (child waits for parent). A child is `waiting` while
+-- any parent is unfinished, released to `queued` in the transaction of its last parent's
+-- success, and cancelled (with every waiting descendant) in the transaction of a parent's
+-- failure (tickq.jobs_settle). Retention never deletes a parent an unfinished child still
+-- needs, so a deleted end is always a finished job whose edges nobody reads any more.
+create table tickq.job_dependencies (
+    child_id   uuid not null,
+    parent_id  uuid not null,
+    -- The child's owner, so row-level security scopes edges like the jobs they join.
+    user_id    uuid,
+    primary key (child_id, parent_id)
+);
+
+-- Releasing or cancelling the children of a finished parent is a lookup by parent, never a
+-- scan (the primary key serves the child's side: its parents).
+create index job_dependencies_parent_idx on tickq.job_dependencies (parent_id);
+
+-- Cron schedules: each row enqueues one job per due occurrence of its expression.
+create table tickq.schedules (
+    name         text primary key,
+    cron         text not null,
+    timezone     text not null default 'UTC',
+    type         text not null,
+    payload      jsonb not null default '{}'::jsonb,
+    queue        text not null default 'default',
+    priority     integer not null default 0,
+    max_attempts integer not null default 3,
+    -- After downtime: 'latest' fires the most recent missed occurrence once, 'skip' fires
+    -- nothing that is more than the grace period late.
+    missed       text not null default 'latest',
+    enabled      boolean not null default true,
+    -- The last occurrence that was enqueued, and the next one not yet handled. Occurrences
+    -- before next_at are done (fired or skipped): the scheduler never looks at them again,
+    -- so a job that went dead or was pruned cannot make its occurrence fire twice.
+    last_fired   timestamptz,
+    next_at      timestamptz not null,
+    created_at   timestamptz not null default now(),
+    updated_at   timestamptz not null default now(),
+    -- The group of the jobs it enqueues (null: the shared group).
+    group_key    text,
+
+    constraint schedules_missed_check check (missed in ('latest', 'skip')),
+    constraint schedules_payload_object check (jsonb_typeof(payload) = 'object'),
+    constraint schedules_max_attempts_check check (max_attempts >= 1)
+);
+
+-- The scheduler reads only enabled schedules whose next occurrence has come.
+create index schedules_due_idx on tickq.schedules (next_at) where enabled;
+
+-- Per-type limits, enforced inside the claim (tickq.claim_limited, tickq.claim_fair): at
+-- most max_running jobs of the type running across all workers, at most rate_limit starts
+-- in any rate_period_seconds window, and at most max_running_per_group running per
+-- fairness group. Running counts are read from the jobs themselves at claim time; no table
+-- keeps counts or slots that a crashed worker could leave behind.
+create table tickq.type_limits (
+    type                  text primary key,
+    max_running           integer,
+    rate_limit            integer,
+    rate_period_seconds   double precision,
+    -- A sliding log of recent starts, one entry per claim (time, jobs started), trimmed to
+    -- the last period: at most rate_limit entries, so the row stays small.
+    recent_at             timestamptz[] not null default '{}',
+    recent_n              integer[] not null default '{}',
+    updated_at            timestamptz not null default now(),
+    max_running_per_group integer,
+
+    constraint type_limits_max_running_check check (max_running is null or max_running >= 1),
+    constraint type_limits_rate_check check (
+        (rate_limit is null) = (rate_period_seconds is null)
+        and (rate_limit is null or rate_limit >= 1)
+        and (rate_period_seconds is null or rate_period_seconds > 0)),
+    constraint type_limits_per_group_check
+        check (max_running_per_group is null or max_running_per_group >= 1),
+    constraint type_limits_some_check
+        check (max_running is not null or rate_limit is not null
+               or max_running_per_group is not null)
+);
+
+-- Per-queue backpressure: enqueue is refused once max_depth jobs wait in the queue.
+create table tickq.queue_limits (
+    queue      text primary key,
+    max_depth  integer not null,
+    updated_at timestamptz not null default now(),
+
+    constraint queue_limits_max_depth_check check (max_depth >= 1)
+);
+
+-- Per-queue cap of running jobs per fairness group, across all workers.
+create table tickq.queue_group_limits (
+    queue                 text primary key,
+    max_running_per_group integer not null,
+    updated_at            timestamptz not null default now(),
+
+    constraint queue_group_limits_check check (max_running_per_group >= 1)
+);
+
+-- Retention policies: which finished jobs pruning deletes. A job is governed by the most
+-- specific policy matching it (queue and type, then type, then queue, then the catch-all);
+-- jobs no policy matches are kept, and so are dead jobs unless a policy lists 'dead'.
+create table tickq.retention_policies (
+    id               bigint generated always as identity primary key,
+    queue            text,
+    type             text,
+    statuses         text[] not null default '{succeeded,cancelled}',
+    max_age_seconds  double precision,
+    keep_last        integer,
+    created_at       timestamptz not null default now(),
+    updated_at       timestamptz not null default now(),
+
+    constraint retention_policies_scope_key unique nulls not distinct (queue, type),
+    constraint retention_policies_statuses_check check (
+        cardinality(statuses) >= 1
+        and statuses <@ array['succeeded', 'cancelled', 'dead']::text[]),
+    constraint retention_policies_rule_check check (
+        max_age_seconds is not null or keep_last is not null),
+    constraint retention_policies_max_age_check check (
+        max_age_seconds is null or max_age_seconds >= 0),
+    constraint retention_policies_keep_last_check check (keep_last is null or keep_last >= 0)
+);
+
+-- The operator console. A paused queue's jobs are not claimed; enqueue still works. One row
+-- per paused queue, saying who paused it and when. Workers read the whole (tiny) table
+-- every few seconds.
+create table tickq.queue_pauses (
+    queue     text primary key,
+    paused_by text not null,
+    paused_at timestamptz not null default now(),
+    reason    text,
+
+    constraint queue_pauses_reason_check check (reason is null or length(reason) <= 500)
+);
+
+-- Queue depth over time, sampled by MaintenanceFunction (and `tickq maintain`) from the
+-- counts it already reads for its metrics. Kept for a short, fixed time (the sampling
+-- statement deletes older rows), so the table stays a few thousand rows.
+create table tickq.queue_depth_samples (
+    sampled_at              timestamptz not null,
+    queue                   text not null,
+    depth                   bigint not null,
+    running                 bigint not null,
+    oldest_runnable_seconds double precision,
+
+    primary key (sampled_at, queue)
+);

@@ -1,0 +1,61 @@
+-- The triggers on tickq.jobs, after its functions (functions/). Row triggers on the
+-- partitioned table are cloned onto every partition, the day partitions made later too.
+
+-- Wake long-running workers when jobs arrive: one notification per insert statement, not
+-- per row (tickq.notify_jobs_enqueued).
+create trigger jobs_notify_enqueued
+    after insert on tickq.jobs
+    for each statement
+    execute function tickq.notify_jobs_enqueued();
+
+-- Applications may change a job only through the documented operations
+-- (tickq.jobs_app_guard). The condition is only the gate, an application user's
+-- transaction: workers never set tickq.user_id and so pay nothing, and PostgreSQL compiles
+-- a row trigger's condition for every statement that updates the table, so it stays this
+-- one comparison (the guard function decides everything else).
+create trigger jobs_app_guard before update on tickq.jobs
+    for each row when (coalesce(current_setting('tickq.user_id', true), '') <> '')
+    execute function tickq.jobs_app_guard();
+
+-- Admission for application users' inserts (tickq.jobs_app_admit). Only their rows: a
+-- worker's insert evaluates the condition and queues nothing, and keeps its explicit
+-- admission (tickq.queue_admit). A row trigger, not a statement one with a transition
+-- table, which would copy every inserted row of every enqueue.
+create trigger jobs_app_admit after insert on tickq.jobs
+    for each row
+    when (coalesce(current_setting('tickq.user_id', true), '') <> '')
+    execute function tickq.jobs_app_admit();
+
+-- A keyed job that becomes dead or cancelled, by any path (finish, reclaim, cancel,
+-- dependency settlement, the operator functions), lets its key go in the same statement.
+-- BEFORE row triggers, since they still fire when the update moves the row to another
+-- partition (an AFTER UPDATE one would not); keyless jobs never call them.
+create trigger jobs_key_free before update on tickq.jobs
+    for each row
+    when (old.idempotency_key is not null
+          and new.status in ('dead', 'cancelled')
+          and old.status not in ('dead', 'cancelled'))
+    execute function tickq.job_keys_free();
+
+-- A dead or cancelled job sent back to the queue (jobs_retry, operator_retry) takes its key
+-- again, or the statement fails with a unique violation and changes nothing.
+create trigger jobs_key_take before update on tickq.jobs
+    for each row
+    when (old.idempotency_key is not null
+          and old.status in ('dead', 'cancelled')
+          and new.status not in ('dead', 'cancelled'))
+    execute function tickq.job_keys_take();
+
+-- Emptying the jobs (tests, benchmarks, a reset) empties the keys with them.
+create trigger jobs_keys_truncate after truncate on tickq.jobs
+    for each statement execute function tickq.job_keys_truncate();
+
+-- A deleted job takes its key, steps, signals and dependency edges with it, once per
+-- statement with the deleted rows (tickq.jobs_forget).
+create trigger jobs_forget after delete on tickq.jobs
+    referencing old table as gone
+    for each statement execute function tickq.jobs_forget();
+
+-- Emptying the jobs empties the steps, signals and dependency edges too.
+create trigger jobs_forget_all after truncate on tickq.jobs
+    for each statement execute function tickq.jobs_forget_all();

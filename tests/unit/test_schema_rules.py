@@ -1,0 +1,114 @@
+"""Migrations never edit stored function text, and say what the current-state files say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from queue_core.migrate import Migration, available, schema_files
+from tests.schema.rules import file_problems, migration_problems
+from tests.schema.sqltext import normalized, statements
+
+FILES = schema_files()
+CLAIM_FAIR = dict(FILES)["functions/claim_fair.sql"]
+SCHEMA = Path(__file__).resolve().parents[2] / "queue_core" / "schema"
+
+
+def test_the_shipped_migrations_and_function_files_keep_the_rules() -> None:
+    assert file_problems(FILES) == []
+    assert migration_problems(available(), FILES) == []
+
+
+def test_every_function_file_is_applied() -> None:
+    on_disk = sorted(f"functions/{f.name}" for f in (SCHEMA / "functions").glob("*.sql"))
+    assert [name for name, _ in FILES if name.startswith("functions/")] == on_disk
+    assert len(on_disk) > 30
+
+
+def test_a_migration_that_patches_a_function_definition_is_refused() -> None:
+    patch = Migration(
+        "0018_patch",
+        """do $$
+        begin
+            execute replace(pg_get_functiondef('tickq.claim_fair'::regproc), 'a', 'b');
+        end $$;""",
+    )
+    from_source = Migration(
+        "0019_source",
+        "select prosrc from pg_proc where proname = 'claim_fair';"
+        " do $$ begin execute format('create or replace function tickq.f() returns int"
+        " language sql as %L', 'select 1'); end $$;",
+    )
+
+    assert migration_problems([patch, from_source], FILES) == [
+        "0018_patch reads a function's stored text (pg_get_functiondef): write the"
+        " function's whole new definition instead",
+        "0019_source reads a function's stored text (prosrc): write the function's whole new"
+        " definition instead",
+        "0019_source builds a CREATE FUNCTION in a string: write it as a statement of its own",
+    ]
+
+
+def test_the_last_migration_defining_a_function_must_match_its_file() -> None:
+    same = CLAIM_FAIR.replace("create function", "create or replace function")
+    commented = "-- a comment of the migration's own\n" + same.replace("    ", "  ")
+    different = same.replace("v_pass < 8", "v_pass < 9")
+    assert different != same
+
+    assert migration_problems([Migration("0018_same", commented)], FILES) == []
+    assert migration_problems([Migration("0018_other", different)], FILES) == [
+        "0018_other defines tickq.claim_fair otherwise than queue_core/schema/functions/"
+        "claim_fair.sql: the last migration defining a function must say what its"
+        " current-state file says"
+    ]
+    # An older definition is history; only the last one must match.
+    later = [Migration("0018_other", different), Migration("0019_same", same)]
+    assert migration_problems(later, FILES) == []
+
+
+def test_a_function_a_migration_defines_needs_a_file_unless_it_is_dropped_later() -> None:
+    made = Migration(
+        "0018_f", "create function tickq.f() returns integer language sql as $$ select 1 $$;"
+    )
+    dropped = Migration("0019_drop_f", "drop function if exists tickq.f() cascade;")
+
+    assert migration_problems([made], FILES) == [
+        "0018_f defines tickq.f, which has no current-state file"
+    ]
+    assert migration_problems([made, dropped], FILES) == []
+
+
+def test_a_function_file_holds_only_its_own_function() -> None:
+    two = CLAIM_FAIR + "\ncreate index x on tickq.jobs (id);\n"
+    misnamed = [("functions/claim_unfair.sql", CLAIM_FAIR)]
+
+    assert file_problems([("functions/claim_fair.sql", two)]) == [
+        "functions/claim_fair.sql must hold one statement, the CREATE FUNCTION of tickq.claim_fair"
+    ]
+    assert file_problems(misnamed) == [
+        "functions/claim_unfair.sql must hold one statement, the CREATE FUNCTION of"
+        " tickq.claim_unfair"
+    ]
+
+
+def test_definitions_compare_equal_without_comments_spacing_or_quote_tags() -> None:
+    written = """create function tickq.f() returns int  -- one
+        language sql as $$
+        /* a /* nested */ comment */ select  1 + 2  -- two
+    $$"""
+    stored = (
+        "CREATE FUNCTION tickq.f()\n RETURNS int LANGUAGE sql AS $function$ select 1+2 $function$"
+    )
+
+    assert normalized(written) == normalized(stored)
+    assert normalized("select 'a  -- b'") != normalized("select 'a -- b'")
+    assert normalized('select "Mixed"') != normalized('select "mixed"')
+
+
+def test_statements_split_at_semicolons_outside_quotes() -> None:
+    script = "select ';'; do $$ begin perform 1; end $$; -- last; one\nselect 2;"
+
+    assert statements(script) == [
+        "select ';';",
+        "do $$ begin perform 1; end $$;",
+        "-- last; one\nselect 2;",
+    ]
