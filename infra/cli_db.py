@@ -32,7 +32,7 @@ class NotRunning(TickqError):
 
 def report_migrated(args: argparse.Namespace, applied: Sequence[str]) -> None:
     """Say what `tickq migrate` applied, or that there was nothing to apply."""
-    version = migrations.available()[-1].version
+    version = migrations.versions()[-1]
     data = {"applied": list(applied), "version": version}
     if not applied:
         text = f"already up to date (schema version {version})"

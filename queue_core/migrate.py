@@ -127,13 +127,19 @@ def migrate(
     return recorded
 
 
+def versions() -> list[str]:
+    """Every version a database brought up to date records: the baseline, then each later
+    migration in order (the last one is the schema's version)."""
+    return [BASELINE, *(m.version for m in available())]
+
+
 def pending(conn: psycopg.Connection[Any]) -> list[str]:
     """The versions migrate() would record now (it raises what migrate() would raise)."""
     with conn.transaction():
         done = _done(conn)
         fresh = _is_fresh(conn, done)
     if fresh:
-        return [BASELINE, *(m.version for m in available())]
+        return versions()
     baseline = [] if BASELINE in done else [BASELINE]
     return baseline + [m.version for m in available() if m.version not in done]
 
