@@ -46,6 +46,9 @@ class Pipeline:
         # and slowly enough that doing so beside it pays for the thread hand-off.
         self.quick = False
         self.worth_overlap = False
+        # Batches whose outcomes a failed statement did not persist (the connection died):
+        # sent again, fenced by their lease tokens, first thing on the next connection.
+        self.owed: list[Batch] = []
         # Whether a persisted batch ended a job that has children (dependencies): they may
         # be queued now, so the loop claims again rather than stop or sleep.
         self.ended_parents = False
@@ -59,7 +62,7 @@ class Pipeline:
     @property
     def settled(self) -> bool:
         """Nothing leased ahead and nothing run but unsaved."""
-        return not self.next and self.unsaved is None
+        return not self.next and self.unsaved is None and not self.owed
 
     def take_ended_parents(self) -> bool:
         """Whether a batch persisted since the last call ended a job that has children."""

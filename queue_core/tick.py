@@ -61,15 +61,20 @@ class StopRule(Protocol):
 
 class TickRule:
     """A tick's rule: claim while `should_continue()` and fewer than `max_batches` ran; end
-    when the queue is drained; a database failure ends the tick with its error."""
+    when the queue is drained; after a database failure, reconnect while time is left (with
+    `reconnect`), else end the tick with the error."""
 
     def __init__(
         self,
+        runner: worker.Host,
         report: TickReport,
         should_continue: Callable[[], bool],
         max_batches: int | None,
         after_batch: Callable[[int], None] | None,
+        reconnect: Callable[[], Store] | None,
     ) -> None:
+        self.runner = runner
+        self.reconnect = reconnect
         self.report = report
         self.before_batch: Callable[[TickReport], None] | None = None
         self.after_batch: Callable[[int, TickReport], None] | None = None
@@ -87,7 +92,16 @@ class TickRule:
         return False
 
     def failed(self, exc: DatabaseError) -> bool:
-        raise exc
+        if self.reconnect is None:
+            raise exc
+
+        def out_of_time(seconds: float) -> bool:
+            time.sleep(seconds)
+            return not self._should_continue()
+
+        if not worker.replace_store(self.runner, self.reconnect, exc, out_of_time):
+            raise exc
+        return True
 
 
 class Runner:
@@ -150,13 +164,18 @@ class Runner:
         should_continue: Callable[[], bool] = lambda: True,
         max_batches: int | None = None,
         after_batch: Callable[[int], None] | None = None,
+        reconnect: Callable[[], Store] | None = None,
     ) -> TickReport:
         """Reclaim, then run batches until the queue is drained, `should_continue()` says
-        stop, or `max_batches` ran. `after_batch(claimed)` runs after each batch."""
+        stop, or `max_batches` ran. `after_batch(claimed)` runs after each batch.
+
+        With `reconnect`, a database failure while `should_continue()` holds is survived as
+        the worker survives it (see `work`); without, or once time is up, the tick ends
+        with the error."""
         started = time.perf_counter()
         report = TickReport()
         self.reclaim(report)
-        self.loop(TickRule(report, should_continue, max_batches, after_batch))
+        self.loop(TickRule(self, report, should_continue, max_batches, after_batch, reconnect))
         report.duration_seconds = time.perf_counter() - started
         return report
 
@@ -177,8 +196,9 @@ class Runner:
         on its own autocommit connection); polling stays the fallback for delayed jobs.
 
         With `reconnect`, a database failure (restart, dropped connection) is survived: the
-        worker waits with backoff and carries on with a fresh store. Outcomes of the batch
-        in flight are lost with the connection; their leases expire and reclaim retries them.
+        worker tries `reconnect()` every quarter second or so until it works, listens again
+        at once, and first sends the outcomes the failure kept from being persisted (see
+        `resend`), then claims on.
         """
         started = time.perf_counter()
         rule = worker.WorkerRule(
@@ -207,6 +227,10 @@ class Runner:
         while go:
             report = rule.report
             try:
+                if pipeline.owed:  # a failed statement's outcomes go first, before any claim
+                    self.resend(report)
+                    if not (pipeline.next or rule.go_on()):
+                        return
                 if rule.before_batch is not None:
                     rule.before_batch(report)
                 claimed = self.run_batch(report, claim_next=rule.go_on, overlap=True)
@@ -224,6 +248,23 @@ class Runner:
             go = (
                 (pipeline.take_ended_parents() and claimed > 0) or rule.drained(claimed)
             ) and rule.go_on()
+
+    def resend(self, report: TickReport) -> None:
+        """Persist the outcomes a failed statement left behind (Pipeline.owed), on the store
+        the failure handler put in place. Fenced by their lease tokens as every finish is:
+        a job whose lease still holds finishes once and never runs again, and its handler's
+        success costs no attempt; one whose lease was lost meanwhile (reclaimed after its
+        lease expired) is dropped and logged as a lost lease."""
+        owed = self.pipeline.owed
+        jobs = [job for batch, _ in owed for job in batch]
+        outcomes = [outcome for _, batch in owed for outcome in batch]
+        held, _ = self.store.finish_and_claim_unparsed(
+            outcomes, queues=self.queues, limit=0, lease_seconds=self.lease_seconds
+        )
+        self.pipeline.owed = []
+        log.info("outcomes persisted after a lost connection: %d of %d", len(held), len(jobs))
+        report.record(jobs, outcomes, held)
+        self.pipeline.note_parents(jobs, outcomes)
 
     def reclaim(self, report: TickReport) -> None:
         for job in self.store.reclaim():
@@ -305,7 +346,15 @@ class Runner:
             report.resumed += resumes
         # Persist: the overlapped statement has persisted the previous batch...
         if in_flight is not None:
-            held, pipeline.next = in_flight.result()
+            try:
+                held, pipeline.next = in_flight.result()
+            except DatabaseError:
+                # Lost with the connection, maybe: both batches' outcomes are kept for the
+                # next connection (see `resend`).
+                if unsaved is not None:
+                    pipeline.owed.append(unsaved)
+                pipeline.owed.append((jobs, outcomes))
+                raise
             if unsaved is not None:
                 report.record(*unsaved, held)
                 pipeline.note_parents(*unsaved)
@@ -314,12 +363,16 @@ class Runner:
             return len(jobs)
         # ...else one statement now persists this batch and leases the next when it was full.
         more = len(jobs) == self.batch_size and not ahead and claim_next()
-        held, pipeline.next = self.store.finish_and_claim_unparsed(
-            outcomes,
-            queues=self.queues,
-            limit=self.batch_size if more else 0,
-            lease_seconds=self.lease_seconds,
-        )
+        try:
+            held, pipeline.next = self.store.finish_and_claim_unparsed(
+                outcomes,
+                queues=self.queues,
+                limit=self.batch_size if more else 0,
+                lease_seconds=self.lease_seconds,
+            )
+        except DatabaseError:
+            pipeline.owed.append((jobs, outcomes))  # for the next connection (`resend`)
+            raise
         report.record(jobs, outcomes, held)
         pipeline.note_parents(jobs, outcomes)
         return len(jobs)

@@ -18,12 +18,18 @@ from .report import TickReport
 
 log = logging.getLogger("tickq")
 
+# After a database failure, a reconnect is tried about this often (jittered by 20 %)...
+RECONNECT_SECONDS = 0.25
+# ...and never more often than this, however quickly the attempts fail.
+RECONNECTS_PER_SECOND = 5
+
 
 class Host(Protocol):
     """What the rule needs of the Runner whose loop it rules."""
 
     store: Store
     batch_size: int
+    rand: Callable[[], float]
 
     def reclaim(self, report: TickReport) -> None: ...
 
@@ -57,7 +63,6 @@ class WorkerRule:
         self.after_batch: Callable[[int, TickReport], None] | None = self._count
         self._listening: Store | None = None
         self._last_reclaim = 0.0
-        self._delay = 0.5
 
     def go_on(self) -> bool:
         return not self.stop.is_set()
@@ -80,7 +85,6 @@ class WorkerRule:
             self._last_reclaim = time.monotonic()
 
     def _count(self, claimed: int, report: TickReport) -> None:
-        self._delay = 0.5
         self.total.add(report)
         self.report = TickReport()
         if self.on_tick is not None and (claimed or report.reclaimed):
@@ -99,12 +103,7 @@ class WorkerRule:
     def failed(self, exc: DatabaseError) -> bool:
         if self.reconnect is None:
             raise exc
-        log.warning("database error, reconnecting in %.1f s: %s", self._delay, exc)
-        if self.stop.wait(self._delay):
-            return False
-        self._delay = min(self._delay * 2, 30.0)
-        _replace_store(self.runner, self.reconnect)
-        return True
+        return replace_store(self.runner, self.reconnect, exc, self.stop.wait)
 
     def close(self) -> None:
         if self._listening is self.runner.store:
@@ -127,12 +126,37 @@ def _await_jobs(store: Store, stop: threading.Event, seconds: float) -> None:
             return  # the next claim meets the same failure and handles it
 
 
-def _replace_store(runner: Host, reconnect: Callable[[], Store]) -> None:
-    try:
-        fresh = reconnect()
-    except DatabaseError as exc:
-        log.warning("reconnect failed: %s", exc)
-        return
+def replace_store(
+    runner: Host,
+    reconnect: Callable[[], Store],
+    error: DatabaseError,
+    wait: Callable[[float], bool],
+) -> bool:
+    """After `error`, give `runner` a fresh store from `reconnect()`, tried every
+    RECONNECT_SECONDS (jittered, so that many workers do not knock in step) until one works;
+    False, leaving the store as it is, once `wait(seconds)` says to stop (returns True).
+
+    A fixed short interval rather than a growing one: a database back from a restart
+    finds the worker claiming within a fraction of a second, not after the rest of a long
+    wait; the interval's floor caps the attempts at RECONNECTS_PER_SECOND.
+    """
+    log.warning("database error, reconnecting: %s", error)
+    began = time.monotonic()
+    attempts = 0
+    while True:
+        pause = max(1 / RECONNECTS_PER_SECOND, RECONNECT_SECONDS * (0.8 + 0.4 * runner.rand()))
+        if wait(pause):
+            return False
+        attempts += 1
+        try:
+            fresh = reconnect()
+        except DatabaseError as exc:
+            if attempts == 1:
+                log.warning("reconnect failed, trying every %g s: %s", RECONNECT_SECONDS, exc)
+            continue
+        break
     old, runner.store = runner.store, fresh
     with contextlib.suppress(Exception):
         old.close()
+    log.warning("reconnected after %d attempts in %.1f s", attempts, time.monotonic() - began)
+    return True
