@@ -45,6 +45,10 @@ STEPS = "queue_core/sql/steps.sql"
 STAGED_0014 = "queue_core/migrations/staged/0014_partitioned_jobs.sql"
 STAGING_TESTS = ("tests/integration/test_partition_staging.py",)
 GUARD_MIGRATION = "queue_core/migrations/0015_app_guard_gate.sql"
+RUNNER = "queue_core/tick.py"
+WORKER = "queue_core/worker.py"
+RECONNECT_TESTS = "tests/integration/test_runner_reconnect.py"
+CONNECTION_FAULTS = "tests/faults/test_connection_faults.py"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -358,6 +362,56 @@ MUTANTS: tuple[Mutant, ...] = (
         targeted=(
             "tests/security/test_app_guard_gate.py",
             "tests/security/test_steps_security.py",
+        ),
+    ),
+    Mutant(
+        "outcomes-dropped-on-reconnect",
+        "the outcomes a failed persist carried are forgotten, left to expire and run again",
+        (
+            Edit(
+                RUNNER,
+                "pipeline.owed.append((jobs, outcomes))",
+                "pipeline.owed.clear()",
+                count=2,
+            ),
+        ),
+        targeted=(
+            RECONNECT_TESTS,
+            f"{CONNECTION_FAULTS}::test_backends_terminated_twice_a_second_never_run_a_handler_twice",
+        ),
+    ),
+    Mutant(
+        "resent-outcomes-unfenced",
+        "outcomes sent again after a reconnect carry the job's current lease token, not theirs",
+        (
+            Edit(
+                RUNNER,
+                "        outcomes = [outcome for _, batch in owed for outcome in batch]\n",
+                "        outcomes = [\n"
+                "            __import__('dataclasses').replace(\n"
+                "                outcome, lease_token=self.store.get(outcome.job_id).lease_token\n"
+                "            )\n"
+                "            for _, batch in owed\n"
+                "            for outcome in batch\n"
+                "        ]\n",
+            ),
+        ),
+        targeted=(
+            f"{RECONNECT_TESTS}::test_an_outcome_whose_lease_was_lost_meanwhile_is_dropped_not_written",
+        ),
+    ),
+    Mutant(
+        "reconnect-delay-doubles",
+        "the wait between reconnect attempts doubles, so a worker sleeps through the recovery",
+        (
+            Edit(
+                WORKER,
+                "RECONNECT_SECONDS * (0.8 + 0.4 * runner.rand())",
+                "RECONNECT_SECONDS * 2**attempts * (0.8 + 0.4 * runner.rand())",
+            ),
+        ),
+        targeted=(
+            f"{CONNECTION_FAULTS}::test_after_a_restart_the_worker_completes_a_job_within_two_seconds",
         ),
     ),
 )
