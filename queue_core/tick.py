@@ -237,7 +237,9 @@ class Runner:
             except DatabaseError as exc:
                 if not rule.failed(exc):
                     return
-                go = pipeline.leased_ahead or rule.go_on()
+                # Reconnected: what the failure left (outcomes to send again, jobs leased
+                # ahead) is dealt with even when the rule says stop.
+                go = pipeline.leased_ahead or bool(pipeline.owed) or rule.go_on()
                 continue
             if rule.after_batch is not None:
                 rule.after_batch(claimed, report)

@@ -106,6 +106,7 @@ class WorkerRule:
         return replace_store(self.runner, self.reconnect, exc, self.stop.wait)
 
     def close(self) -> None:
+        self.total.add(self.report)  # what the loop did after its last batch (a resend)
         if self._listening is self.runner.store:
             with contextlib.suppress(DatabaseError):
                 self.runner.store.unlisten_jobs()

@@ -411,6 +411,7 @@ MUTANTS: tuple[Mutant, ...] = (
             ),
         ),
         targeted=(
+            "tests/unit/test_reconnect.py",
             f"{CONNECTION_FAULTS}::test_after_a_restart_the_worker_completes_a_job_within_two_seconds",
         ),
     ),
