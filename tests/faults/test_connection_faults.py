@@ -111,7 +111,7 @@ def test_backends_terminated_twice_a_second_never_run_a_handler_twice(
         wait_until(lambda: log.exists(), 60, "the worker's first job")
         killer.start()
         try:
-            wait_until(drained, 240, f"{JOBS} jobs to succeed")
+            wait_until(drained, 480, f"{JOBS} jobs to succeed")
         finally:
             stop.set()
             killer.join(timeout=10)
