@@ -122,8 +122,13 @@ def drain(
             asked = True
             fanned = int(fan_out())
 
+    # A lost connection is reopened while time is left: the outcomes it kept from being
+    # saved are sent again on the new one rather than left to expire.
     report = runner.tick(
-        should_continue=time_left, max_batches=max_batches, after_batch=after_batch
+        should_continue=time_left,
+        max_batches=max_batches,
+        after_batch=after_batch,
+        reconnect=store,
     )
     return report, fanned
 

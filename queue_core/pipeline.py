@@ -1,23 +1,23 @@
-"""Pipelining: one statement per batch persists the last outcomes and leases the next jobs,
-and while batches are quick it runs on a database thread beside the handlers.
+"""Pipelining: what the runner's loop needs to keep between batches so that one statement per
+batch persists the last outcomes and leases the next jobs, and, while batches are quick,
+runs on a database thread beside the handlers.
 
 A busy worker so pays one round trip per batch, and the database and Python work at the
-same time instead of taking turns. The state this needs (jobs leased ahead, outcomes not yet
-saved, whether the last batch was quick) lives here and nowhere else.
+same time instead of taking turns. The loop itself, where the overlap happens, is
+`Runner.run_batch` (queue_core/tick.py); the state it carries (jobs leased ahead, outcomes
+not yet saved, whether the last batch was quick) lives here and nowhere else.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from .jobs import TERMINAL, Job, Outcome
-from .ports import NO_JOBS, ClaimedBatch, JobList, Store
-from .report import TickReport
+from .ports import NO_JOBS, ClaimedBatch
 
 _T = TypeVar("_T")
 
@@ -29,131 +29,53 @@ QUICK_BATCH_SECONDS = 1.0
 # statement to that thread and back costs more than the Python time it would hide.
 OVERLAP_MIN_SECONDS = 0.001
 
-RunJobs = Callable[[Sequence[Job]], list[Outcome]]
+Batch = tuple[list[Job], list[Outcome]]
 
 
 class Pipeline:
-    """Claims, runs (through the caller's `run`) and persists batches on one store."""
+    """The loop's state between batches, and the database thread the overlap runs on."""
 
-    def __init__(
-        self, store: Store, *, queues: list[str], batch_size: int, lease_seconds: int
-    ) -> None:
-        self.store = store
-        self.queues = queues
-        self.batch_size = batch_size
-        self.lease_seconds = lease_seconds
+    def __init__(self) -> None:
         self._database: ThreadPoolExecutor | None = None
         # Jobs leased by the last persist (finish and claim in one statement), run next.
-        self._next: ClaimedBatch = NO_JOBS
+        self.next: ClaimedBatch = NO_JOBS
         # A batch run but not yet persisted: the statement that runs beside the next batch
-        # persists it. Only ever set while `_next` holds that next batch.
-        self._unsaved: tuple[list[Job], list[Outcome]] | None = None
+        # persists it. Only ever set while `next` holds that next batch.
+        self.unsaved: Batch | None = None
         # Whether the last batch ran quickly enough to lease the next one before running it,
         # and slowly enough that doing so beside it pays for the thread hand-off.
-        self._quick = False
-        self._worth_overlap = False
+        self.quick = False
+        self.worth_overlap = False
+        # Batches whose outcomes a failed statement did not persist (the connection died):
+        # sent again, fenced by their lease tokens, first thing on the next connection.
+        self.owed: list[Batch] = []
         # Whether a persisted batch ended a job that has children (dependencies): they may
-        # be queued now, so the caller should claim again rather than stop or sleep.
-        self._ended_parents = False
+        # be queued now, so the loop claims again rather than stop or sleep.
+        self.ended_parents = False
 
     @property
     def leased_ahead(self) -> bool:
-        """Jobs are leased but not yet run: the caller must run another batch before it
-        stops (their outcomes, and the unsaved batch's, are persisted by it)."""
-        return bool(self._next)
+        """Jobs are leased but not yet run: the loop runs another batch before it stops
+        (their outcomes, and the unsaved batch's, are persisted by it)."""
+        return bool(self.next)
 
     @property
     def settled(self) -> bool:
         """Nothing leased ahead and nothing run but unsaved."""
-        return not self._next and self._unsaved is None
+        return not self.next and self.unsaved is None and not self.owed
 
     def take_ended_parents(self) -> bool:
         """Whether a batch persisted since the last call ended a job that has children."""
-        ended, self._ended_parents = self._ended_parents, False
+        ended, self.ended_parents = self.ended_parents, False
         return ended
 
-    def close(self) -> None:
-        if self._database is not None:
-            self._database.shutdown(wait=True)
-            self._database = None
-
-    def run_batch(
-        self,
-        report: TickReport,
-        run: RunJobs,
-        *,
-        claim_next: Callable[[], bool] = lambda: False,
-        overlap: bool = False,
-    ) -> int:
-        """Run one batch: the one leased ahead by the last persist, else a fresh claim.
-
-        Persisting its outcomes also claims the next batch in the same statement when the
-        batch was full and `claim_next()` allows it (see `leased_ahead`).
-
-        With `overlap`, while batches are quick (see `_claims_ahead`), that statement goes
-        out on the database thread *before* this batch is parsed and run: it persists the
-        previous batch's outcomes and leases the next batch while this one's rows are turned
-        into Jobs and its handlers run. Still one statement per batch; this batch's outcomes
-        ride on the next batch's statement.
-        """
-        claimed, self._next = self._next, NO_JOBS
-        unsaved, self._unsaved = self._unsaved, None
-        if not claimed:
-            claimed = JobList(
-                self.store.claim(
-                    queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds
-                )
-            )
-        if not claimed:
-            return 0
-        report.batches += 1
-        report.claimed += len(claimed)
-        ahead = overlap and self._claims_ahead(len(claimed)) and claim_next()
-        in_flight = None
-        if ahead or unsaved is not None:
-            in_flight = self._in_background(
-                self.store.finish_and_claim_unparsed,
-                unsaved[1] if unsaved is not None else (),
-                queues=self.queues,
-                limit=self.batch_size if ahead else 0,
-                lease_seconds=self.lease_seconds,
-            )
-        started = time.monotonic()
-        try:
-            jobs = claimed.jobs()
-            outcomes = run(jobs)
-        finally:
-            if in_flight is not None:  # never leave a statement running on the connection
-                concurrent.futures.wait([in_flight])
-        elapsed = time.monotonic() - started
-        self._quick = elapsed <= self._quick_seconds(jobs)
-        self._worth_overlap = elapsed >= OVERLAP_MIN_SECONDS
-        if in_flight is not None:
-            held, self._next = in_flight.result()
-            if unsaved is not None:
-                report.record(*unsaved, held)
-                self._note_parents(*unsaved)
-        if self._next:
-            self._unsaved = (jobs, outcomes)
-            return len(jobs)
-        more = len(jobs) == self.batch_size and not ahead and claim_next()
-        held, self._next = self.store.finish_and_claim_unparsed(
-            outcomes,
-            queues=self.queues,
-            limit=self.batch_size if more else 0,
-            lease_seconds=self.lease_seconds,
-        )
-        report.record(jobs, outcomes, held)
-        self._note_parents(jobs, outcomes)
-        return len(jobs)
-
-    def _note_parents(self, jobs: Sequence[Job], outcomes: Sequence[Outcome]) -> None:
+    def note_parents(self, jobs: Sequence[Job], outcomes: Sequence[Outcome]) -> None:
         for job, outcome in zip(jobs, outcomes, strict=True):
             if job.has_children and outcome.status in TERMINAL:
-                self._ended_parents = True
+                self.ended_parents = True
                 return
 
-    def _claims_ahead(self, size: int) -> bool:
+    def claims_ahead(self, size: int, batch_size: int, autocommit: bool) -> bool:
         """Lease the next batch before this one runs only when this one is full, the last
         one was quick but not so quick that the overlap costs more than it hides, and the
         store is autocommit: a job leased ahead waits for one batch before it starts, which
@@ -161,18 +83,15 @@ class Pipeline:
         statements must not share a caller's transaction. Without the overlap, the statement
         after the batch still persists it and leases the next: one statement per batch.
         """
-        return (
-            size == self.batch_size
-            and self._quick
-            and self._worth_overlap
-            and self.store.autocommit
-        )
+        return size == batch_size and self.quick and self.worth_overlap and autocommit
 
-    def _quick_seconds(self, jobs: Sequence[Job]) -> float:
-        shortest_lease = min(job.lease_seconds or self.lease_seconds for job in jobs)
-        return min(QUICK_BATCH_SECONDS, shortest_lease / 10)
+    def timed(self, elapsed: float, jobs: Sequence[Job], lease_seconds: int) -> None:
+        """Remember how long a batch's parsing and handlers took, for `claims_ahead`."""
+        shortest_lease = min(job.lease_seconds or lease_seconds for job in jobs)
+        self.quick = elapsed <= min(QUICK_BATCH_SECONDS, shortest_lease / 10)
+        self.worth_overlap = elapsed >= OVERLAP_MIN_SECONDS
 
-    def _in_background(
+    def in_background(
         self, fn: Callable[..., _T], *args: Any, **kwargs: Any
     ) -> concurrent.futures.Future[_T]:
         """Run `fn` on the database thread, returning once that thread has started it.
@@ -192,3 +111,8 @@ class Pipeline:
         future = self._database.submit(run)
         started.wait()
         return future
+
+    def close(self) -> None:
+        if self._database is not None:
+            self._database.shutdown(wait=True)
+            self._database = None

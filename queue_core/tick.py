@@ -1,27 +1,31 @@
-"""The runner: a tick reclaims expired leases, then drains the queue batch by batch.
+"""The runner: the one claim → run → persist loop, and running handlers with their outcomes
+judged by `transitions`.
 
-The pieces it puts together live beside it: `pipeline` (claim and persist, in flight beside
-the handlers), `worker` (the long-lived loop), `report` (what a tick did). Here: the drain
-a tick runs, and running handlers with their outcomes judged by `transitions`.
+A tick (TickFunction, `tickq tick`) and the worker (`tickq work`) run the same loop, each
+with its own stop rule: a tick reclaims, then drains while it has time left; the worker
+(queue_core/worker.py) runs until a signal, napping or waiting for an enqueue when the
+queue is empty and reconnecting after a database failure. `pipeline` holds what the loop
+keeps between batches; `report` what it did.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from . import transitions, worker
 from .context import AsyncJobContext, JobContext
-from .errors import InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
+from .errors import DatabaseError, InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
 from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, Status
 from .pipeline import Pipeline
-from .ports import Store
+from .ports import NO_JOBS, JobList, Store
 from .registry import Registry, Task
 from .report import TICK_COUNTERS, DeadLetter, TickReport, log_fields
 from .step_context import StepCounts, StepHost, Suspended
@@ -29,12 +33,80 @@ from .steps import suspended
 
 log = logging.getLogger("tickq")
 
-__all__ = ["TICK_COUNTERS", "DeadLetter", "Runner", "TickReport"]
+__all__ = ["TICK_COUNTERS", "DeadLetter", "Runner", "StopRule", "TickReport"]
+
+
+class StopRule(Protocol):
+    """What the loop asks its caller: whether to claim more, and what to do between batches,
+    when the queue is drained and when the database fails. The hooks are optional (None)
+    so that a tick, which needs none, pays no call for them."""
+
+    report: TickReport  # the report the next batch counts into
+    before_batch: Callable[[TickReport], None] | None
+    after_batch: Callable[[int, TickReport], None] | None
+
+    def go_on(self) -> bool:
+        """Claim more? Jobs already leased ahead run whatever this says."""
+        ...
+
+    def drained(self, claimed: int) -> bool:
+        """The queue came back short (`claimed` jobs, maybe none): wait for more and go on
+        (True), or end the loop (False)."""
+        ...
+
+    def failed(self, exc: DatabaseError) -> bool:
+        """The database failed: go on (True), end the loop (False), or raise."""
+        ...
+
+
+class TickRule:
+    """A tick's rule: claim while `should_continue()` and fewer than `max_batches` ran; end
+    when the queue is drained; after a database failure, reconnect while time is left (with
+    `reconnect`), else end the tick with the error."""
+
+    def __init__(
+        self,
+        runner: worker.Host,
+        report: TickReport,
+        should_continue: Callable[[], bool],
+        max_batches: int | None,
+        after_batch: Callable[[int], None] | None,
+        reconnect: Callable[[], Store] | None,
+    ) -> None:
+        self.runner = runner
+        self.reconnect = reconnect
+        self.report = report
+        self.before_batch: Callable[[TickReport], None] | None = None
+        self.after_batch: Callable[[int, TickReport], None] | None = None
+        if after_batch is not None:
+            self.after_batch = lambda claimed, report: after_batch(claimed)
+        self._should_continue = should_continue
+        self._max_batches = max_batches
+
+    def go_on(self) -> bool:
+        return self._should_continue() and (
+            self._max_batches is None or self.report.batches < self._max_batches
+        )
+
+    def drained(self, claimed: int) -> bool:
+        return False
+
+    def failed(self, exc: DatabaseError) -> bool:
+        if self.reconnect is None:
+            raise exc
+
+        def out_of_time(seconds: float) -> bool:
+            time.sleep(seconds)
+            return not self._should_continue()
+
+        if not worker.replace_store(self.runner, self.reconnect, exc, out_of_time):
+            raise exc
+        return True
 
 
 class Runner:
-    """Runs handlers for claimed jobs. Claims and persists are short statements; handlers run
-    outside any transaction, at most `concurrency` at a time."""
+    """Owns a store and runs the claim → run → persist loop on it. Claims and persists are
+    short statements; handlers run outside any transaction, at most `concurrency` at a time."""
 
     def __init__(
         self,
@@ -52,6 +124,7 @@ class Runner:
         its margin); handlers' steps suspend before a step that would not fit."""
         if batch_size < 1 or concurrency < 1 or lease_seconds < 1:
             raise ValueError("batch_size, concurrency and lease_seconds must be positive")
+        self.store = store  # a reconnect replaces it
         self.registry = registry
         self.queues = list(queues)
         self.batch_size = batch_size
@@ -59,26 +132,13 @@ class Runner:
         self.lease_seconds = lease_seconds
         self.rand = rand
         self._pool: ThreadPoolExecutor | None = None
-        self.pipeline = Pipeline(
-            store, queues=self.queues, batch_size=batch_size, lease_seconds=lease_seconds
-        )
+        self.pipeline = Pipeline()
         self.step_counts = StepCounts()
         self._steps = StepHost(lambda: self.store, time_left, self.step_counts)
 
     @property
-    def store(self) -> Store:
-        return self.pipeline.store
-
-    @store.setter
-    def store(self, store: Store) -> None:
-        self.pipeline.store = store
-
-    @property
     def leased_ahead(self) -> bool:
         return self.pipeline.leased_ahead
-
-    def take_ended_parents(self) -> bool:
-        return self.pipeline.take_ended_parents()
 
     def jitter(self) -> float:
         """A factor in [0.5, 1] for idle pauses, so idle workers do not poll in lockstep."""
@@ -96,7 +156,7 @@ class Runner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # One tick: reclaim, then the drain
+    # The callers: a tick and the long-running worker, each with its stop rule
 
     def tick(
         self,
@@ -104,40 +164,109 @@ class Runner:
         should_continue: Callable[[], bool] = lambda: True,
         max_batches: int | None = None,
         after_batch: Callable[[int], None] | None = None,
+        reconnect: Callable[[], Store] | None = None,
     ) -> TickReport:
         """Reclaim, then run batches until the queue is drained, `should_continue()` says
-        stop, or `max_batches` ran. `after_batch(claimed)` runs after each batch."""
+        stop, or `max_batches` ran. `after_batch(claimed)` runs after each batch.
+
+        With `reconnect`, a database failure while `should_continue()` holds is survived as
+        the worker survives it (see `work`); without, or once time is up, the tick ends
+        with the error."""
         started = time.perf_counter()
         report = TickReport()
         self.reclaim(report)
-        self.drain(
-            report,
-            lambda: should_continue() and (max_batches is None or report.batches < max_batches),
-            after_batch,
-        )
+        self.loop(TickRule(self, report, should_continue, max_batches, after_batch, reconnect))
         report.duration_seconds = time.perf_counter() - started
         return report
 
-    def drain(
+    def work(
         self,
-        report: TickReport,
-        claim_next: Callable[[], bool],
-        after_batch: Callable[[int], None] | None = None,
-    ) -> None:
-        """Batches until one comes back short or `claim_next()` says stop; the jobs leased
-        ahead by the last persist always run, so a drain never leaves a lease behind."""
-        if not claim_next():
-            return
-        while True:
-            claimed = self.run_batch(report, claim_next=claim_next, overlap=True)
-            if after_batch is not None:
-                after_batch(claimed)
+        *,
+        stop: threading.Event,
+        poll_interval: float = 1.0,
+        reclaim_interval: float = 5.0,
+        on_tick: Callable[[TickReport], None] | None = None,
+        reconnect: Callable[[], Store] | None = None,
+        listen: bool = True,
+    ) -> TickReport:
+        """Run until `stop` is set: batches back to back while there is work, a short sleep
+        when the queue is empty, and a reclaim pass every `reclaim_interval` seconds.
+
+        With `listen`, an idle worker also wakes as soon as a job is enqueued (LISTEN/NOTIFY
+        on its own autocommit connection); polling stays the fallback for delayed jobs.
+
+        With `reconnect`, a database failure (restart, dropped connection) is survived: the
+        worker tries `reconnect()` every quarter second or so until it works, listens again
+        at once, and first sends the outcomes the failure kept from being persisted (see
+        `resend`), then claims on.
+        """
+        started = time.perf_counter()
+        rule = worker.WorkerRule(
+            self,
+            stop=stop,
+            poll_interval=poll_interval,
+            reclaim_interval=reclaim_interval,
+            on_tick=on_tick,
+            reconnect=reconnect,
+            listen=listen,
+        )
+        try:
+            self.loop(rule)
+        finally:
+            rule.close()
+        rule.total.duration_seconds = time.perf_counter() - started
+        return rule.total
+
+    # The loop
+
+    def loop(self, rule: StopRule) -> None:
+        """Claim → run → persist, batch after batch, until `rule` ends it. Jobs leased ahead
+        by the last persist always run, so the loop never leaves a lease behind."""
+        pipeline = self.pipeline
+        go = pipeline.leased_ahead or rule.go_on()
+        while go:
+            report = rule.report
+            try:
+                if pipeline.owed:  # a failed statement's outcomes go first, before any claim
+                    self.resend(report)
+                    if not (pipeline.next or rule.go_on()):
+                        return
+                if rule.before_batch is not None:
+                    rule.before_batch(report)
+                claimed = self.run_batch(report, claim_next=rule.go_on, overlap=True)
+            except DatabaseError as exc:
+                if not rule.failed(exc):
+                    return
+                # Reconnected: what the failure left (outcomes to send again, jobs leased
+                # ahead) is dealt with even when the rule says stop.
+                go = pipeline.leased_ahead or bool(pipeline.owed) or rule.go_on()
+                continue
+            if rule.after_batch is not None:
+                rule.after_batch(claimed, report)
+            if pipeline.next:  # leased ahead: runs whatever the rule says
+                continue
             # Ending a parent may have queued its children (dependencies): they are part of
-            # the backlog this drain is for, so it claims once more.
-            if not self.pipeline.leased_ahead and not (
-                self.pipeline.take_ended_parents() and claimed and claim_next()
-            ):
-                return
+            # the backlog, so the loop claims again rather than count the queue drained.
+            go = (
+                (pipeline.take_ended_parents() and claimed > 0) or rule.drained(claimed)
+            ) and rule.go_on()
+
+    def resend(self, report: TickReport) -> None:
+        """Persist the outcomes a failed statement left behind (Pipeline.owed), on the store
+        the failure handler put in place. Fenced by their lease tokens as every finish is:
+        a job whose lease still holds finishes once and never runs again, and its handler's
+        success costs no attempt; one whose lease was lost meanwhile (reclaimed after its
+        lease expired) is dropped and logged as a lost lease."""
+        owed = self.pipeline.owed
+        jobs = [job for batch, _ in owed for job in batch]
+        outcomes = [outcome for _, batch in owed for outcome in batch]
+        held, _ = self.store.finish_and_claim_unparsed(
+            outcomes, queues=self.queues, limit=0, lease_seconds=self.lease_seconds
+        )
+        self.pipeline.owed = []
+        log.info("outcomes persisted after a lost connection: %d of %d", len(held), len(jobs))
+        report.record(jobs, outcomes, held)
+        self.pipeline.note_parents(jobs, outcomes)
 
     def reclaim(self, report: TickReport) -> None:
         for job in self.store.reclaim():
@@ -162,16 +291,93 @@ class Runner:
         claim_next: Callable[[], bool] = lambda: False,
         overlap: bool = False,
     ) -> int:
-        """Run one batch through the pipeline (see Pipeline.run_batch); the caller must go
-        on while `leased_ahead`, as tick() and work() do."""
-        claimed = self.pipeline.run_batch(
-            report, self.run_jobs, claim_next=claim_next, overlap=overlap
+        """One batch, claim → run → persist: the batch leased ahead by the last persist,
+        else a fresh claim. Returns how many jobs ran; a caller of its own must go on while
+        `leased_ahead`, as `loop` does.
+
+        Persisting its outcomes also claims the next batch in the same statement when the
+        batch was full and `claim_next()` allows it. With `overlap`, while batches are quick
+        (see Pipeline.claims_ahead), that statement goes out on the database thread *before*
+        this batch is parsed and run (marked below). Still one statement per batch; this
+        batch's outcomes then ride on the next batch's statement.
+        """
+        pipeline = self.pipeline
+        # Claim
+        claimed, pipeline.next = pipeline.next, NO_JOBS
+        unsaved, pipeline.unsaved = pipeline.unsaved, None
+        if not claimed:
+            claimed = JobList(
+                self.store.claim(
+                    queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds
+                )
+            )
+        if not claimed:
+            return 0
+        report.batches += 1
+        report.claimed += len(claimed)
+        # The overlap: the statement persisting the previous batch (and leasing the next
+        # one) starts on the database thread now and runs while this batch's handlers do.
+        ahead = (
+            overlap
+            and pipeline.claims_ahead(len(claimed), self.batch_size, self.store.autocommit)
+            and claim_next()
         )
-        steps, suspends, resumes = self.step_counts.take()
-        report.steps += steps
-        report.suspended += suspends
-        report.resumed += resumes
-        return claimed
+        in_flight = None
+        if ahead or unsaved is not None:
+            in_flight = pipeline.in_background(
+                self.store.finish_and_claim_unparsed,
+                unsaved[1] if unsaved is not None else (),
+                queues=self.queues,
+                limit=self.batch_size if ahead else 0,
+                lease_seconds=self.lease_seconds,
+            )
+        # Run
+        started = time.monotonic()
+        try:
+            jobs = claimed.jobs()
+            outcomes = self.run_jobs(jobs)
+        finally:
+            if in_flight is not None:  # never leave a statement running on the connection
+                concurrent.futures.wait([in_flight])
+        pipeline.timed(time.monotonic() - started, jobs, self.lease_seconds)
+        counts = self.step_counts
+        if counts.steps or counts.suspended or counts.resumed:  # the handlers have returned
+            steps, suspends, resumes = counts.take()
+            report.steps += steps
+            report.suspended += suspends
+            report.resumed += resumes
+        # Persist: the overlapped statement has persisted the previous batch...
+        if in_flight is not None:
+            try:
+                held, pipeline.next = in_flight.result()
+            except DatabaseError:
+                # Lost with the connection, maybe: both batches' outcomes are kept for the
+                # next connection (see `resend`).
+                if unsaved is not None:
+                    pipeline.owed.append(unsaved)
+                pipeline.owed.append((jobs, outcomes))
+                raise
+            if unsaved is not None:
+                report.record(*unsaved, held)
+                pipeline.note_parents(*unsaved)
+        if pipeline.next:  # ...and leased the next, whose statement will persist this one
+            pipeline.unsaved = (jobs, outcomes)
+            return len(jobs)
+        # ...else one statement now persists this batch and leases the next when it was full.
+        more = len(jobs) == self.batch_size and not ahead and claim_next()
+        try:
+            held, pipeline.next = self.store.finish_and_claim_unparsed(
+                outcomes,
+                queues=self.queues,
+                limit=self.batch_size if more else 0,
+                lease_seconds=self.lease_seconds,
+            )
+        except DatabaseError:
+            pipeline.owed.append((jobs, outcomes))  # for the next connection (`resend`)
+            raise
+        report.record(jobs, outcomes, held)
+        pipeline.note_parents(jobs, outcomes)
+        return len(jobs)
 
     # Running handlers
 
@@ -267,35 +473,3 @@ class Runner:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="tickq-job")
         return self._pool
-
-    # The long-running worker
-
-    def work(
-        self,
-        *,
-        stop: threading.Event,
-        poll_interval: float = 1.0,
-        reclaim_interval: float = 5.0,
-        on_tick: Callable[[TickReport], None] | None = None,
-        reconnect: Callable[[], Store] | None = None,
-        listen: bool = True,
-    ) -> TickReport:
-        """Run until `stop` is set: batches back to back while there is work, a short sleep
-        when the queue is empty, and a reclaim pass every `reclaim_interval` seconds.
-
-        With `listen`, an idle worker also wakes as soon as a job is enqueued (LISTEN/NOTIFY
-        on its own autocommit connection); polling stays the fallback for delayed jobs.
-
-        With `reconnect`, a database failure (restart, dropped connection) is survived: the
-        worker waits with backoff and carries on with a fresh store. Outcomes of the batch
-        in flight are lost with the connection; their leases expire and reclaim retries them.
-        """
-        return worker.work(
-            self,
-            stop=stop,
-            poll_interval=poll_interval,
-            reclaim_interval=reclaim_interval,
-            on_tick=on_tick,
-            reconnect=reconnect,
-            listen=listen,
-        )

@@ -38,6 +38,10 @@ class Mutant:
 QUERIES = "queue_core/sql/queries.sql"
 STEPS = "queue_core/sql/steps.sql"
 TRIGGERS = "queue_core/schema/triggers.sql"
+RUNNER = "queue_core/tick.py"
+WORKER = "queue_core/worker.py"
+RECONNECT_TESTS = "tests/integration/test_runner_reconnect.py"
+CONNECTION_FAULTS = "tests/faults/test_connection_faults.py"
 
 
 def function(name: str) -> str:
@@ -308,6 +312,57 @@ MUTANTS: tuple[Mutant, ...] = (
         targeted=(
             "tests/security/test_app_guard_gate.py",
             "tests/security/test_steps_security.py",
+        ),
+    ),
+    Mutant(
+        "outcomes-dropped-on-reconnect",
+        "the outcomes a failed persist carried are forgotten, left to expire and run again",
+        (
+            Edit(
+                RUNNER,
+                "pipeline.owed.append((jobs, outcomes))",
+                "pipeline.owed.clear()",
+                count=2,
+            ),
+        ),
+        targeted=(
+            RECONNECT_TESTS,
+            f"{CONNECTION_FAULTS}::test_backends_terminated_twice_a_second_never_run_a_handler_twice",
+        ),
+    ),
+    Mutant(
+        "resent-outcomes-unfenced",
+        "outcomes sent again after a reconnect carry the job's current lease token, not theirs",
+        (
+            Edit(
+                RUNNER,
+                "        outcomes = [outcome for _, batch in owed for outcome in batch]\n",
+                "        outcomes = [\n"
+                "            __import__('dataclasses').replace(\n"
+                "                outcome, lease_token=self.store.get(outcome.job_id).lease_token\n"
+                "            )\n"
+                "            for _, batch in owed\n"
+                "            for outcome in batch\n"
+                "        ]\n",
+            ),
+        ),
+        targeted=(
+            f"{RECONNECT_TESTS}::test_an_outcome_whose_lease_was_lost_meanwhile_is_dropped_not_written",
+        ),
+    ),
+    Mutant(
+        "reconnect-delay-doubles",
+        "the wait between reconnect attempts doubles, so a worker sleeps through the recovery",
+        (
+            Edit(
+                WORKER,
+                "RECONNECT_SECONDS * (0.8 + 0.4 * runner.rand())",
+                "RECONNECT_SECONDS * 2**attempts * (0.8 + 0.4 * runner.rand())",
+            ),
+        ),
+        targeted=(
+            "tests/unit/test_reconnect.py",
+            f"{CONNECTION_FAULTS}::test_after_a_restart_the_worker_completes_a_job_within_two_seconds",
         ),
     ),
 )

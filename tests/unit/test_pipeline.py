@@ -16,7 +16,7 @@ from queue_core import Registry, Runner, transitions
 from queue_core import pipeline as pipeline_module
 from queue_core.jobs import Job, Outcome, Status
 from queue_core.memory_store import MemoryStore
-from queue_core.pipeline import Pipeline
+from queue_core.ports import Store
 from queue_core.report import TickReport
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -36,6 +36,19 @@ def succeed(jobs: Sequence[Job]) -> list[Outcome]:
     return [transitions.succeeded(job) for job in jobs]
 
 
+class Scripted(Runner):
+    """A runner whose batches run through `run` instead of registered handlers."""
+
+    def __init__(
+        self, store: Store, batch_size: int, run: Callable[[Sequence[Job]], list[Outcome]]
+    ) -> None:
+        super().__init__(store, Registry(), batch_size=batch_size, concurrency=1)
+        self._run = run
+
+    def run_jobs(self, jobs: Sequence[Job]) -> list[Outcome]:
+        return self._run(jobs)
+
+
 def statuses(store: MemoryStore) -> dict[Status, int]:
     counts: dict[Status, int] = {}
     for job in store.list_jobs(limit=500).jobs:
@@ -45,32 +58,31 @@ def statuses(store: MemoryStore) -> dict[Status, int]:
 
 def test_a_full_batch_persists_and_leases_the_next_in_one_call() -> None:
     store, _ = store_with(5)
-    pipeline = Pipeline(store, queues=["default"], batch_size=2, lease_seconds=30)
+    runner = Scripted(store, 2, succeed)
 
-    ran = pipeline.run_batch(TickReport(), succeed, claim_next=lambda: True)
+    ran = runner.run_batch(TickReport(), claim_next=lambda: True)
 
     assert ran == 2
     assert store.calls[-2:] == ["finish_and_claim(0, 2)", "finish_and_claim(2, 2)"]
-    assert pipeline.leased_ahead
+    assert runner.leased_ahead
     assert statuses(store) == {Status.SUCCEEDED: 2, Status.RUNNING: 2, Status.QUEUED: 1}
 
 
 def test_a_short_batch_persists_without_claiming() -> None:
     store, _ = store_with(1)
-    pipeline = Pipeline(store, queues=["default"], batch_size=2, lease_seconds=30)
+    runner = Scripted(store, 2, succeed)
     report = TickReport()
 
-    pipeline.run_batch(report, succeed, claim_next=lambda: True)
+    runner.run_batch(report, claim_next=lambda: True)
 
     assert store.calls[-1] == "finish_and_claim(1, 0)"
-    assert pipeline.settled
+    assert runner.pipeline.settled
     assert (report.batches, report.claimed, report.succeeded) == (1, 1, 1)
 
 
-def drain_in_pairs(store: MemoryStore) -> tuple[Pipeline, TickReport, list[int]]:
+def drain_in_pairs(store: MemoryStore) -> tuple[Runner, TickReport, list[int]]:
     """The store's jobs in batches of two, overlapping wherever the pipeline chooses to; the
     running count each batch's handlers saw."""
-    pipeline = Pipeline(store, queues=["default"], batch_size=2, lease_seconds=30)
     report = TickReport()
     running_during_handlers: list[int] = []
 
@@ -78,10 +90,11 @@ def drain_in_pairs(store: MemoryStore) -> tuple[Pipeline, TickReport, list[int]]
         running_during_handlers.append(statuses(store).get(Status.RUNNING, 0))
         return succeed(jobs)
 
-    pipeline.run_batch(report, run, claim_next=lambda: True, overlap=True)
-    while pipeline.leased_ahead:
-        pipeline.run_batch(report, run, claim_next=lambda: True, overlap=True)
-    return pipeline, report, running_during_handlers
+    runner = Scripted(store, 2, run)
+    runner.run_batch(report, claim_next=lambda: True, overlap=True)
+    while runner.leased_ahead:
+        runner.run_batch(report, claim_next=lambda: True, overlap=True)
+    return runner, report, running_during_handlers
 
 
 def test_quick_batches_lease_the_next_batch_while_handlers_run(
@@ -89,15 +102,15 @@ def test_quick_batches_lease_the_next_batch_while_handlers_run(
 ) -> None:
     monkeypatch.setattr(pipeline_module, "OVERLAP_MIN_SECONDS", 0.0)  # any batch pays
     store, _ = store_with(6)
-    pipeline, report, running_during_handlers = drain_in_pairs(store)
-    pipeline.close()
+    runner, report, running_during_handlers = drain_in_pairs(store)
+    runner.close()
 
     # The first batch runs alone (nothing is known about its speed yet); from the second
     # on, the next batch is already leased while this one's handlers run.
     assert running_during_handlers == [2, 4, 2]
     assert statuses(store) == {Status.SUCCEEDED: 6}
     assert (report.batches, report.claimed, report.succeeded) == (3, 6, 6)
-    assert pipeline.settled
+    assert runner.pipeline.settled
 
 
 def test_batches_too_quick_to_pay_for_the_hand_off_run_their_statement_inline(
@@ -108,7 +121,7 @@ def test_batches_too_quick_to_pay_for_the_hand_off_run_their_statement_inline(
     batch persists it and leases the next, still one statement per batch, no thread."""
     monkeypatch.setattr(pipeline_module, "OVERLAP_MIN_SECONDS", 60.0)  # no batch pays
     store, _ = store_with(6)
-    pipeline, report, running_during_handlers = drain_in_pairs(store)
+    runner, report, running_during_handlers = drain_in_pairs(store)
 
     assert running_during_handlers == [2, 2, 2]
     assert store.calls[-4:] == [
@@ -117,9 +130,9 @@ def test_batches_too_quick_to_pay_for_the_hand_off_run_their_statement_inline(
         "finish_and_claim(2, 2)",
         "finish_and_claim(2, 2)",
     ]
-    assert pipeline._database is None  # the database thread was never started
+    assert runner.pipeline._database is None  # the database thread was never started
     assert (report.batches, report.succeeded) == (3, 6)
-    assert pipeline.settled
+    assert runner.pipeline.settled
 
 
 def test_a_store_inside_the_callers_transaction_never_leases_ahead() -> None:
@@ -133,7 +146,6 @@ def test_a_store_inside_the_callers_transaction_never_leases_ahead() -> None:
 def test_an_outcome_whose_lease_was_reclaimed_counts_as_a_lost_lease() -> None:
     now = [T0]
     store, _ = store_with(1, clock=lambda: now[0])
-    pipeline = Pipeline(store, queues=["default"], batch_size=1, lease_seconds=30)
     report = TickReport()
 
     def outlive_the_lease(jobs: Sequence[Job]) -> list[Outcome]:
@@ -141,7 +153,7 @@ def test_an_outcome_whose_lease_was_reclaimed_counts_as_a_lost_lease() -> None:
         store.reclaim()
         return succeed(jobs)
 
-    pipeline.run_batch(report, outlive_the_lease)
+    Scripted(store, 1, outlive_the_lease).run_batch(report)
 
     assert (report.lost_leases, report.succeeded) == (1, 0)
 
