@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from queue_core import PostgresStore, Status
-from queue_core.migrate import available
+from queue_core.migrate import BASELINE, available
 from queue_core.registry import registry as process_registry
 from queue_core.validation import job_spec
 from tickq.infra.cli import main
@@ -273,11 +273,17 @@ def test_a_malformed_option_is_an_argparse_usage_error(cli: Cli) -> None:
     assert raised.value.code == 2
 
 
+def versions_of_a_new_database() -> list[str]:
+    """What `tickq migrate` applies to an empty database: the baseline, then every later
+    migration (recorded as applied too, since the current-state files hold them)."""
+    return [BASELINE, *(m.version for m in available())]
+
+
 def test_migrate_says_what_it_applied_then_that_nothing_was_left(
     cli: Cli, fresh_database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TICKQ_DATABASE_URL", fresh_database_url)
-    versions = [m.version for m in available()]
+    versions = versions_of_a_new_database()
 
     code, first, _ = cli("migrate")
     _, second, _ = cli("migrate")
@@ -299,4 +305,5 @@ def test_migrate_json_lists_every_version_applied_to_a_new_database(
     code, data, _ = cli("migrate", "--json")
 
     assert code == 0
-    assert data == {"applied": [m.version for m in available()], "version": available()[-1].version}
+    versions = versions_of_a_new_database()
+    assert data == {"applied": versions, "version": versions[-1]}

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from queue_core import enqueue
-from queue_core.migrate import available
+from tests.integration.test_cli import versions_of_a_new_database
 
 TICKQ = str(Path(sys.executable).parent / "tickq")
 
@@ -65,7 +65,7 @@ def test_db_start_keeps_one_server_and_its_data_for_every_later_command(local_ti
     assert started["started"] is True and again == {**started, "started": False}
     assert url == started["url"]
     assert "`tickq db start` left running" in first.stderr and url in first.stderr
-    assert first.stdout.startswith(f"applied {len(available())} migrations:")
+    assert first.stdout.startswith(f"applied {len(versions_of_a_new_database())} migrations:")
     assert second.stdout.startswith("already up to date")
     assert [job["id"] for job in listed["jobs"]] == [enqueued["id"]]
     with psycopg.connect(url) as conn:
