@@ -35,6 +35,7 @@ from hypothesis.stateful import (
 
 from queue_core import partitions, transitions, validation
 from queue_core.errors import InvalidTransition, LeaseLost
+from queue_core.ids import new_id
 from queue_core.jobs import DEFAULT_QUEUE, KEY_HOLDING, Job, Status
 from queue_core.memory_store import MemoryStore
 from queue_core.pauses import QueueNotPaused, QueuePauses
@@ -181,7 +182,7 @@ class StoreVersusModel(RuleBasedStateMachine):
         spec = validation.job_spec(
             "model", {"n": len(self.model)}, idempotency_key=key, priority=priority
         )
-        job_id = uuid4()
+        job_id = new_id()  # ordered as the store's own ids, so replays draw alike
         insert = (
             "insert into tickq.jobs (id, type, payload, idempotency_key, priority, run_after,"
             " created_at, updated_at) values (%s, %s, %s::jsonb, %s, %s, %s, %s, %s)"
