@@ -174,6 +174,13 @@ revoke all on function tickq.jobs_partitions_ensure(date, integer),
 grant execute on function tickq.jobs_partitions_ensure(date, integer),
     tickq.jobs_partition_drop(text), tickq.queue_admit(text[], integer[]) to tickq_worker;
 
+-- Enqueue from SQL (a trigger, an RPC, another language): applications and workers. It
+-- runs with the caller's own rights, so the grants and row-level security above decide.
+revoke all on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer,
+                                     text) from public;
+grant execute on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz,
+                                        integer, text) to tickq_app, tickq_worker;
+
 -- Operators read counts across every user.
 revoke all on function tickq.operator_stats(timestamptz),
     tickq.operator_group_stats(timestamptz) from public;

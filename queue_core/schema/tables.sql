@@ -164,9 +164,10 @@ create index jobs_failed_finished_idx on tickq.jobs_done (finished_at)
 create index jobs_done_parents_idx on tickq.jobs_done (finished_at) where has_children;
 
 -- Idempotency keys, one row per held key. A key is held by a queued, running, retrying,
--- waiting or succeeded job and freed when its job becomes dead or cancelled, or is deleted
--- (the triggers jobs_key_free, jobs_key_take, jobs_forget and jobs_keys_truncate, and
--- tickq.jobs_partition_drop). No foreign key to tickq.jobs (a partitioned table cannot be
+-- waiting or succeeded job, taken by every insert whatever its path and by a retry (the
+-- triggers jobs_key_insert and jobs_key_take), and freed when its job becomes dead or
+-- cancelled, or is deleted (the triggers jobs_key_free, jobs_forget and
+-- jobs_keys_truncate, and tickq.jobs_partition_drop). No foreign key to tickq.jobs (a partitioned table cannot be
 -- referenced): every path that frees a key deletes its row. No delete trigger: an update
 -- that moves a row to another partition fires the BEFORE DELETE triggers with the row as it
 -- was, which would free the key of a job that just succeeded.

@@ -46,6 +46,16 @@ create trigger jobs_key_take before update on tickq.jobs
           and new.status not in ('dead', 'cancelled'))
     execute function tickq.job_keys_take();
 
+-- Every inserted keyed job that is not dead or cancelled takes its key, whatever wrote it
+-- (a plain INSERT, COPY, tickq.enqueue, tickq's enqueue statements), or the statement
+-- fails with a unique violation. Keyless jobs (most) evaluate the condition and nothing
+-- else; tickq's enqueue statements, which took the key just before, pay one index probe
+-- per keyed job (tickq.job_keys_take).
+create trigger jobs_key_insert before insert on tickq.jobs
+    for each row
+    when (new.idempotency_key is not null and new.status not in ('dead', 'cancelled'))
+    execute function tickq.job_keys_take();
+
 -- Emptying the jobs (tests, benchmarks, a reset) empties the keys with them.
 create trigger jobs_keys_truncate after truncate on tickq.jobs
     for each statement execute function tickq.job_keys_truncate();

@@ -37,6 +37,8 @@ with clock as materialized (
     -- skip. Keys are claimed in one global order: two batches that share uncommitted keys
     -- then wait on each other in the same order instead of each holding a key the other
     -- needs (a deadlock when callers enqueue batches inside their own transactions).
+    -- Taken here rather than by the insert's key trigger (jobs_key_insert), which fails the
+    -- statement on a held key: the trigger then finds each key held by its job.
     insert into tickq.job_keys as k (idempotency_key, user_id, job_id)
     select i.key, i.owner, i.id
     from input i

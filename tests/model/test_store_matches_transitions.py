@@ -1,9 +1,10 @@
 """The Postgres store, the in-memory store and the pure state machine agree after every step.
 
-A hypothesis state machine applies random sequences of enqueue, claim, complete, fail,
-snooze, reclaim, cancel, retry, lease extension and clock advances to all three: the store
-on a real database, the `MemoryStore` (the same port, in this process), and a dict of `Job`
-values driven by `queue_core.transitions`, with the same explicit `now`. After every step
+A hypothesis state machine applies random sequences of enqueue (and plain SQL inserts of
+keyed jobs), claim, complete, fail, snooze, reclaim, cancel, retry, lease extension and
+clock advances to all three: the store on a real database, the `MemoryStore` (the same
+port, in this process), and a dict of `Job` values driven by `queue_core.transitions`,
+with the same explicit `now`. After every step
 the fields that decide a job's fate must be equal. The two stores make their own ids and
 lease tokens, so the test keeps each Postgres job's twin in memory; every enqueue happens
 at its own microsecond, so the claim order is total and both stores must pick the same jobs.
@@ -34,6 +35,7 @@ from hypothesis.stateful import (
 
 from queue_core import partitions, transitions, validation
 from queue_core.errors import InvalidTransition, LeaseLost
+from queue_core.ids import new_id
 from queue_core.jobs import DEFAULT_QUEUE, KEY_HOLDING, Job, Status
 from queue_core.memory_store import MemoryStore
 from queue_core.pauses import QueueNotPaused, QueuePauses
@@ -170,6 +172,32 @@ class StoreVersusModel(RuleBasedStateMachine):
                 assert not twin.duplicate
                 self.twin[result.id] = twin.id
             self.model[result.id] = transitions.new_job(spec, id=result.id, now=self.now)
+        self.now += timedelta(microseconds=1)
+
+    @rule(key=st.sampled_from(["k1", "k2", "k3"]), priority=st.integers(-2, 2))
+    def plain_insert(self, key: str, priority: int) -> None:
+        """A plain SQL INSERT of a keyed job, as a trigger or another language writes one:
+        the database alone refuses a key a live or succeeded job holds (23505), writing
+        nothing; a free key makes the job an enqueue would have made."""
+        spec = validation.job_spec(
+            "model", {"n": len(self.model)}, idempotency_key=key, priority=priority
+        )
+        job_id = new_id()  # ordered as the store's own ids, so replays draw alike
+        insert = (
+            "insert into tickq.jobs (id, type, payload, idempotency_key, priority, run_after,"
+            " created_at, updated_at) values (%s, %s, %s::jsonb, %s, %s, %s, %s, %s)"
+        )
+        params = (job_id, spec.type, spec.payload_json, key, priority, self.now, self.now, self.now)
+        if self.key_holder(key) is not None:
+            with pytest.raises(psycopg.errors.UniqueViolation):
+                self.conn.execute(insert, params)
+            return
+        self.conn.execute(insert, params)
+        self.model[job_id] = transitions.new_job(spec, id=job_id, now=self.now)
+        if self.memory is not None:
+            twin = self.memory.enqueue(spec, now=self.now)
+            assert not twin.duplicate
+            self.twin[job_id] = twin.id
         self.now += timedelta(microseconds=1)
 
     @rule(limit=st.integers(1, 4))

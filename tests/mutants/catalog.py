@@ -179,6 +179,33 @@ MUTANTS: tuple[Mutant, ...] = (
         targeted=("tests/integration/test_job_keys.py",),
     ),
     Mutant(
+        "plain-insert-takes-no-key",
+        "only tickq's own enqueue statements take keys: a plain INSERT or COPY of a held key"
+        " makes a second live job with it",
+        (
+            Edit(
+                TRIGGERS,
+                "    when (new.idempotency_key is not null and new.status not in ('dead',"
+                " 'cancelled'))\n",
+                "    when (new.idempotency_key is not null and new.status not in ('dead',"
+                " 'cancelled') and false)\n",
+            ),
+        ),
+        targeted=("tests/integration/test_plain_insert_keys.py",),
+    ),
+    Mutant(
+        "sql-enqueue-no-owner",
+        "tickq.enqueue ignores the transaction's user: an application's job has no owner",
+        (
+            Edit(
+                function("enqueue"),
+                "    v_owner    uuid := tickq.current_user_id();\n",
+                "    v_owner    uuid := null;\n",
+            ),
+        ),
+        targeted=("tests/security/test_sql_enqueue.py",),
+    ),
+    Mutant(
         "retention-keeps-keys",
         "retention deletes succeeded jobs but not their keys",
         (
