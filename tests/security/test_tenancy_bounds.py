@@ -162,13 +162,15 @@ def test_the_guard_cannot_be_walked_past_in_two_statements(
     job = seed(conn, alice, run_after=datetime(2030, 1, 1, tzinfo=UTC))
     before = rows(conn)
     app = as_app()
-    with pytest.raises(psycopg.errors.InsufficientPrivilege), scoped(app, alice) as c:
-        c.execute(
-            "update tickq.jobs set signals = '{go}', wait_kind = 'signal', wait_name = 'go',"
-            " resumes = 99 where id = %s",
-            (job,),
-        )
-        c.execute("update tickq.jobs set run_after = '1970-01-01' where id = %s", (job,))
+    walk = [
+        "update tickq.jobs set signals = '{go}', wait_kind = 'signal', wait_name = 'go',"
+        " resumes = 99 where id = %s",
+        "update tickq.jobs set signals = array_append(signals, 'again'),"
+        " run_after = '1970-01-01Z' where id = %s",
+    ]
+    for statement in walk:  # each in a transaction of its own, as an attacker would
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), scoped(app, alice) as c:
+            c.execute(statement, (job,))
     assert rows(conn) == before
 
 
