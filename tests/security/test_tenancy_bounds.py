@@ -190,6 +190,24 @@ def test_a_retry_cannot_write_a_time_a_worker_could_not_read(
     assert rows(conn) == before
 
 
+def test_a_signal_cannot_wake_a_job_to_a_time_a_worker_could_not_read(
+    as_app: RoleConnect, conn: psycopg.Connection, alice: UUID
+) -> None:
+    job = seed(conn, alice)
+    conn.execute(
+        "update tickq.jobs set wait_kind = 'signal', wait_name = 'go', resumes = 1,"
+        " run_after = '2030-01-01Z' where id = %s",
+        (job,),
+    )
+    before = rows(conn)
+    with pytest.raises(psycopg.Error, match="finite dates"), scoped(as_app(), alice) as c:
+        c.execute(
+            "update tickq.jobs set signals = '{go}', run_after = '-infinity' where id = %s",
+            (job,),
+        )
+    assert rows(conn) == before
+
+
 @pytest.mark.parametrize(
     "change",
     [
