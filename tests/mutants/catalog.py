@@ -350,6 +350,8 @@ MUTANTS: tuple[Mutant, ...] = (
         targeted=(
             "tests/security/test_tenancy_bounds.py"
             "::test_a_signal_cannot_wake_a_job_to_a_time_a_worker_could_not_read",
+            "tests/security/test_tenancy_bounds.py"
+            "::test_a_cancel_cannot_write_a_time_a_worker_could_not_read",
             "tests/security/test_guard_property.py",
         ),
     ),

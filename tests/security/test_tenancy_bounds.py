@@ -190,6 +190,20 @@ def test_a_retry_cannot_write_a_time_a_worker_could_not_read(
     assert rows(conn) == before
 
 
+@pytest.mark.parametrize("when", ["-infinity", "10000-01-01"])
+def test_a_cancel_cannot_write_a_time_a_worker_could_not_read(
+    as_app: RoleConnect, conn: psycopg.Connection, alice: UUID, when: str
+) -> None:
+    job = seed(conn, alice)
+    before = rows(conn)
+    with pytest.raises(psycopg.Error, match="finite dates"), scoped(as_app(), alice) as c:
+        c.execute(
+            "update tickq.jobs set status = 'cancelled', finished_at = %s where id = %s",
+            (when, job),
+        )
+    assert rows(conn) == before
+
+
 def test_a_signal_cannot_wake_a_job_to_a_time_a_worker_could_not_read(
     as_app: RoleConnect, conn: psycopg.Connection, alice: UUID
 ) -> None:
