@@ -25,11 +25,14 @@ def tasks() -> Registry:
 
 def store(*, user_id: UUID | None = None) -> Store:
     """A store on the environment's connection, scoped to `user_id` by row-level security
-    (acting as tickq_app; a login that would bypass it is refused, see app_role)."""
+    (acting as tickq_app; a login that would bypass it is refused, see app_role), each
+    statement of a user's transaction bounded by TICKQ_API_STATEMENT_TIMEOUT_MS."""
     conn = db.connection()
-    if user_id is not None:
-        app_role.ensure_scoped(conn)
-    return PostgresStore(conn, user_id=user_id)
+    if user_id is None:
+        return PostgresStore(conn)
+    app_role.ensure_scoped(conn)
+    timeout = settings().api_statement_timeout_ms
+    return PostgresStore(conn, user_id=user_id, statement_timeout_ms=timeout)
 
 
 def kick_tick(time_left: TimeLeft) -> bool:

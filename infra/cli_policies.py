@@ -35,6 +35,12 @@ def _none(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _queue_depth(depth: int | None, per_owner: int | None) -> str:
+    """A queue's depth bounds as one cell: 'N', 'N per owner', or both."""
+    shown = [] if depth is None else [str(depth)]
+    return ", ".join(shown + ([] if per_owner is None else [f"{per_owner} per owner"]))
+
+
 # schedules
 
 
@@ -144,16 +150,20 @@ def cmd_limits(args: argparse.Namespace) -> int:
 def _set_limit(store: limits_.Limits, args: argparse.Namespace) -> dict[str, Any]:
     per_group = args.max_running_per_group
     if args.queue:
-        if (args.max_depth is None and per_group is None) or args.max_running or args.rate:
+        per_owner = args.max_depth_per_owner
+        no_depth = args.max_depth is None and per_owner is None
+        if (no_depth and per_group is None) or args.max_running or args.rate:
             raise UsageError(
-                "a queue limit is --max-depth N and/or --max-running-per-group N "
-                "(caps and rates are per type)"
+                "a queue limit is --max-depth N, --max-depth-per-owner N and/or "
+                "--max-running-per-group N (caps and rates are per type)"
             )
-        # Both validated before either is written.
+        # All validated before any is written.
         depth = (
             None
-            if args.max_depth is None
-            else limits_.queue_limit(args.queue, max_depth=args.max_depth)
+            if no_depth
+            else limits_.queue_limit(
+                args.queue, max_depth=args.max_depth, max_depth_per_owner=per_owner
+            )
         )
         grouped = (
             None
@@ -166,8 +176,8 @@ def _set_limit(store: limits_.Limits, args: argparse.Namespace) -> dict[str, Any
         if grouped is not None:
             data["queue_groups"] = [store.set_queue_group(grouped).as_dict()]
         return data
-    if args.max_depth is not None:
-        raise UsageError("--max-depth is per queue: use --queue")
+    if args.max_depth is not None or args.max_depth_per_owner is not None:
+        raise UsageError("--max-depth and --max-depth-per-owner are per queue: use --queue")
     rate, period = limits_.parse_rate(args.rate) if args.rate else (None, None)
     typed = limits_.type_limit(
         args.type,
@@ -210,7 +220,12 @@ def _limits_tables(data: dict[str, Any]) -> Any:
         )
     for q in data.get("queues", []):
         table.add_row(
-            f"queue {q['queue']}", "", "", "", str(q["max_depth"]), f"{q['waiting']} waiting"
+            f"queue {q['queue']}",
+            "",
+            "",
+            "",
+            _queue_depth(q["max_depth"], q["max_depth_per_owner"]),
+            f"{q['waiting']} waiting",
         )
     for q in data.get("queue_groups", []):
         busiest = f"busiest group: {q['busiest_group_running']} running"
@@ -344,7 +359,14 @@ def register(command: Command) -> None:
     a.add_argument("--queue")
     a.add_argument("--max-running", type=positive, help="at most K of the type running")
     a.add_argument("--rate", help="at most N starts per period: 5/s, 100/min, 10/30s")
-    a.add_argument("--max-depth", type=positive, help="refuse enqueue beyond N waiting")
+    a.add_argument(
+        "--max-depth", type=positive, help="refuse enqueue beyond N waiting (parents' too)"
+    )
+    a.add_argument(
+        "--max-depth-per-owner",
+        type=positive,
+        help="refuse an application user's enqueue beyond N of its live jobs in the queue",
+    )
     a.add_argument(
         "--max-running-per-group",
         type=positive,

@@ -21,6 +21,9 @@ class Settings:
     # psycopg prepares a statement after it ran this many times; None (env "off") disables
     # server-side prepared statements, as transaction-pooling proxies require.
     prepare_threshold: int | None = 5
+    # The API's user transactions (ApiFunction, `tickq serve`): each statement is cancelled
+    # after this many milliseconds, so one caller's request cannot hold the database.
+    api_statement_timeout_ms: int = 5000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -36,6 +39,9 @@ class Settings:
             prepare_threshold=None
             if prepare in ("off", "none", "")
             else _parse_int("TICKQ_PREPARE_THRESHOLD", prepare, 0, 1_000),
+            api_statement_timeout_ms=env_int(
+                "TICKQ_API_STATEMENT_TIMEOUT_MS", 5000, 1, 3_600_000, env
+            ),
         )
 
 

@@ -75,14 +75,22 @@ class TypeLimit:
 
 @dataclass(frozen=True, slots=True)
 class QueueLimit:
-    """Enqueue into `queue` is refused (QueueFull) once `max_depth` jobs wait in it."""
+    """Enqueue into `queue` is refused (QueueFull) once `max_depth` jobs wait in it (queued,
+    retrying or waiting for parents), and an application user's once that owner has
+    `max_depth_per_owner` live jobs in it; either may be None (no such bound)."""
 
     queue: str
-    max_depth: int
+    max_depth: int | None
     waiting: int = 0
+    max_depth_per_owner: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"queue": self.queue, "max_depth": self.max_depth, "waiting": self.waiting}
+        return {
+            "queue": self.queue,
+            "max_depth": self.max_depth,
+            "max_depth_per_owner": self.max_depth_per_owner,
+            "waiting": self.waiting,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,10 +153,18 @@ def type_limit(
     )
 
 
-def queue_limit(queue: Any, *, max_depth: Any) -> QueueLimit:
+def queue_limit(
+    queue: Any, *, max_depth: Any = None, max_depth_per_owner: Any = None
+) -> QueueLimit:
+    """Validate a queue limit: a depth, a cap per owner, or both (None keeps a stored one)."""
+    if max_depth is None and max_depth_per_owner is None:
+        raise InvalidJob("limit", "give a maximum depth, a maximum per owner, or both")
     return QueueLimit(
         validation.name(queue, "queue"),
-        validation.integer(max_depth, "max_depth", 1, MAX_LIMIT),
+        None if max_depth is None else validation.integer(max_depth, "max_depth", 1, MAX_LIMIT),
+        max_depth_per_owner=None
+        if max_depth_per_owner is None
+        else validation.integer(max_depth_per_owner, "max_depth_per_owner", 1, MAX_LIMIT),
     )
 
 
@@ -178,9 +194,12 @@ class Limits:
         return TypeLimit(**row)
 
     def set_queue(self, limit: QueueLimit) -> QueueLimit:
-        row = self._db.dicts(
-            "queue_limits_set", {"queue": limit.queue, "max_depth": limit.max_depth}
-        )
+        params = {
+            "queue": limit.queue,
+            "max_depth": limit.max_depth,
+            "max_depth_per_owner": limit.max_depth_per_owner,
+        }
+        row = self._db.dicts("queue_limits_set", params)
         return QueueLimit(**row[0])
 
     def set_queue_group(self, limit: QueueGroupLimit) -> QueueGroupLimit:

@@ -22,6 +22,7 @@ MAX_STEPS = 10_000
 MAX_STEP_BYTES = 256 * 1024  # one step's result; larger data belongs in object storage
 MAX_STEPS_BYTES = 32 * 1024 * 1024  # all of a job's step results together
 MAX_SIGNAL_BYTES = 64 * 1024  # all of a job's signal payloads together
+MAX_SIGNALS = 100  # signals one job holds: bounds its row and every view of it
 # A wait without a timeout: the job is runnable again only when its signal comes.
 FOREVER = datetime(9999, 1, 1, tzinfo=UTC)
 
@@ -174,6 +175,8 @@ def deliver_signal(
         raise InvalidTransition(job.id, job.status, f"signal {name!r} to")
     if name in state.signals:
         raise InvalidJob("signal", f"{name!r} was already sent to job {job.id}")
+    if len(state.signals) >= MAX_SIGNALS:
+        raise InvalidJob("signal", f"a job holds at most {MAX_SIGNALS} signals")
     size = len(signal_payload(payload).encode())
     if state.signal_bytes + size > MAX_SIGNAL_BYTES:
         raise InvalidJob(

@@ -41,6 +41,9 @@ __all__ = [
 _T = TypeVar("_T")
 
 QUEUE_FULL_SQLSTATE = "TQ429"  # raised by the jobs_app_admit trigger
+# A bound of the application role refused (jobs_app_admit, jobs_app_guard, dependencies);
+# the detail names the field.
+BOUND_SQLSTATE = "TQ422"
 STALE_COUNT_SQLSTATE = "TQ409"  # raised by tickq.operator_retry_dead
 
 # Rows of a statement as what a reading makes of them, given where the job columns begin.
@@ -79,12 +82,20 @@ def translate_errors() -> Iterator[None]:
     except psycopg.OperationalError as exc:
         raise DatabaseError(f"database unavailable: {exc}") from exc
     except psycopg.Error as exc:
-        if exc.sqlstate == QUEUE_FULL_SQLSTATE:
-            limit = int(exc.diag.message_hint or 0)
-            raise QueueFull(exc.diag.message_detail or "", limit, limit) from exc
-        if exc.sqlstate == STALE_COUNT_SQLSTATE:
-            raise StaleCount(int(exc.diag.message_detail or 0)) from None
-        raise DatabaseError(f"database error: {exc}") from exc
+        raise _tickq_error(exc) from exc
+
+
+def _tickq_error(exc: psycopg.Error) -> TickqError:
+    """What one of tickq's own SQLSTATEs (raised by its functions and triggers) means."""
+    if exc.sqlstate == QUEUE_FULL_SQLSTATE:
+        limit = int(exc.diag.message_hint or 0)
+        return QueueFull(exc.diag.message_detail or "", limit, limit)
+    if exc.sqlstate == BOUND_SQLSTATE:
+        message = (exc.diag.message_primary or "").removeprefix("tickq: ")
+        return InvalidJob(exc.diag.message_detail or "job", message)
+    if exc.sqlstate == STALE_COUNT_SQLSTATE:
+        return StaleCount(int(exc.diag.message_detail or 0))
+    return DatabaseError(f"database error: {exc}")
 
 
 # Statements that meet a job another transaction just moved between partitions.
@@ -143,9 +154,16 @@ class Executor:
     inside the caller's transaction, statements join it.
     """
 
-    def __init__(self, conn: psycopg.Connection[Any], *, user_id: UUID | None = None) -> None:
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        *,
+        user_id: UUID | None = None,
+        statement_timeout_ms: int | None = None,
+    ) -> None:
         self.conn = conn
         self.user_id = user_id
+        self.statement_timeout_ms = statement_timeout_ms
         self._threads = threading.local()
 
     def rows(
@@ -212,7 +230,8 @@ class Executor:
             yield
             return
         with self.conn.transaction():
-            self.conn.execute(QUERIES["user_scope"], {"user_id": str(self.user_id)})
+            params = {"user_id": str(self.user_id), "statement_timeout": self.statement_timeout_ms}
+            self.conn.execute(QUERIES["user_scope"], params)
             yield
 
     @contextmanager

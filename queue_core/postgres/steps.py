@@ -117,15 +117,18 @@ class StepStore:
             "payload": payload_json,
             "size": size,
             "max_bytes": steps.MAX_SIGNAL_BYTES,
+            "max_signals": steps.MAX_SIGNALS,
             "now": now,
         }
         rows = self._db.rows("job_signals_send", params)
         if not rows:
             raise JobNotFound(job_id)
-        status, taken, held, kept, woke = rows[0]
+        status, taken, held, count, kept, woke = rows[0]
         held_bytes = int(held)
         if status in ("succeeded", "dead", "cancelled"):
             raise InvalidTransition(job_id, status, f"signal {name!r} to")
+        if not kept and not taken and count >= steps.MAX_SIGNALS:
+            raise InvalidJob("signal", f"a job holds at most {steps.MAX_SIGNALS} signals")
         if taken or (not kept and held_bytes + size <= steps.MAX_SIGNAL_BYTES):
             raise InvalidJob("signal", f"{name!r} was already sent to job {job_id}")
         if not kept:

@@ -45,8 +45,11 @@ class PostgresStore(Enqueues, Claims, Leases, Reads, DerivedOperations):
         user_id: UUID | None = None,
         groups_ttl_seconds: float = GROUPS_TTL_SECONDS,
         rand: Callable[[], float] = random.random,
+        statement_timeout_ms: int | None = None,
     ) -> None:
-        self._db = Executor(conn, user_id=user_id)
+        """`statement_timeout_ms` bounds each statement of the user's transactions (an
+        outside caller's request must not hold the database for long); None: the session's."""
+        self._db = Executor(conn, user_id=user_id, statement_timeout_ms=statement_timeout_ms)
         self._limits = LimitsProbe(self._db)
         self._fair = FairState(groups_ttl_seconds, rand)
         self.paused = PausedQueues()

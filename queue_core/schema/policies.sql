@@ -165,7 +165,8 @@ grant select (queue) on tickq.queue_pauses to tickq_app;
 -- Functions that only their triggers, maintenance or the migrator call: nobody else.
 revoke all on function tickq.job_keys_free(), tickq.job_keys_take(),
     tickq.job_keys_truncate(), tickq.jobs_forget(), tickq.jobs_forget_all(),
-    tickq.jobs_live_id_statistics() from public;
+    tickq.jobs_live_id_statistics(), tickq.job_dependencies_app_admit(),
+    tickq.job_signals_app_admit() from public;
 
 -- Workers make and drop day partitions and check queue depth before they enqueue
 -- (applications are admitted by the trigger jobs_app_admit instead).

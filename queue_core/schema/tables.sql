@@ -150,6 +150,9 @@ create index jobs_claim_idx on tickq.jobs_live (queue, priority desc, run_after,
 create index jobs_fair_idx on tickq.jobs_live
     (queue, priority desc, group_key, run_after, created_at)
     where status in ('queued', 'retrying');
+-- A limited queue's depth counts jobs waiting for parents too: a few entries of this one
+-- (only waiting jobs enter it) instead of a scan of the live jobs.
+create index jobs_waiting_idx on tickq.jobs_live (queue) where status = 'waiting';
 -- Reclaiming expired leases scans only running jobs by lease expiry.
 create index jobs_lease_idx on tickq.jobs_live (lease_until) where status = 'running';
 -- Jobs waiting to retry, by the time of their last failure; only failing jobs enter it.
@@ -282,13 +285,19 @@ create table tickq.type_limits (
                or max_running_per_group is not null)
 );
 
--- Per-queue backpressure: enqueue is refused once max_depth jobs wait in the queue.
+-- Per-queue backpressure: enqueue is refused once max_depth jobs wait in the queue (queued,
+-- retrying or waiting for parents), and an application user's once it has
+-- max_depth_per_owner live jobs in it.
 create table tickq.queue_limits (
     queue      text primary key,
-    max_depth  integer not null,
+    max_depth  integer,
     updated_at timestamptz not null default now(),
+    max_depth_per_owner integer,
 
-    constraint queue_limits_max_depth_check check (max_depth >= 1)
+    constraint queue_limits_max_depth_check check (max_depth >= 1),
+    constraint queue_limits_per_owner_check check (max_depth_per_owner >= 1),
+    constraint queue_limits_some_check
+        check (max_depth is not null or max_depth_per_owner is not null)
 );
 
 -- Per-queue cap of running jobs per fairness group, across all workers.

@@ -69,3 +69,17 @@ create trigger jobs_forget after delete on tickq.jobs
 -- Emptying the jobs empties the steps, signals and dependency edges too.
 create trigger jobs_forget_all after truncate on tickq.jobs
     for each statement execute function tickq.jobs_forget_all();
+
+-- Dependency edges that application users write, by any statement: one owner at both ends,
+-- and a bounded number of children per parent (tickq.job_dependencies_app_admit).
+create trigger job_dependencies_app_admit after insert on tickq.job_dependencies
+    for each row
+    when (coalesce(current_setting('tickq.user_id', true), '') <> '')
+    execute function tickq.job_dependencies_app_admit();
+
+-- Signals that application users insert, by any statement: a bounded number per job
+-- (tickq.job_signals_app_admit).
+create trigger job_signals_app_admit after insert on tickq.job_signals
+    for each row
+    when (coalesce(current_setting('tickq.user_id', true), '') <> '')
+    execute function tickq.job_signals_app_admit();

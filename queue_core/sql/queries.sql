@@ -640,8 +640,12 @@ select now();
 
 -- name: user_scope
 -- Name the user whose rows this transaction may see (row-level security), and act as
--- tickq_app where the login may: both local to the transaction (tickq.act_as_app).
-select set_config('tickq.user_id', %(user_id)s, true), tickq.act_as_app();
+-- tickq_app where the login may, and bound its statements' time when a timeout is given
+-- (milliseconds; null keeps the session's): all local to the transaction.
+select set_config('tickq.user_id', %(user_id)s, true), tickq.act_as_app(),
+       set_config('statement_timeout',
+                  coalesce(%(statement_timeout)s::text, current_setting('statement_timeout')),
+                  true);
 
 -- name: app_role_enter
 -- Act as tickq_app for the rest of this transaction, where the login may.
@@ -772,17 +776,21 @@ order by l.type;
 delete from tickq.type_limits where type = %(type)s returning type;
 
 -- name: queue_limits_set
--- Create or change a queue's maximum depth.
-insert into tickq.queue_limits as l (queue, max_depth)
-values (%(queue)s, %(max_depth)s)
-on conflict (queue) do update set max_depth = excluded.max_depth, updated_at = now()
-returning queue, max_depth;
+-- Create or change a queue's maximum depth and cap per owner; a bound not given (null)
+-- keeps the stored one.
+insert into tickq.queue_limits as l (queue, max_depth, max_depth_per_owner)
+values (%(queue)s, %(max_depth)s, %(max_depth_per_owner)s)
+on conflict (queue) do update
+set max_depth = coalesce(excluded.max_depth, l.max_depth),
+    max_depth_per_owner = coalesce(excluded.max_depth_per_owner, l.max_depth_per_owner),
+    updated_at = now()
+returning queue, max_depth, max_depth_per_owner;
 
 -- name: queue_limits_list
--- Every queue limit, with the jobs waiting in the queue now.
-select l.queue, l.max_depth,
+-- Every queue limit, with the jobs waiting in the queue now (waiting for parents too).
+select l.queue, l.max_depth, l.max_depth_per_owner,
        (select count(*) from tickq.jobs j
-        where j.queue = l.queue and j.status in ('queued', 'retrying')) as waiting
+        where j.queue = l.queue and j.status in ('queued', 'retrying', 'waiting')) as waiting
 from tickq.queue_limits l
 order by l.queue;
 

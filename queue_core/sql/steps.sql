@@ -66,14 +66,15 @@ returning j.run_after, j.wait_until;
 -- Keep a signal for a live job and wake it when it waits for that name. The job row is
 -- locked first and written (its `signals`), so a suspension racing this signal either
 -- commits first and is woken here, or waits for this commit and sees the name.
--- Returns the status of the job, whether the name was taken, the signal bytes it holds, whether
+-- Returns the status of the job, whether the name was taken, the signal bytes and count it holds, whether
 -- this signal was kept and whether it woke the job; no row: no such job (or one of another user).
 with clock as materialized (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), job as materialized (
     select id, status from tickq.jobs where id = %(id)s for update
 ), held as materialized (
-    select coalesce(sum(size), 0) as bytes, coalesce(bool_or(name = %(name)s), false) as taken
+    select coalesce(sum(size), 0) as bytes, coalesce(bool_or(name = %(name)s), false) as taken,
+           count(*) as held
     from tickq.job_signals where job_id = %(id)s
 ), sent as (
     insert into tickq.job_signals (job_id, name, payload, size, sent_at)
@@ -81,6 +82,7 @@ with clock as materialized (
     from job, held, clock
     where job.status not in ('succeeded', 'dead', 'cancelled')
       and not held.taken and held.bytes + %(size)s <= %(max_bytes)s
+      and held.held < %(max_signals)s
     -- The same name sent concurrently: the later one finds the key taken and keeps none.
     on conflict (job_id, name) do nothing
     returning job_id
@@ -96,7 +98,7 @@ with clock as materialized (
     returning j.status in ('queued', 'retrying') and j.wait_kind = 'signal'
               and j.wait_name = %(name)s::text as woke
 )
-select job.status, held.taken, held.bytes, exists (select from sent),
+select job.status, held.taken, held.bytes, held.held, exists (select from sent),
        coalesce((select woke from woken), false)
 from job, held;
 

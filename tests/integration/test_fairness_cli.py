@@ -83,3 +83,15 @@ def test_a_schedule_enqueues_into_its_group(cli, conn) -> None:
     code, report, _ = cli("schedules", "run", "--now", "2099-01-01T00:00:00+00:00")
     assert code == 0 and report["fired"] == 1
     assert conn.execute("select group_key from tickq.jobs").fetchone()[0] == "cron-jobs"
+
+
+def test_a_cap_per_owner_is_set_beside_the_depth_and_listed(cli, conn) -> None:
+    code, data, _ = cli("limits", "set", "--queue", "bulk", "--max-depth-per-owner", "3")
+    assert code == 0
+    assert (data["queues"][0]["max_depth"], data["queues"][0]["max_depth_per_owner"]) == (None, 3)
+    code, data, _ = cli("limits", "set", "--queue", "bulk", "--max-depth", "9")
+    assert (data["queues"][0]["max_depth"], data["queues"][0]["max_depth_per_owner"]) == (9, 3)
+    code, data, _ = cli("limits", "list")
+    assert [(q["queue"], q["max_depth_per_owner"]) for q in data["queues"]] == [("bulk", 3)]
+    code, _, said = cli("limits", "set", "--type", "acc", "--max-depth-per-owner", "3")
+    assert code == 2 and "per queue" in said

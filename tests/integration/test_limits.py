@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from queue_core import JobBatch
 from queue_core.errors import InvalidJob, QueueFull
 from queue_core.limits import LimitNotFound, Limits, parse_rate, queue_limit, type_limit
 from queue_core.postgres import PostgresStore
@@ -277,3 +278,15 @@ def test_bad_rates_are_refused(text):
 def test_bad_type_limits_are_refused(options):
     with pytest.raises(InvalidJob):
         type_limit("embed", **options)
+
+
+def test_the_maximum_depth_counts_jobs_waiting_for_parents(conn):
+    Limits(conn).set_queue(queue_limit("bulk", max_depth=2))
+    store = PostgresStore(conn)
+    parent = store.enqueue(job_spec("t")).id
+    batch = JobBatch.of([job_spec("t", queue="bulk") for _ in range(2)])
+    store.enqueue_after(batch, [(parent,)] * 2)
+
+    with pytest.raises(QueueFull):
+        store.enqueue(job_spec("t", queue="bulk"))
+    assert [(q.queue, q.waiting) for q in Limits(conn).queues()] == [("bulk", 2)]

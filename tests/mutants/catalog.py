@@ -332,8 +332,15 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 function("jobs_app_guard"),
-                "                and new.signals is null))) is true then\n",
-                "                and new.signals is null))) and false then\n",
+                "                 and old.wait_name = v_sent"
+                " and new.run_after < old.run_after))) is true then\n",
+                "                 and old.wait_name = v_sent"
+                " and new.run_after < old.run_after))) and false then\n",
+            ),
+            Edit(
+                function("jobs_app_guard"),
+                "        and new.wait_until is null and new.signals is null) is true then\n",
+                "        and new.wait_until is null and new.signals is null) and false then\n",
             ),
         ),
         targeted=(
@@ -390,6 +397,141 @@ MUTANTS: tuple[Mutant, ...] = (
         targeted=(
             "tests/unit/test_reconnect.py",
             f"{CONNECTION_FAULTS}::test_after_a_restart_the_worker_completes_a_job_within_two_seconds",
+        ),
+    ),
+    # The tenancy bounds of the application role (jobs_app_guard, jobs_app_admit and the
+    # dependency and signal triggers): each rule broken alone.
+    Mutant(
+        "guard-signal-moves-the-wait",
+        "a signal delivery may also move the wait columns and resumes (the two-statement walk)",
+        (
+            Edit(
+                function("jobs_app_guard"),
+                "    if (v_moved <@ array['signals', 'run_after', 'updated_at']\n",
+                "    if (v_moved <@ array['signals', 'run_after', 'updated_at', 'wait_kind',"
+                " 'wait_name', 'resumes']\n",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_tenancy_bounds.py::test_the_guard_cannot_be_walked_past_in_two_statements",
+            "tests/security/test_guard_property.py",
+        ),
+    ),
+    Mutant(
+        "guard-accepts-unreadable-times",
+        "the guard lets an application write -infinity or the year 10000",
+        (
+            Edit(
+                function("jobs_app_guard"),
+                "    if not (tickq.readable_time(new.run_after)"
+                " and tickq.readable_time(new.updated_at)\n",
+                "    if false and not (tickq.readable_time(new.run_after)"
+                " and tickq.readable_time(new.updated_at)\n",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_tenancy_bounds.py"
+            "::test_a_signal_cannot_wake_a_job_to_a_time_a_worker_could_not_read",
+            "tests/security/test_tenancy_bounds.py"
+            "::test_a_cancel_cannot_write_a_time_a_worker_could_not_read",
+            "tests/security/test_guard_property.py",
+        ),
+    ),
+    Mutant(
+        "guard-cancel-writes-any-error",
+        "an application's cancel may write any error text",
+        (
+            Edit(
+                function("jobs_app_guard"),
+                "        and (not 'error' = any(v_moved)\n",
+                "        and (true\n",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_tenancy_bounds.py::test_the_app_role_cannot_write_an_error_on_cancel",
+        ),
+    ),
+    Mutant(
+        "admit-run-after-unbounded",
+        "an application's run_after may be centuries ahead",
+        (
+            Edit(
+                function("jobs_app_admit"),
+                "    if new.run_after > now() + interval '366 days' then\n",
+                "    if new.run_after > now() + interval '366000 days' then\n",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_tenancy_bounds.py::test_the_api_refuses_a_run_after_more_than_366_days_ahead",
+        ),
+    ),
+    Mutant(
+        "admit-depth-ignores-waiting",
+        "a queue's maximum depth does not count jobs waiting for parents",
+        (
+            Edit(
+                function("jobs_app_admit"),
+                "                      where j.queue = new.queue and j.status = 'waiting'\n",
+                "                      where j.queue = new.queue"
+                " and j.status = 'waiting' and false\n",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_tenancy_bounds.py::test_max_depth_counts_children_waiting_for_a_parent",
+        ),
+    ),
+    Mutant(
+        "admit-per-owner-counts-everyone",
+        "the cap per owner counts every owner's jobs",
+        (
+            Edit(
+                function("jobs_app_admit"),
+                "              where j.user_id = new.user_id and j.queue = new.queue\n",
+                "              where j.queue = new.queue\n",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_tenancy_bounds.py::test_max_depth_per_owner_leaves_room_for_other_owners",
+        ),
+    ),
+    Mutant(
+        "edges-of-any-owner",
+        "a dependency edge may join another owner's job",
+        (
+            Edit(
+                function("job_dependencies_app_admit"),
+                "          and j.user_id is not distinct from new.user_id) <> 2 then\n",
+                "          ) <> 2 then\n",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_tenancy_bounds.py::test_the_app_role_cannot_link_its_jobs_to_another_owners",
+        ),
+    ),
+    Mutant(
+        "children-unbounded",
+        "a parent may have any number of children",
+        (
+            Edit(
+                function("job_dependencies_app_admit"),
+                "    if v_children > 1000 then\n",
+                "    if v_children > 1001 then\n",
+            ),
+        ),
+        targeted=("tests/security/test_tenancy_bounds.py::test_children_per_parent_are_bounded",),
+    ),
+    Mutant(
+        "signals-unbounded-in-sql",
+        "plain SQL inserts of signals are not counted",
+        (
+            Edit(
+                function("job_signals_app_admit"),
+                "       > 100 then\n",
+                "       > 101 then\n",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_tenancy_bounds.py::test_the_app_role_cannot_insert_signals_past_the_bound_in_sql",
         ),
     ),
 )

@@ -1,7 +1,9 @@
 -- Backpressure for enqueue: lock the limit rows of the given queues (so concurrent enqueuers
 -- of one limited queue take turns), then return those that the incoming jobs would overflow.
 -- Security definer: depth counts every waiting job, including rows that row-level security
--- hides from the enqueuing application user.
+-- hides from the enqueuing application user. Waiting means queued, retrying, or waiting for
+-- parents (which become queued without asking). A queue limited per owner only (no
+-- max_depth) is never full here: owners' caps bind application users (jobs_app_admit).
 create function tickq.queue_admit(p_queues text[], p_counts integer[])
     returns table (queue text, depth bigint, max_depth integer)
     language plpgsql volatile security definer
@@ -13,18 +15,24 @@ begin
     for v_limits in
         select l.queue, l.max_depth
         from tickq.queue_limits l
-        where l.queue = any(p_queues)
+        where l.queue = any(p_queues) and l.max_depth is not null
         order by l.queue
         for update
     loop
         queue := v_limits.queue;
         max_depth := v_limits.max_depth;
         -- Counted after the lock: a fresh snapshot that includes the previous holder's jobs.
-        -- Bounded by max_depth + 1 rows of jobs_claim_idx, however deep the queue is.
-        select count(*) into depth
-        from (select 1 from tickq.jobs j
-              where j.queue = v_limits.queue and j.status in ('queued', 'retrying')
-              limit v_limits.max_depth + 1) w;
+        -- Bounded by max_depth + 1 rows of jobs_claim_idx and of jobs_waiting_idx, however
+        -- deep the queue is.
+        select (select count(*)
+                from (select 1 from tickq.jobs j
+                      where j.queue = v_limits.queue and j.status in ('queued', 'retrying')
+                      limit v_limits.max_depth + 1) r)
+             + (select count(*)
+                from (select 1 from tickq.jobs j
+                      where j.queue = v_limits.queue and j.status = 'waiting'
+                      limit v_limits.max_depth + 1) w)
+        into depth;
         if depth + (select sum(c.n) from unnest(p_queues, p_counts) c (q, n)
                     where c.q = v_limits.queue) > v_limits.max_depth then
             return next;
