@@ -15,8 +15,9 @@
 -- A pass that leases nothing moves down to the next priority level. Running counts are read
 -- from tickq.jobs after the locks, with the fresh snapshot a volatile function takes per
 -- statement, so running + claimed never exceeds a cap.
--- Its lookups by id name the live partition's statuses, as the claim statements of
--- queries.sql do, so they read tickq.jobs_live alone instead of probing the id index of
+-- Jobs are leased by tickq.jobs_lease, the lease rule of every claim. Its other lookups by
+-- id name the live partition's statuses, as tickq.jobs_lease does, so they read
+-- tickq.jobs_live alone instead of probing the id index of
 -- every day of finished jobs. Every row looked up there is one this claim holds locked as
 -- queued or retrying, so the condition changes no result; the whole live list, not
 -- ('queued', 'retrying'), which would match the predicate of jobs_claim_idx and
@@ -121,16 +122,7 @@ begin
             -- No limit concerns these candidates: lease the first v_want, as the plain claim
             -- does (the rest stay locked, unleased, until this transaction ends).
             return query
-            update tickq.jobs j
-            set status = 'running',
-                attempts = j.attempts + 1,
-                lease_token = gen_random_uuid(),
-                lease_until = v_now
-                              + coalesce(j.lease_seconds, p_lease_seconds) * interval '1 second',
-                started_at = v_now,
-                updated_at = v_now
-            where j.id = any(v_ids[1:v_want]) and j.status in ('waiting', 'queued', 'running', 'retrying')
-            returning j.*;
+            select * from tickq.jobs_lease(v_ids[1:v_want], p_lease_seconds, v_now);
             get diagnostics v_rows = row_count;
             v_claimed := v_claimed + v_rows;
             if v_rows = 0 then
@@ -209,17 +201,8 @@ begin
                          and g.group_key = r.group_key))
             order by r.ord
             limit v_want
-        ), claimed as (
-            update tickq.jobs j
-            set status = 'running',
-                attempts = j.attempts + 1,
-                lease_token = gen_random_uuid(),
-                lease_until = v_start
-                              + coalesce(j.lease_seconds, p_lease_seconds) * interval '1 second',
-                started_at = v_start,
-                updated_at = v_start
-            where j.id = any(array(select id from chosen)) and j.status in ('waiting', 'queued', 'running', 'retrying')
-            returning j.*
+        ), claimed as materialized (
+            select * from tickq.jobs_lease(array(select id from chosen), p_lease_seconds, v_start)
         ), started as (
             select c.type, count(*)::integer as n from claimed c group by c.type
         ), logged as (

@@ -9,12 +9,7 @@
 --   4. counts running jobs with a fresh snapshot (a volatile function takes one per
 --      statement), which sees every claim committed by the previous holder of the lock,
 --      so running + claimed never exceeds the cap and the rate log never over-admits.
--- Its lookups by id name the live partition's statuses, as the claim statements of
--- queries.sql do, so they read tickq.jobs_live alone instead of probing the id index of
--- every day of finished jobs. Every row looked up there is one this claim holds locked as
--- queued or retrying, so the condition changes no result; the whole live list, not
--- ('queued', 'retrying'), which would match the predicate of jobs_claim_idx and
--- jobs_fair_idx and let the planner scan one of them instead of the id index.
+-- The chosen jobs are leased by tickq.jobs_lease, the lease rule of every claim.
 create function tickq.claim_limited(
     p_queues text[], p_limit integer, p_lease_seconds integer, p_now timestamptz)
     returns setof tickq.jobs
@@ -102,17 +97,8 @@ begin
             select r.id
             from ranked r left join allowance a on a.type = r.type
             where (a.type is null and r.type <> all(v_limited)) or r.rank <= a.n
-        ), claimed as (
-            update tickq.jobs j
-            set status = 'running',
-                attempts = j.attempts + 1,
-                lease_token = gen_random_uuid(),
-                lease_until = v_start
-                              + coalesce(j.lease_seconds, p_lease_seconds) * interval '1 second',
-                started_at = v_start,
-                updated_at = v_start
-            where j.id = any(array(select id from chosen)) and j.status in ('waiting', 'queued', 'running', 'retrying')
-            returning j.*
+        ), claimed as materialized (
+            select * from tickq.jobs_lease(array(select id from chosen), p_lease_seconds, v_start)
         ), started as (
             select c.type, count(*)::integer as n from claimed c group by c.type
         ), logged as (
