@@ -87,9 +87,10 @@ def test_a_job_claimed_again_counts_an_attempt_and_gets_a_new_token(
     # When they are claimed again
     again = variant.claim(10, due)
 
-    # Then it is their second attempt, under tokens never used before
+    # Then it is their second attempt, started now, under tokens never used before
     assert sorted(job.id for job in again) == sorted(job.id for job in first)
     assert [job.attempts for job in again] == [2, 2]
+    assert [job.started_at for job in again] == [due, due]
     assert not {job.lease_token for job in again} & {job.lease_token for job in first}
     # And a token of the first claim finishes nothing
     stale = [transitions.succeeded(job, None) for job in first]
@@ -98,10 +99,11 @@ def test_a_job_claimed_again_counts_an_attempt_and_gets_a_new_token(
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_a_claim_takes_no_job_before_its_run_after(conn: psycopg.Connection, name: str) -> None:
-    # Given jobs due in a minute
+    # Given two jobs due now and two due in a minute, beside them in their queues and groups
     variant = Variant(conn, name)
+    variant.enqueue(2, now=at(0))
     variant.enqueue(2, now=at(0), delay=60)
 
-    # Then a claim before then takes none, and one after takes them all
-    assert variant.claim(10, at(59)) == []
-    assert len(variant.claim(10, at(60))) == 2
+    # Then a claim before the minute is up takes the two due, and one after takes the rest
+    assert [job.run_after for job in variant.claim(10, at(59))] == [at(0), at(0)]
+    assert [job.run_after for job in variant.claim(10, at(60))] == [at(60), at(60)]

@@ -88,7 +88,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "        started_at = coalesce(j.started_at, p_now),\n",
             ),
         ),
-        targeted=(f"{VARIANTS}::test_a_claim_leases_with_the_lease_rule",),
+        targeted=(f"{VARIANTS}::test_a_job_claimed_again_counts_an_attempt_and_gets_a_new_token",),
     ),
     Mutant(
         "reclaim-early",
