@@ -2,7 +2,9 @@
 -- queries.sql, tickq.claim_limited and tickq.claim_fair. The limited and fair claims drew
 -- a random lease token per job (gen_random_uuid); they now derive it from one random seed
 -- per lease, as the plain claim did, and the status, the attempt count, the lease's end and
--- the start time of a claimed job are written in that function alone.
+-- the start time of a claimed job are written in that function alone. The two claims under
+-- type limits also share those limits' rules: what a type may still start
+-- (tickq.type_allowance) and its rate log (tickq.type_limits_log).
 
 -- Lease claimed jobs: the one lease rule of every claim (jobs_finish_and_claim and its
 -- several-queue form in queries.sql, tickq.claim_limited, tickq.claim_fair), so the status,
@@ -36,9 +38,61 @@ begin
         lease_until = p_now + coalesce(j.lease_seconds, p_lease_seconds) * interval '1 second',
         started_at = p_now,
         updated_at = p_now
-    where j.id = any(p_ids)
-      and j.status in ('waiting', 'queued', 'running', 'retrying')
+    where j.id = any(p_ids) and j.status in ('waiting', 'queued', 'running', 'retrying')
     returning j.*;
+end $$;
+
+-- How many more jobs each of the given limited types may start at p_at (at most p_limit):
+-- its cap less the jobs of it running, and its rate less the starts its rate log holds
+-- within the period, whichever is less; with its cap per group. The one rule of the type
+-- limits, which tickq.claim_limited and tickq.claim_fair both apply. STABLE, so it counts
+-- with the snapshot of the claim statement that calls it, taken after the limit rows were
+-- locked: running + claimed never exceeds a cap.
+create or replace function tickq.type_allowance(p_types text[], p_at timestamptz, p_limit integer)
+    returns table (type text, n bigint, per_group integer)
+    language sql stable
+    as $$
+    select l.type,
+           least(
+               coalesce(l.max_running - (select count(*) from tickq.jobs r
+                                         where r.status = 'running' and r.type = l.type),
+                        p_limit),
+               coalesce(l.rate_limit - (select coalesce(sum(e.n), 0)
+                                        from unnest(l.recent_at, l.recent_n) e (at, n)
+                                        where e.at > p_at - l.rate_period_seconds
+                                                     * interval '1 second'),
+                        p_limit)),
+           l.max_running_per_group
+    from tickq.type_limits l
+    where l.type = any(p_types)
+$$;
+
+-- Record in the rate logs of their types the jobs a claim just started at p_at (p_types,
+-- one entry per job), dropping entries older than each type's period; returns how many
+-- types were logged. Called by tickq.claim_limited and tickq.claim_fair while they hold
+-- the types' limit rows, so the clock of a log only moves forward.
+create or replace function tickq.type_limits_log(p_types text[], p_at timestamptz)
+    returns integer
+    language plpgsql volatile
+    as $$
+declare
+    v_logged integer;
+begin
+    update tickq.type_limits l
+    set recent_at = array(
+            select e.at from unnest(l.recent_at) e (at)
+            where e.at > p_at - l.rate_period_seconds * interval '1 second'
+            order by e.at) || p_at,
+        recent_n = array(
+            select e.n from unnest(l.recent_at, l.recent_n) e (at, n)
+            where e.at > p_at - l.rate_period_seconds * interval '1 second'
+            order by e.at) || s.n,
+        updated_at = p_at
+    from (select t.type, count(*)::integer as n from unnest(p_types) t (type)
+          group by t.type) s
+    where l.type = s.type and l.rate_limit is not null;
+    get diagnostics v_logged = row_count;
+    return v_logged;
 end $$;
 
 -- The limited claim. Only used while some type limit exists; the plain jobs_claim stays the
@@ -70,15 +124,10 @@ declare
     v_rows     integer;
     v_pass     integer := 0;
 begin
-    select coalesce(array_agg(l.type), '{}') into v_blocked
-    from tickq.type_limits l
-    where (l.max_running is not null
-           and (select count(*) from tickq.jobs j
-                where j.status = 'running' and j.type = l.type) >= l.max_running)
-       or (l.rate_limit is not null
-           and (select coalesce(sum(r.n), 0) from unnest(l.recent_at, l.recent_n) r (at, n)
-                where r.at > v_now - l.rate_period_seconds * interval '1 second')
-               >= l.rate_limit);
+    -- The types at their limit now (none more of them may start).
+    select coalesce(array_agg(a.type), '{}') into v_blocked
+    from tickq.type_allowance(array(select type from tickq.type_limits), v_now, 1) a
+    where a.n <= 0;
 
     while v_claimed < p_limit and v_pass < 4 loop
         v_pass := v_pass + 1;
@@ -120,18 +169,7 @@ begin
 
         return query
         with allowance as (
-            select l.type,
-                   least(
-                       coalesce(l.max_running - (select count(*) from tickq.jobs r
-                                                 where r.status = 'running'
-                                                   and r.type = l.type), p_limit),
-                       coalesce(l.rate_limit - (select coalesce(sum(e.n), 0)
-                                                from unnest(l.recent_at, l.recent_n) e (at, n)
-                                                where e.at > v_start - l.rate_period_seconds
-                                                             * interval '1 second'), p_limit)
-                   ) as n
-            from tickq.type_limits l
-            where l.type = any(v_locked)
+            select * from tickq.type_allowance(v_locked, v_start, p_limit)
         ), ranked as (
             select c.id, c.type,
                    row_number() over (partition by c.type order by c.ord) as rank
@@ -142,23 +180,11 @@ begin
             where (a.type is null and r.type <> all(v_limited)) or r.rank <= a.n
         ), claimed as materialized (
             select * from tickq.jobs_lease(array(select id from chosen), p_lease_seconds, v_start)
-        ), started as (
-            select c.type, count(*)::integer as n from claimed c group by c.type
         ), logged as (
-            update tickq.type_limits l
-            set recent_at = array(
-                    select e.at from unnest(l.recent_at) e (at)
-                    where e.at > v_start - l.rate_period_seconds * interval '1 second'
-                    order by e.at) || v_start,
-                recent_n = array(
-                    select e.n from unnest(l.recent_at, l.recent_n) e (at, n)
-                    where e.at > v_start - l.rate_period_seconds * interval '1 second'
-                    order by e.at) || s.n,
-                updated_at = v_start
-            from started s
-            where l.type = s.type and l.rate_limit is not null
+            -- One row, always: joined below, it runs once the jobs are claimed.
+            select tickq.type_limits_log(array(select type from claimed), v_start)
         )
-        select * from claimed;
+        select c.* from claimed c cross join logged;
 
         get diagnostics v_rows = row_count;
         v_claimed := v_claimed + v_rows;
@@ -333,19 +359,7 @@ begin
             where j.id = any(v_ids) and j.status in ('queued', 'retrying')
             for update skip locked
         ), type_allowance as (
-            select l.type,
-                   least(
-                       coalesce(l.max_running - (select count(*) from tickq.jobs r
-                                                 where r.status = 'running'
-                                                   and r.type = l.type), p_limit),
-                       coalesce(l.rate_limit - (select coalesce(sum(e.n), 0)
-                                                from unnest(l.recent_at, l.recent_n) e (at, n)
-                                                where e.at > v_start - l.rate_period_seconds
-                                                             * interval '1 second'), p_limit)
-                   ) as n,
-                   l.max_running_per_group as per_group
-            from tickq.type_limits l
-            where l.type = any(v_capped)
+            select * from tickq.type_allowance(v_capped, v_start, p_limit)
         ), ranked as (
             select c.id, c.type, c.group_key, c.ord,
                    row_number() over (partition by c.type order by c.ord) as type_rank,
@@ -374,23 +388,11 @@ begin
             limit v_want
         ), claimed as materialized (
             select * from tickq.jobs_lease(array(select id from chosen), p_lease_seconds, v_start)
-        ), started as (
-            select c.type, count(*)::integer as n from claimed c group by c.type
         ), logged as (
-            update tickq.type_limits l
-            set recent_at = array(
-                    select e.at from unnest(l.recent_at) e (at)
-                    where e.at > v_start - l.rate_period_seconds * interval '1 second'
-                    order by e.at) || v_start,
-                recent_n = array(
-                    select e.n from unnest(l.recent_at, l.recent_n) e (at, n)
-                    where e.at > v_start - l.rate_period_seconds * interval '1 second'
-                    order by e.at) || s.n,
-                updated_at = v_start
-            from started s
-            where l.type = s.type and l.rate_limit is not null
+            -- One row, always: joined below, it runs once the jobs are claimed.
+            select tickq.type_limits_log(array(select type from claimed), v_start)
         )
-        select * from claimed;
+        select c.* from claimed c cross join logged;
 
         get diagnostics v_rows = row_count;
         v_claimed := v_claimed + v_rows;
@@ -401,3 +403,4 @@ begin
         end if;
     end loop;
 end $$;
+

@@ -269,10 +269,10 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "type-limit-off-by-one",
-        "the limited claim lets one job more than max_running run",
+        "the limited and fair claims let one job more than max_running run",
         (
             Edit(
-                function("claim_limited"),
+                function("type_allowance"),
                 "coalesce(l.max_running - (select count(*) from tickq.jobs r",
                 "coalesce(l.max_running + 1 - (select count(*) from tickq.jobs r",
             ),

@@ -28,6 +28,10 @@ RULES = {
     "finished statuses": "finished_at = case when o.status in ('succeeded', 'dead', 'cancelled')",
     "plain pick order": "order by priority desc, run_after, created_at\n    limit %(limit)s",
     "children settled": "case when bool_or(has_children) then tickq.jobs_settle(",
+    # The type limits' rules, shared by the limited and the fair claim.
+    "type cap": "coalesce(l.max_running - (select count(*) from tickq.jobs r",
+    "type rate": "coalesce(l.rate_limit - (select coalesce(sum(e.n), 0)",
+    "rate log": "order by e.at) || p_at,",
 }
 LEASED_BY_THE_RULE = "tickq.jobs_lease("
 FINISH_AND_CLAIM = (
@@ -62,6 +66,7 @@ def test_every_claim_leases_through_the_one_rule() -> None:
     for name in ("claim_fair", "claim_limited"):
         text = (ROOT / "schema" / "functions" / f"{name}.sql").read_text(encoding="utf-8")
         assert LEASED_BY_THE_RULE in text, name
+        assert "tickq.type_allowance(" in text and "tickq.type_limits_log(" in text, name
         assert "update tickq.jobs j\n            set status" not in text, name
     assert LEASED_BY_THE_RULE in QUERIES["jobs_finish_and_claim"]
     assert LEASED_BY_THE_RULE in QUERIES["jobs_finish_and_claim_queues"]

@@ -162,19 +162,7 @@ begin
             where j.id = any(v_ids) and j.status in ('queued', 'retrying')
             for update skip locked
         ), type_allowance as (
-            select l.type,
-                   least(
-                       coalesce(l.max_running - (select count(*) from tickq.jobs r
-                                                 where r.status = 'running'
-                                                   and r.type = l.type), p_limit),
-                       coalesce(l.rate_limit - (select coalesce(sum(e.n), 0)
-                                                from unnest(l.recent_at, l.recent_n) e (at, n)
-                                                where e.at > v_start - l.rate_period_seconds
-                                                             * interval '1 second'), p_limit)
-                   ) as n,
-                   l.max_running_per_group as per_group
-            from tickq.type_limits l
-            where l.type = any(v_capped)
+            select * from tickq.type_allowance(v_capped, v_start, p_limit)
         ), ranked as (
             select c.id, c.type, c.group_key, c.ord,
                    row_number() over (partition by c.type order by c.ord) as type_rank,
@@ -203,23 +191,11 @@ begin
             limit v_want
         ), claimed as materialized (
             select * from tickq.jobs_lease(array(select id from chosen), p_lease_seconds, v_start)
-        ), started as (
-            select c.type, count(*)::integer as n from claimed c group by c.type
         ), logged as (
-            update tickq.type_limits l
-            set recent_at = array(
-                    select e.at from unnest(l.recent_at) e (at)
-                    where e.at > v_start - l.rate_period_seconds * interval '1 second'
-                    order by e.at) || v_start,
-                recent_n = array(
-                    select e.n from unnest(l.recent_at, l.recent_n) e (at, n)
-                    where e.at > v_start - l.rate_period_seconds * interval '1 second'
-                    order by e.at) || s.n,
-                updated_at = v_start
-            from started s
-            where l.type = s.type and l.rate_limit is not null
+            -- One row, always: joined below, it runs once the jobs are claimed.
+            select tickq.type_limits_log(array(select type from claimed), v_start)
         )
-        select * from claimed;
+        select c.* from claimed c cross join logged;
 
         get diagnostics v_rows = row_count;
         v_claimed := v_claimed + v_rows;

@@ -27,15 +27,10 @@ declare
     v_rows     integer;
     v_pass     integer := 0;
 begin
-    select coalesce(array_agg(l.type), '{}') into v_blocked
-    from tickq.type_limits l
-    where (l.max_running is not null
-           and (select count(*) from tickq.jobs j
-                where j.status = 'running' and j.type = l.type) >= l.max_running)
-       or (l.rate_limit is not null
-           and (select coalesce(sum(r.n), 0) from unnest(l.recent_at, l.recent_n) r (at, n)
-                where r.at > v_now - l.rate_period_seconds * interval '1 second')
-               >= l.rate_limit);
+    -- The types at their limit now (none more of them may start).
+    select coalesce(array_agg(a.type), '{}') into v_blocked
+    from tickq.type_allowance(array(select type from tickq.type_limits), v_now, 1) a
+    where a.n <= 0;
 
     while v_claimed < p_limit and v_pass < 4 loop
         v_pass := v_pass + 1;
@@ -77,18 +72,7 @@ begin
 
         return query
         with allowance as (
-            select l.type,
-                   least(
-                       coalesce(l.max_running - (select count(*) from tickq.jobs r
-                                                 where r.status = 'running'
-                                                   and r.type = l.type), p_limit),
-                       coalesce(l.rate_limit - (select coalesce(sum(e.n), 0)
-                                                from unnest(l.recent_at, l.recent_n) e (at, n)
-                                                where e.at > v_start - l.rate_period_seconds
-                                                             * interval '1 second'), p_limit)
-                   ) as n
-            from tickq.type_limits l
-            where l.type = any(v_locked)
+            select * from tickq.type_allowance(v_locked, v_start, p_limit)
         ), ranked as (
             select c.id, c.type,
                    row_number() over (partition by c.type order by c.ord) as rank
@@ -99,23 +83,11 @@ begin
             where (a.type is null and r.type <> all(v_limited)) or r.rank <= a.n
         ), claimed as materialized (
             select * from tickq.jobs_lease(array(select id from chosen), p_lease_seconds, v_start)
-        ), started as (
-            select c.type, count(*)::integer as n from claimed c group by c.type
         ), logged as (
-            update tickq.type_limits l
-            set recent_at = array(
-                    select e.at from unnest(l.recent_at) e (at)
-                    where e.at > v_start - l.rate_period_seconds * interval '1 second'
-                    order by e.at) || v_start,
-                recent_n = array(
-                    select e.n from unnest(l.recent_at, l.recent_n) e (at, n)
-                    where e.at > v_start - l.rate_period_seconds * interval '1 second'
-                    order by e.at) || s.n,
-                updated_at = v_start
-            from started s
-            where l.type = s.type and l.rate_limit is not null
+            -- One row, always: joined below, it runs once the jobs are claimed.
+            select tickq.type_limits_log(array(select type from claimed), v_start)
         )
-        select * from claimed;
+        select c.* from claimed c cross join logged;
 
         get diagnostics v_rows = row_count;
         v_claimed := v_claimed + v_rows;

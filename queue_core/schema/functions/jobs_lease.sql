@@ -30,7 +30,6 @@ begin
         lease_until = p_now + coalesce(j.lease_seconds, p_lease_seconds) * interval '1 second',
         started_at = p_now,
         updated_at = p_now
-    where j.id = any(p_ids)
-      and j.status in ('waiting', 'queued', 'running', 'retrying')
+    where j.id = any(p_ids) and j.status in ('waiting', 'queued', 'running', 'retrying')
     returning j.*;
 end $$;
