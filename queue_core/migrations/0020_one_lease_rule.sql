@@ -106,7 +106,9 @@ end $$;
 --   4. counts running jobs with a fresh snapshot (a volatile function takes one per
 --      statement), which sees every claim committed by the previous holder of the lock,
 --      so running + claimed never exceeds the cap and the rate log never over-admits.
--- The chosen jobs are leased by tickq.jobs_lease, the lease rule of every claim.
+-- The chosen jobs are leased by tickq.jobs_lease, the lease rule of every claim; what a
+-- type may start is tickq.type_allowance, its rate log tickq.type_limits_log (the rules
+-- tickq.claim_fair applies too).
 create or replace function tickq.claim_limited(
     p_queues text[], p_limit integer, p_lease_seconds integer, p_now timestamptz)
     returns setof tickq.jobs
@@ -212,13 +214,14 @@ end $$;
 -- A pass that leases nothing moves down to the next priority level. Running counts are read
 -- from tickq.jobs after the locks, with the fresh snapshot a volatile function takes per
 -- statement, so running + claimed never exceeds a cap.
--- Jobs are leased by tickq.jobs_lease, the lease rule of every claim. Its other lookups by
--- id name the live partition's statuses, as tickq.jobs_lease does, so they read
--- tickq.jobs_live alone instead of probing the id index of
--- every day of finished jobs. Every row looked up there is one this claim holds locked as
--- queued or retrying, so the condition changes no result; the whole live list, not
--- ('queued', 'retrying'), which would match the predicate of jobs_claim_idx and
--- jobs_fair_idx and let the planner scan one of them instead of the id index.
+-- Jobs are leased by tickq.jobs_lease, the lease rule of every claim, and the type limits
+-- read through tickq.type_allowance and tickq.type_limits_log, as tickq.claim_limited does.
+-- Its other lookups by id name the live partition's statuses, as tickq.jobs_lease does, so
+-- they read tickq.jobs_live alone instead of probing the id index of every day of finished
+-- jobs. Every row looked up there is one this claim holds locked as queued or retrying, so
+-- the condition changes no result; the whole live list, not ('queued', 'retrying'), which
+-- would match the predicate of jobs_claim_idx and jobs_fair_idx and let the planner scan
+-- one of them instead of the id index.
 create or replace function tickq.claim_fair(
     p_queue text, p_limit integer, p_lease_seconds integer, p_now timestamptz, p_after text)
     returns setof tickq.jobs

@@ -9,7 +9,9 @@
 --   4. counts running jobs with a fresh snapshot (a volatile function takes one per
 --      statement), which sees every claim committed by the previous holder of the lock,
 --      so running + claimed never exceeds the cap and the rate log never over-admits.
--- The chosen jobs are leased by tickq.jobs_lease, the lease rule of every claim.
+-- The chosen jobs are leased by tickq.jobs_lease, the lease rule of every claim; what a
+-- type may start is tickq.type_allowance, its rate log tickq.type_limits_log (the rules
+-- tickq.claim_fair applies too).
 create function tickq.claim_limited(
     p_queues text[], p_limit integer, p_lease_seconds integer, p_now timestamptz)
     returns setof tickq.jobs
