@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from queue_core import PostgresStore, Status
-from queue_core.migrate import available
+from queue_core.migrate import BASELINE, available
 from queue_core.registry import registry as process_registry
 from queue_core.validation import job_spec
 from tickq.infra.cli import main
@@ -277,7 +277,8 @@ def test_migrate_says_what_it_applied_then_that_nothing_was_left(
     cli: Cli, fresh_database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TICKQ_DATABASE_URL", fresh_database_url)
-    versions = [m.version for m in available()]
+    # A new database is built as at the baseline and records every later migration too.
+    versions = [BASELINE] + [m.version for m in available()]
 
     code, first, _ = cli("migrate")
     _, second, _ = cli("migrate")
@@ -299,4 +300,5 @@ def test_migrate_json_lists_every_version_applied_to_a_new_database(
     code, data, _ = cli("migrate", "--json")
 
     assert code == 0
-    assert data == {"applied": [m.version for m in available()], "version": available()[-1].version}
+    versions = [BASELINE] + [m.version for m in available()]
+    assert data == {"applied": versions, "version": versions[-1]}
