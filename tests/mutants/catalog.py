@@ -266,6 +266,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "",
             ),
         ),
+        targeted=(f"{VARIANTS}::test_a_job_claimed_again_counts_an_attempt_and_gets_a_new_token",),
     ),
     Mutant(
         "type-limit-off-by-one",
