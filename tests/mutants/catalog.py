@@ -322,7 +322,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "lease-token-from-the-id-alone",
-        "a claim's lease token derives from the job's id without the statement's random seed",
+        "a claim's lease token derives from the job's id without the lease's random seed",
         (
             Edit(
                 LEASE,
