@@ -194,226 +194,139 @@ values (%(id)s, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
         coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
 returning payload, run_after, created_at;
 
+-- The claim statements are composed of the parts below ("-- part: <name>", spliced in
+-- where a statement says {{name}}, by queue_core/queries.py when it loads this file), so
+-- each rule of the finish and the claim is written once: the finish (persisting a batch's
+-- outcomes) here, the pick of the plain claim here, the lease of every claim in
+-- tickq.jobs_lease (queue_core/schema/functions/jobs_lease.sql), which the limited and fair
+-- claims (tickq.claim_limited, tickq.claim_fair) call too.
+
+-- part: finish
+-- Persist a batch's outcomes: the first CTEs of every statement that finishes and claims
+-- (jobs_finish_and_claim, jobs_finish_and_claim_queues, jobs_finish_and_claim_fair), which
+-- then add their claimed CTE and end with finish_report.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), outcome as (
+    select *
+    from jsonb_to_recordset(%(outcomes)s::jsonb)
+        as o (id uuid, lease_token uuid, status text, result jsonb, error text,
+              delay float8, extra_attempt boolean)
+    -- Plain successes (no result, no error), the bulk of any batch, come as two binary
+    -- uuid arrays: spelling each as JSON text cost more client time than its update.
+    union all
+    select s.id, s.lease_token, 'succeeded', null, null, null, null
+    from unnest(%(succeeded_ids)b::uuid[], %(succeeded_tokens)b::uuid[])
+        as s (id, lease_token)
+), finished as (
+    -- Only rows still leased under the given token change, so a worker that lost its
+    -- lease cannot overwrite a newer attempt.
+    update tickq.jobs j
+    set status = o.status,
+        result = coalesce(o.result, j.result),
+        error = coalesce(o.error, j.error),
+        errors = case when o.error is null then j.errors
+                      else tickq.error_history(j.errors, jsonb_build_object(
+                          'attempt', j.attempts, 'at', clock.now, 'error', o.error)) end,
+        run_after = case when o.status in ('queued', 'retrying')
+                         then clock.now + o.delay * interval '1 second' else j.run_after end,
+        max_attempts = j.max_attempts + case when o.extra_attempt then 1 else 0 end,
+        lease_until = null,
+        lease_token = null,
+        cancel_requested = false,
+        updated_at = clock.now,
+        finished_at = case when o.status in ('succeeded', 'dead', 'cancelled')
+                           then clock.now end
+    from outcome o, clock
+    where j.id = o.id
+      and j.id = any(array(select id from outcome))
+      -- The lease token is only ever set on a running job (jobs_lease_check), so the
+      -- status is named as the live partition's list, not as 'running': that constant
+      -- reads jobs_live alone (partition pruning needs a constant), and does not match the
+      -- predicate of jobs_lease_idx, which the planner would otherwise AND with the id
+      -- index, walking every entry finished jobs left in it until VACUUM (15,000 entries
+      -- cost a finish of 10 jobs 0.33 ms, as much as the rest of it).
+      and j.lease_token = o.lease_token
+      and j.status in ('waiting', 'queued', 'running', 'retrying')
+    returning j.id, j.status, j.has_children
+)
+
+-- part: finish_report
+-- The last part of a statement that finishes and claims: the ids of its finished CTE whose
+-- lease held, then its claimed CTE's jobs.
+-- The ids come on the first row only: repeated on every row they cost more to parse than
+-- the jobs themselves.
+select case when row_number() over () = 1 then f.ids end as ids, c.*
+from (select array_agg(id) as ids,
+             -- Children of the jobs finished above are released or cancelled in this
+             -- statement's transaction (SPEC §9), by a function called only when a finished
+             -- job has some (has_children): a batch of plain jobs pays a boolean per job,
+             -- no lookup. Computed in the pass that collects the ids: a CTE of its own cost
+             -- a measurable part of a plain drain.
+             case when bool_or(has_children) then tickq.jobs_settle(
+                 array_agg(id) filter (where has_children),
+                 array_agg(status) filter (where has_children),
+                 (select now from clock)) end as children
+      from finished) f
+left join claimed c on true
+
+-- part: job_columns
+-- The job columns of a claim's rows, by name (the store maps rows by name).
+id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
+    priority, run_after, lease_until, lease_token, progress, result, error, errors,
+    lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
+
+-- part: pick_runnable
+-- The plain claim's pick, but for its queue condition (each statement adds its own, and
+-- closes it with pick_in_claim_order). MATERIALIZED and LIMIT inside the CTE: the lock is
+-- taken on exactly these rows (a bare "id in (select ... limit n for update skip locked)"
+-- can lock more than n, PostgreSQL bug #15715). SKIP LOCKED lets concurrent claimers pass
+-- each other's rows instead of queueing behind them. Rows finished above still read as
+-- running in this statement's snapshot, so a job is never finished and claimed again by
+-- one statement.
+picked as materialized (
+    select id
+    from tickq.jobs
+    where status in ('queued', 'retrying')
+      and run_after <= coalesce(%(now)s::timestamptz, now())
+
+-- part: pick_in_claim_order
+-- The end of pick_runnable: best first, at most %(limit)s, each row locked.
+    order by priority desc, run_after, created_at
+    limit %(limit)s
+    for update skip locked
+)
+
+-- part: lease_picked
+-- The picked jobs leased (tickq.jobs_lease, the lease rule of every claim) at the
+-- statement's clock. MATERIALIZED: the lease runs once, whatever the plan.
+claimed as materialized (
+    select {{job_columns}}
+    from tickq.jobs_lease(array(select id from picked), %(lease_seconds)s,
+                          (select now from clock))
+)
+
 -- name: jobs_finish_and_claim
 -- Persist a batch's outcomes and lease the next batch in one statement, so a busy worker
 -- pays one round trip and one commit (one WAL flush) per batch instead of two. Finishing
 -- alone is %(limit)s = 0; claiming alone is an empty outcome list. Returns the ids whose
 -- lease held (first row), then the claimed jobs (one all-null job when none was claimed).
-with clock as materialized (
-    select coalesce(%(now)s::timestamptz, now()) as now
-), outcome as (
-    select *
-    from jsonb_to_recordset(%(outcomes)s::jsonb)
-        as o (id uuid, lease_token uuid, status text, result jsonb, error text,
-              delay float8, extra_attempt boolean)
-    -- Plain successes (no result, no error), the bulk of any batch, come as two binary
-    -- uuid arrays: spelling each as JSON text cost more client time than its update.
-    union all
-    select s.id, s.lease_token, 'succeeded', null, null, null, null
-    from unnest(%(succeeded_ids)b::uuid[], %(succeeded_tokens)b::uuid[])
-        as s (id, lease_token)
-), finished as (
-    -- Only rows still leased under the given token change, so a worker that lost its
-    -- lease cannot overwrite a newer attempt.
-    update tickq.jobs j
-    set status = o.status,
-        result = coalesce(o.result, j.result),
-        error = coalesce(o.error, j.error),
-        errors = case when o.error is null then j.errors
-                      else tickq.error_history(j.errors, jsonb_build_object(
-                          'attempt', j.attempts, 'at', clock.now, 'error', o.error)) end,
-        run_after = case when o.status in ('queued', 'retrying')
-                         then clock.now + o.delay * interval '1 second' else j.run_after end,
-        max_attempts = j.max_attempts + case when o.extra_attempt then 1 else 0 end,
-        lease_until = null,
-        lease_token = null,
-        cancel_requested = false,
-        updated_at = clock.now,
-        finished_at = case when o.status in ('succeeded', 'dead', 'cancelled')
-                           then clock.now end
-    from outcome o, clock
-    where j.id = o.id
-      and j.id = any(array(select id from outcome))
-      -- The lease token is only ever set on a running job (jobs_lease_check), so the
-      -- status is named as the live partition's list, not as 'running': that constant
-      -- reads jobs_live alone (partition pruning needs a constant), and does not match the
-      -- predicate of jobs_lease_idx, which the planner would otherwise AND with the id
-      -- index, walking every entry finished jobs left in it until VACUUM (15,000 entries
-      -- cost a finish of 10 jobs 0.33 ms, as much as the rest of it).
-      and j.lease_token = o.lease_token
-      and j.status in ('waiting', 'queued', 'running', 'retrying')
-    returning j.id, j.status, j.has_children
-), picked as materialized (
-    -- MATERIALIZED and LIMIT inside the CTE: the lock is taken on exactly these rows
-    -- (a bare "id in (select ... limit n for update skip locked)" can lock more than n,
-    -- PostgreSQL bug #15715). SKIP LOCKED lets concurrent claimers pass each other's rows
-    -- instead of queueing behind them. "queue = <one value>" lets jobs_claim_idx deliver
-    -- rows already in claim order, so the claim reads N index entries instead of sorting
-    -- the backlog. Rows finished above still read as running in this statement's
-    -- snapshot, so a job is never finished and claimed again by one statement.
-    select id
-    from tickq.jobs
-    where status in ('queued', 'retrying')
+-- "queue = <one value>" lets jobs_claim_idx deliver rows already in claim order, so the
+-- claim reads N index entries instead of sorting the backlog.
+{{finish}}, {{pick_runnable}}
       and queue = %(queue)s
-      and run_after <= coalesce(%(now)s::timestamptz, now())
-    order by priority desc, run_after, created_at
-    limit %(limit)s
-    for update skip locked
-), lease as materialized (
-    -- One random value per statement, from which each claimed job's lease token is derived.
-    select gen_random_uuid() as seed
-), claimed as (
-    update tickq.jobs j
-    set status = 'running',
-        attempts = j.attempts + 1,
-        -- A fresh token per claim: the first 16 bytes of sha256(this statement's random
-        -- seed, job id). As unguessable as a random uuid without the seed, and one
-        -- random draw per batch instead of one per job (a build of PostgreSQL without
-        -- OpenSSL opens /dev/urandom for each draw: a tenth of a batch of 100).
-        lease_token = encode(substr(sha256(uuid_send(lease.seed) || uuid_send(j.id)), 1, 16),
-                             'hex')::uuid,
-        lease_until = clock.now
-                      + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second',
-        started_at = clock.now,
-        updated_at = clock.now
-    from clock, lease
-    -- An id array probes the id index per row whatever the table's statistics say. The
-    -- live partition's statuses keep the probe there (partition pruning needs a constant);
-    -- not ('queued', 'retrying'), which matches the predicate of jobs_claim_idx and
-    -- jobs_fair_idx: after a VACUUM the planner scanned a whole one for the 100 ids.
-    where j.id = any(array(select id from picked))
-      and j.status in ('waiting', 'queued', 'running', 'retrying')
-    returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
-        j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
-        j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
-        j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested,
-        j.created_at, j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children
-)
--- The ids come on the first row only: repeated on every row they cost more to parse than
--- the jobs themselves.
-select case when row_number() over () = 1 then f.ids end as ids, c.*
-from (select array_agg(id) as ids,
-             -- Children of the jobs finished above are released or cancelled in this
-             -- statement's transaction (SPEC §9), by a function called only when a finished
-             -- job has some (has_children): a batch of plain jobs pays a boolean per job,
-             -- no lookup. Computed in the pass that collects the ids: a CTE of its own cost
-             -- a measurable part of a plain drain.
-             case when bool_or(has_children) then tickq.jobs_settle(
-                 array_agg(id) filter (where has_children),
-                 array_agg(status) filter (where has_children),
-                 (select now from clock)) end as children
-      from finished) f
-left join claimed c on true;
-
+{{pick_in_claim_order}}, {{lease_picked}}
+{{finish_report}};
 
 -- name: jobs_finish_and_claim_queues
 -- jobs_finish_and_claim for a worker of several queues: the backlog is sorted rather than
 -- walked in index order.
-with clock as materialized (
-    select coalesce(%(now)s::timestamptz, now()) as now
-), outcome as (
-    select *
-    from jsonb_to_recordset(%(outcomes)s::jsonb)
-        as o (id uuid, lease_token uuid, status text, result jsonb, error text,
-              delay float8, extra_attempt boolean)
-    -- Plain successes (no result, no error), the bulk of any batch, come as two binary
-    -- uuid arrays: spelling each as JSON text cost more client time than its update.
-    union all
-    select s.id, s.lease_token, 'succeeded', null, null, null, null
-    from unnest(%(succeeded_ids)b::uuid[], %(succeeded_tokens)b::uuid[])
-        as s (id, lease_token)
-), finished as (
-    -- Only rows still leased under the given token change, so a worker that lost its
-    -- lease cannot overwrite a newer attempt.
-    update tickq.jobs j
-    set status = o.status,
-        result = coalesce(o.result, j.result),
-        error = coalesce(o.error, j.error),
-        errors = case when o.error is null then j.errors
-                      else tickq.error_history(j.errors, jsonb_build_object(
-                          'attempt', j.attempts, 'at', clock.now, 'error', o.error)) end,
-        run_after = case when o.status in ('queued', 'retrying')
-                         then clock.now + o.delay * interval '1 second' else j.run_after end,
-        max_attempts = j.max_attempts + case when o.extra_attempt then 1 else 0 end,
-        lease_until = null,
-        lease_token = null,
-        cancel_requested = false,
-        updated_at = clock.now,
-        finished_at = case when o.status in ('succeeded', 'dead', 'cancelled')
-                           then clock.now end
-    from outcome o, clock
-    where j.id = o.id
-      and j.id = any(array(select id from outcome))
-      -- The lease token is only ever set on a running job (jobs_lease_check), so the
-      -- status is named as the live partition's list, not as 'running': that constant
-      -- reads jobs_live alone (partition pruning needs a constant), and does not match the
-      -- predicate of jobs_lease_idx, which the planner would otherwise AND with the id
-      -- index, walking every entry finished jobs left in it until VACUUM (15,000 entries
-      -- cost a finish of 10 jobs 0.33 ms, as much as the rest of it).
-      and j.lease_token = o.lease_token
-      and j.status in ('waiting', 'queued', 'running', 'retrying')
-    returning j.id, j.status, j.has_children
-), picked as materialized (
-    -- MATERIALIZED and LIMIT inside the CTE: the lock is taken on exactly these rows
-    -- (a bare "id in (select ... limit n for update skip locked)" can lock more than n,
-    -- PostgreSQL bug #15715). SKIP LOCKED lets concurrent claimers pass each other's rows
-    -- instead of queueing behind them. "queue = <one value>" lets jobs_claim_idx deliver
-    -- rows already in claim order, so the claim reads N index entries instead of sorting
-    -- the backlog. Rows finished above still read as running in this statement's
-    -- snapshot, so a job is never finished and claimed again by one statement.
-    select id
-    from tickq.jobs
-    where status in ('queued', 'retrying')
+{{finish}}, {{pick_runnable}}
       and queue = any(%(queues)s::text[])
-      and run_after <= coalesce(%(now)s::timestamptz, now())
-    order by priority desc, run_after, created_at
-    limit %(limit)s
-    for update skip locked
-), lease as materialized (
-    -- One random value per statement, from which each claimed job's lease token is derived.
-    select gen_random_uuid() as seed
-), claimed as (
-    update tickq.jobs j
-    set status = 'running',
-        attempts = j.attempts + 1,
-        -- A fresh token per claim: the first 16 bytes of sha256(this statement's random
-        -- seed, job id). As unguessable as a random uuid without the seed, and one
-        -- random draw per batch instead of one per job (a build of PostgreSQL without
-        -- OpenSSL opens /dev/urandom for each draw: a tenth of a batch of 100).
-        lease_token = encode(substr(sha256(uuid_send(lease.seed) || uuid_send(j.id)), 1, 16),
-                             'hex')::uuid,
-        lease_until = clock.now
-                      + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second',
-        started_at = clock.now,
-        updated_at = clock.now
-    from clock, lease
-    -- An id array probes the id index per row whatever the table's statistics say. The
-    -- live partition's statuses keep the probe there (partition pruning needs a constant);
-    -- not ('queued', 'retrying'), which matches the predicate of jobs_claim_idx and
-    -- jobs_fair_idx: after a VACUUM the planner scanned a whole one for the 100 ids.
-    where j.id = any(array(select id from picked))
-      and j.status in ('waiting', 'queued', 'running', 'retrying')
-    returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
-        j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
-        j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
-        j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested,
-        j.created_at, j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children
-)
--- The ids come on the first row only: repeated on every row they cost more to parse than
--- the jobs themselves.
-select case when row_number() over () = 1 then f.ids end as ids, c.*
-from (select array_agg(id) as ids,
-             -- Children of the jobs finished above are released or cancelled in this
-             -- statement's transaction (SPEC §9), by a function called only when a finished
-             -- job has some (has_children): a batch of plain jobs pays a boolean per job,
-             -- no lookup. Computed in the pass that collects the ids: a CTE of its own cost
-             -- a measurable part of a plain drain.
-             case when bool_or(has_children) then tickq.jobs_settle(
-                 array_agg(id) filter (where has_children),
-                 array_agg(status) filter (where has_children),
-                 (select now from clock)) end as children
-      from finished) f
-left join claimed c on true;
+{{pick_in_claim_order}}, {{lease_picked}}
+{{finish_report}};
+
 -- name: jobs_reclaim
 -- Return jobs whose lease expired to retrying (a failed attempt, with backoff), or to dead
 -- when their attempts are used up, checking and writing in one statement.
@@ -739,10 +652,7 @@ select exists (select from tickq.type_limits), exists (select from tickq.queue_l
 -- name: jobs_claim_limited
 -- The claim of jobs_finish_and_claim under the type limits: see tickq.claim_limited
 -- (queue_core/schema/functions/claim_limited.sql, whose comments call that claim jobs_claim).
-select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
-    priority, run_after, lease_until, lease_token, progress, result, error, errors,
-    lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
+select {{job_columns}}
 from tickq.claim_limited(
     %(queues)s::text[], %(limit)s, %(lease_seconds)s, %(now)s::timestamptz);
 
@@ -839,84 +749,21 @@ select min(first), max(last) from levels;
 -- name: jobs_finish_and_claim_fair
 -- jobs_finish_and_claim with the fair claim (tickq.claim_fair) in place of
 -- the plain one: one round trip and one commit per batch, as on the plain path (a separate
--- finishing statement halved a drain's rate). The finishing part is the plain statement's,
--- word for word (tests/unit/test_fairness.py holds them equal). A job finished back to the
--- queue by this statement may be leased again by it, as by the next statement.
-with clock as materialized (
-    select coalesce(%(now)s::timestamptz, now()) as now
-), outcome as (
-    select *
-    from jsonb_to_recordset(%(outcomes)s::jsonb)
-        as o (id uuid, lease_token uuid, status text, result jsonb, error text,
-              delay float8, extra_attempt boolean)
-    -- Plain successes (no result, no error), the bulk of any batch, come as two binary
-    -- uuid arrays: spelling each as JSON text cost more client time than its update.
-    union all
-    select s.id, s.lease_token, 'succeeded', null, null, null, null
-    from unnest(%(succeeded_ids)b::uuid[], %(succeeded_tokens)b::uuid[])
-        as s (id, lease_token)
-), finished as (
-    -- Only rows still leased under the given token change, so a worker that lost its
-    -- lease cannot overwrite a newer attempt.
-    update tickq.jobs j
-    set status = o.status,
-        result = coalesce(o.result, j.result),
-        error = coalesce(o.error, j.error),
-        errors = case when o.error is null then j.errors
-                      else tickq.error_history(j.errors, jsonb_build_object(
-                          'attempt', j.attempts, 'at', clock.now, 'error', o.error)) end,
-        run_after = case when o.status in ('queued', 'retrying')
-                         then clock.now + o.delay * interval '1 second' else j.run_after end,
-        max_attempts = j.max_attempts + case when o.extra_attempt then 1 else 0 end,
-        lease_until = null,
-        lease_token = null,
-        cancel_requested = false,
-        updated_at = clock.now,
-        finished_at = case when o.status in ('succeeded', 'dead', 'cancelled')
-                           then clock.now end
-    from outcome o, clock
-    where j.id = o.id
-      and j.id = any(array(select id from outcome))
-      -- The lease token is only ever set on a running job (jobs_lease_check), so the
-      -- status is named as the live partition's list, not as 'running': that constant
-      -- reads jobs_live alone (partition pruning needs a constant), and does not match the
-      -- predicate of jobs_lease_idx, which the planner would otherwise AND with the id
-      -- index, walking every entry finished jobs left in it until VACUUM (15,000 entries
-      -- cost a finish of 10 jobs 0.33 ms, as much as the rest of it).
-      and j.lease_token = o.lease_token
-      and j.status in ('waiting', 'queued', 'running', 'retrying')
-    returning j.id, j.status, j.has_children
-), claimed as (
-    select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
-        priority, run_after, lease_until, lease_token, progress, result, error, errors,
-        lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-        cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
+-- finishing statement halved a drain's rate). The finishing part is the plain statement's
+-- (the finish part). A job finished back to the queue by this statement may be leased
+-- again by it, as by the next statement.
+{{finish}}, claimed as (
+    select {{job_columns}}
     from tickq.claim_fair(
         %(queue)s, %(limit)s, %(lease_seconds)s, %(now)s::timestamptz, %(after)s::text)
 )
--- The ids come on the first row only, as in jobs_finish_and_claim.
-select case when row_number() over () = 1 then f.ids end as ids, c.*
-from (select array_agg(id) as ids,
-             -- Children of the jobs finished above are released or cancelled in this
-             -- statement's transaction (SPEC §9), by a function called only when a finished
-             -- job has some (has_children): a batch of plain jobs pays a boolean per job,
-             -- no lookup. Computed in the pass that collects the ids: a CTE of its own cost
-             -- a measurable part of a plain drain.
-             case when bool_or(has_children) then tickq.jobs_settle(
-                 array_agg(id) filter (where has_children),
-                 array_agg(status) filter (where has_children),
-                 (select now from clock)) end as children
-      from finished) f
-left join claimed c on true;
+{{finish_report}};
 
 -- name: jobs_claim_fair
 -- The claim taking turns across groups, under every limit: see tickq.claim_fair
 -- (queue_core/schema/functions/claim_fair.sql). %(after)s is the group this worker's last
 -- fair claim ended with.
-select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
-    priority, run_after, lease_until, lease_token, progress, result, error, errors,
-    lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
+select {{job_columns}}
 from tickq.claim_fair(
     %(queue)s, %(limit)s, %(lease_seconds)s, %(now)s::timestamptz, %(after)s::text);
 

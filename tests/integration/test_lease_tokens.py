@@ -1,8 +1,8 @@
 """Lease tokens: one per claim, never repeated, whichever claim statement leased the job.
 
-The batch claims derive each job's token from one random seed per statement and the job's id
-(queue_core/sql/queries.sql, jobs_finish_and_claim): these tests hold the fencing contract
-(SPEC §3: a fresh token on every claim) to that derivation.
+Every claim derives each job's token from one random seed per lease and the job's id
+(tickq.jobs_lease, queue_core/schema/functions/jobs_lease.sql): these tests hold the
+fencing contract (SPEC §3: a fresh token on every claim) to that derivation.
 """
 
 from __future__ import annotations

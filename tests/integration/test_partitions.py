@@ -112,10 +112,10 @@ def test_statements_about_live_jobs_read_only_the_live_partition(
 def test_the_claims_inside_functions_lease_from_the_live_partition_alone(
     conn: psycopg.Connection,
 ) -> None:
-    # tickq.claim_fair and tickq.claim_limited: every lookup by id of
-    # the rows they lease names a constant list of live statuses, so the planner reads
-    # jobs_live alone.
-    for name in ("tickq.claim_fair", "tickq.claim_limited"):
+    # tickq.jobs_lease (which leases the rows of every claim) and tickq.claim_fair: every
+    # lookup by id of the rows they lease names a constant list of live statuses, so the
+    # planner reads jobs_live alone.
+    for name in ("tickq.claim_fair", "tickq.jobs_lease"):
         body = conn.execute("select pg_get_functiondef(%s::regproc)", (name,)).fetchone()[0]
         lookups = [
             line

@@ -42,6 +42,12 @@ RUNNER = "queue_core/tick.py"
 WORKER = "queue_core/worker.py"
 RECONNECT_TESTS = "tests/integration/test_runner_reconnect.py"
 CONNECTION_FAULTS = "tests/faults/test_connection_faults.py"
+# Every claim variant (the plain claim of one queue and of several, the limited claim, the
+# fair claim) leases through tickq.jobs_lease and finishes through queries.sql's finish part,
+# so a mutant of a lease or finish rule is one edit that breaks every variant, and its
+# targeted tests run each variant (tests/integration/test_claim_variants.py).
+LEASE = "queue_core/schema/functions/jobs_lease.sql"
+VARIANTS = "tests/integration/test_claim_variants.py"
 
 
 def function(name: str) -> str:
@@ -52,17 +58,41 @@ def function(name: str) -> str:
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "claim-from-retrying-free",
-        "a claim from retrying does not count an attempt",
+        "a claim from retrying does not count an attempt (every claim variant)",
         (
             Edit(
-                QUERIES,
+                LEASE,
                 "    set status = 'running',\n        attempts = j.attempts + 1,\n",
                 "    set status = 'running',\n"
                 "        attempts = j.attempts"
                 " + case when j.status = 'retrying' then 0 else 1 end,\n",
-                count=2,
             ),
         ),
+        targeted=(f"{VARIANTS}::test_a_job_claimed_again_counts_an_attempt_and_gets_a_new_token",),
+    ),
+    Mutant(
+        "claim-lease-from-the-default-alone",
+        "a claim leases every job for the worker's lease seconds, not the job's own",
+        (
+            Edit(
+                LEASE,
+                "coalesce(j.lease_seconds, p_lease_seconds)",
+                "coalesce(p_lease_seconds, j.lease_seconds)",
+            ),
+        ),
+        targeted=(f"{VARIANTS}::test_a_claim_leases_with_the_lease_rule",),
+    ),
+    Mutant(
+        "claim-started-at-kept",
+        "a job claimed again keeps the start time of its first attempt",
+        (
+            Edit(
+                LEASE,
+                "        started_at = p_now,\n",
+                "        started_at = coalesce(j.started_at, p_now),\n",
+            ),
+        ),
+        targeted=(f"{VARIANTS}::test_a_job_claimed_again_counts_an_attempt_and_gets_a_new_token",),
     ),
     Mutant(
         "reclaim-early",
@@ -89,7 +119,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "finish-without-token-check",
         "finish no longer checks the lease token",
-        (Edit(QUERIES, "      and j.lease_token = o.lease_token\n", "", count=3),),
+        (Edit(QUERIES, "      and j.lease_token = o.lease_token\n", ""),),
+        targeted=(f"{VARIANTS}::test_a_job_claimed_again_counts_an_attempt_and_gets_a_new_token",),
     ),
     Mutant(
         "reclaim-ignores-cancel",
@@ -126,21 +157,42 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "claim-ignores-run-after",
-        "the claim takes jobs whose run_after is still in the future",
+        "the plain claim (one queue or several) takes jobs whose run_after is still ahead",
         (
             Edit(
                 QUERIES,
-                "      and queue = %(queue)s\n"
-                "      and run_after <= coalesce(%(now)s::timestamptz, now())\n",
-                "      and queue = %(queue)s\n",
-            ),
-            Edit(
-                QUERIES,
-                "      and queue = any(%(queues)s::text[])\n"
-                "      and run_after <= coalesce(%(now)s::timestamptz, now())\n",
-                "      and queue = any(%(queues)s::text[])\n",
+                "    where status in ('queued', 'retrying')\n"
+                "      and run_after <= coalesce(%(now)s::timestamptz, now())\n\n",
+                "    where status in ('queued', 'retrying')\n\n",
             ),
         ),
+        targeted=(f"{VARIANTS}::test_a_claim_takes_no_job_before_its_run_after",),
+    ),
+    Mutant(
+        "limited-claim-ignores-run-after",
+        "the limited claim takes jobs whose run_after is still ahead (its pick is its own)",
+        (
+            Edit(
+                function("claim_limited"),
+                "                    and run_after <= v_now and type <> all(v_blocked)\n",
+                "                    and type <> all(v_blocked)\n",
+                count=2,
+            ),
+        ),
+        targeted=(f"{VARIANTS}::test_a_claim_takes_no_job_before_its_run_after",),
+    ),
+    Mutant(
+        "fair-claim-ignores-run-after",
+        "the fair claim takes jobs whose run_after is still ahead (its sweep is its own)",
+        (
+            Edit(
+                function("claim_fair"),
+                "                    and j.priority = v_level and j.group_key = g.group_key\n"
+                "                    and j.run_after <= v_now\n",
+                "                    and j.priority = v_level and j.group_key = g.group_key\n",
+            ),
+        ),
+        targeted=(f"{VARIANTS}::test_a_claim_takes_no_job_before_its_run_after",),
     ),
     Mutant(
         "idempotency-drops-succeeded",
@@ -227,7 +279,6 @@ MUTANTS: tuple[Mutant, ...] = (
                 "      and j.lease_token = o.lease_token\n"
                 "      and j.status in ('waiting', 'queued', 'running', 'retrying')\n",
                 "      and j.lease_token = o.lease_token\n",
-                count=3,
             ),
         ),
         equivalent=(
@@ -244,16 +295,16 @@ MUTANTS: tuple[Mutant, ...] = (
                 "      and j.lease_token = o.lease_token\n"
                 "      and j.status in ('waiting', 'queued', 'running', 'retrying')\n",
                 "",
-                count=3,
             ),
         ),
+        targeted=(f"{VARIANTS}::test_a_job_claimed_again_counts_an_attempt_and_gets_a_new_token",),
     ),
     Mutant(
         "type-limit-off-by-one",
-        "the limited claim lets one job more than max_running run",
+        "the limited and fair claims let one job more than max_running run",
         (
             Edit(
-                function("claim_limited"),
+                function("type_allowance"),
                 "coalesce(l.max_running - (select count(*) from tickq.jobs r",
                 "coalesce(l.max_running + 1 - (select count(*) from tickq.jobs r",
             ),
@@ -302,29 +353,34 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "lease-token-from-the-id-alone",
-        "a claim's lease token derives from the job's id without the statement's random seed",
+        "a claim's lease token derives from the job's id without the lease's random seed",
         (
             Edit(
-                QUERIES,
-                "sha256(uuid_send(lease.seed) || uuid_send(j.id))",
+                LEASE,
+                "sha256(uuid_send(v_seed) || uuid_send(j.id))",
                 "sha256(uuid_send(j.id))",
-                count=2,
             ),
         ),
-        targeted=("tests/integration/test_lease_tokens.py", "tests/integration/test_leases.py"),
+        targeted=(
+            f"{VARIANTS}::test_a_job_claimed_again_counts_an_attempt_and_gets_a_new_token",
+            "tests/integration/test_lease_tokens.py",
+            "tests/integration/test_leases.py",
+        ),
     ),
     Mutant(
         "lease-token-one-per-batch",
         "every job of a batch gets the same lease token",
         (
             Edit(
-                QUERIES,
-                "sha256(uuid_send(lease.seed) || uuid_send(j.id))",
-                "sha256(uuid_send(lease.seed))",
-                count=2,
+                LEASE,
+                "sha256(uuid_send(v_seed) || uuid_send(j.id))",
+                "sha256(uuid_send(v_seed))",
             ),
         ),
-        targeted=("tests/integration/test_lease_tokens.py",),
+        targeted=(
+            f"{VARIANTS}::test_a_claim_leases_with_the_lease_rule",
+            "tests/integration/test_lease_tokens.py",
+        ),
     ),
     Mutant(
         "guard-forgets-the-step-exemptions",

@@ -9,7 +9,6 @@ import pytest
 
 from queue_core.errors import InvalidJob
 from queue_core.fairness import GroupStats, most_starved, start_between, sweep_position
-from queue_core.queries import QUERIES
 from queue_core.validation import default_group, job_spec
 
 OWNER = UUID("0190c0de-0000-7000-8000-000000000001")
@@ -57,19 +56,6 @@ def test_the_most_starved_group_is_the_one_waiting_longest():
     starved = most_starved(groups)
     assert starved is not None and starved.group == "c"
     assert most_starved([GroupStats("q", "b", 0, 2, None)]) is None
-
-
-def test_the_fair_statement_finishes_exactly_as_the_plain_one():
-    """jobs_finish_and_claim_fair repeats jobs_finish_and_claim's finishing part: a change to
-    one (release of dependants, a new outcome) must be made to both."""
-
-    def finishing(name: str) -> str:
-        sql = QUERIES[name]
-        return sql[sql.index("with clock as materialized") : sql.index("), picked as")]
-
-    fair = QUERIES["jobs_finish_and_claim_fair"]
-    plain_part = finishing("jobs_finish_and_claim")
-    assert fair[fair.index("with clock as materialized") :].startswith(plain_part)
 
 
 @pytest.mark.parametrize("roll", [0.0, 0.3, 0.5, 0.99])

@@ -15,12 +15,14 @@
 -- A pass that leases nothing moves down to the next priority level. Running counts are read
 -- from tickq.jobs after the locks, with the fresh snapshot a volatile function takes per
 -- statement, so running + claimed never exceeds a cap.
--- Its lookups by id name the live partition's statuses, as the claim statements of
--- queries.sql do, so they read tickq.jobs_live alone instead of probing the id index of
--- every day of finished jobs. Every row looked up there is one this claim holds locked as
--- queued or retrying, so the condition changes no result; the whole live list, not
--- ('queued', 'retrying'), which would match the predicate of jobs_claim_idx and
--- jobs_fair_idx and let the planner scan one of them instead of the id index.
+-- Jobs are leased by tickq.jobs_lease, the lease rule of every claim, and the type limits
+-- read through tickq.type_allowance and tickq.type_limits_log, as tickq.claim_limited does.
+-- Its other lookups by id name the live partition's statuses, as tickq.jobs_lease does, so
+-- they read tickq.jobs_live alone instead of probing the id index of every day of finished
+-- jobs. Every row looked up there is one this claim holds locked as queued or retrying, so
+-- the condition changes no result; the whole live list, not ('queued', 'retrying'), which
+-- would match the predicate of jobs_claim_idx and jobs_fair_idx and let the planner scan
+-- one of them instead of the id index.
 create function tickq.claim_fair(
     p_queue text, p_limit integer, p_lease_seconds integer, p_now timestamptz, p_after text)
     returns setof tickq.jobs
@@ -121,16 +123,7 @@ begin
             -- No limit concerns these candidates: lease the first v_want, as the plain claim
             -- does (the rest stay locked, unleased, until this transaction ends).
             return query
-            update tickq.jobs j
-            set status = 'running',
-                attempts = j.attempts + 1,
-                lease_token = gen_random_uuid(),
-                lease_until = v_now
-                              + coalesce(j.lease_seconds, p_lease_seconds) * interval '1 second',
-                started_at = v_now,
-                updated_at = v_now
-            where j.id = any(v_ids[1:v_want]) and j.status in ('waiting', 'queued', 'running', 'retrying')
-            returning j.*;
+            select * from tickq.jobs_lease(v_ids[1:v_want], p_lease_seconds, v_now);
             get diagnostics v_rows = row_count;
             v_claimed := v_claimed + v_rows;
             if v_rows = 0 then
@@ -170,19 +163,7 @@ begin
             where j.id = any(v_ids) and j.status in ('queued', 'retrying')
             for update skip locked
         ), type_allowance as (
-            select l.type,
-                   least(
-                       coalesce(l.max_running - (select count(*) from tickq.jobs r
-                                                 where r.status = 'running'
-                                                   and r.type = l.type), p_limit),
-                       coalesce(l.rate_limit - (select coalesce(sum(e.n), 0)
-                                                from unnest(l.recent_at, l.recent_n) e (at, n)
-                                                where e.at > v_start - l.rate_period_seconds
-                                                             * interval '1 second'), p_limit)
-                   ) as n,
-                   l.max_running_per_group as per_group
-            from tickq.type_limits l
-            where l.type = any(v_capped)
+            select * from tickq.type_allowance(v_capped, v_start, p_limit)
         ), ranked as (
             select c.id, c.type, c.group_key, c.ord,
                    row_number() over (partition by c.type order by c.ord) as type_rank,
@@ -209,34 +190,13 @@ begin
                          and g.group_key = r.group_key))
             order by r.ord
             limit v_want
-        ), claimed as (
-            update tickq.jobs j
-            set status = 'running',
-                attempts = j.attempts + 1,
-                lease_token = gen_random_uuid(),
-                lease_until = v_start
-                              + coalesce(j.lease_seconds, p_lease_seconds) * interval '1 second',
-                started_at = v_start,
-                updated_at = v_start
-            where j.id = any(array(select id from chosen)) and j.status in ('waiting', 'queued', 'running', 'retrying')
-            returning j.*
-        ), started as (
-            select c.type, count(*)::integer as n from claimed c group by c.type
+        ), claimed as materialized (
+            select * from tickq.jobs_lease(array(select id from chosen), p_lease_seconds, v_start)
         ), logged as (
-            update tickq.type_limits l
-            set recent_at = array(
-                    select e.at from unnest(l.recent_at) e (at)
-                    where e.at > v_start - l.rate_period_seconds * interval '1 second'
-                    order by e.at) || v_start,
-                recent_n = array(
-                    select e.n from unnest(l.recent_at, l.recent_n) e (at, n)
-                    where e.at > v_start - l.rate_period_seconds * interval '1 second'
-                    order by e.at) || s.n,
-                updated_at = v_start
-            from started s
-            where l.type = s.type and l.rate_limit is not null
+            -- One row, always: joined below, it runs once the jobs are claimed.
+            select tickq.type_limits_log(array(select type from claimed), v_start)
         )
-        select * from claimed;
+        select c.* from claimed c cross join logged;
 
         get diagnostics v_rows = row_count;
         v_claimed := v_claimed + v_rows;

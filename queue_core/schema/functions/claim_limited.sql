@@ -9,12 +9,9 @@
 --   4. counts running jobs with a fresh snapshot (a volatile function takes one per
 --      statement), which sees every claim committed by the previous holder of the lock,
 --      so running + claimed never exceeds the cap and the rate log never over-admits.
--- Its lookups by id name the live partition's statuses, as the claim statements of
--- queries.sql do, so they read tickq.jobs_live alone instead of probing the id index of
--- every day of finished jobs. Every row looked up there is one this claim holds locked as
--- queued or retrying, so the condition changes no result; the whole live list, not
--- ('queued', 'retrying'), which would match the predicate of jobs_claim_idx and
--- jobs_fair_idx and let the planner scan one of them instead of the id index.
+-- The chosen jobs are leased by tickq.jobs_lease, the lease rule of every claim; what a
+-- type may start is tickq.type_allowance, its rate log tickq.type_limits_log (the rules
+-- tickq.claim_fair applies too).
 create function tickq.claim_limited(
     p_queues text[], p_limit integer, p_lease_seconds integer, p_now timestamptz)
     returns setof tickq.jobs
@@ -32,15 +29,10 @@ declare
     v_rows     integer;
     v_pass     integer := 0;
 begin
-    select coalesce(array_agg(l.type), '{}') into v_blocked
-    from tickq.type_limits l
-    where (l.max_running is not null
-           and (select count(*) from tickq.jobs j
-                where j.status = 'running' and j.type = l.type) >= l.max_running)
-       or (l.rate_limit is not null
-           and (select coalesce(sum(r.n), 0) from unnest(l.recent_at, l.recent_n) r (at, n)
-                where r.at > v_now - l.rate_period_seconds * interval '1 second')
-               >= l.rate_limit);
+    -- The types at their limit now (none more of them may start).
+    select coalesce(array_agg(a.type), '{}') into v_blocked
+    from tickq.type_allowance(array(select type from tickq.type_limits), v_now, 1) a
+    where a.n <= 0;
 
     while v_claimed < p_limit and v_pass < 4 loop
         v_pass := v_pass + 1;
@@ -82,18 +74,7 @@ begin
 
         return query
         with allowance as (
-            select l.type,
-                   least(
-                       coalesce(l.max_running - (select count(*) from tickq.jobs r
-                                                 where r.status = 'running'
-                                                   and r.type = l.type), p_limit),
-                       coalesce(l.rate_limit - (select coalesce(sum(e.n), 0)
-                                                from unnest(l.recent_at, l.recent_n) e (at, n)
-                                                where e.at > v_start - l.rate_period_seconds
-                                                             * interval '1 second'), p_limit)
-                   ) as n
-            from tickq.type_limits l
-            where l.type = any(v_locked)
+            select * from tickq.type_allowance(v_locked, v_start, p_limit)
         ), ranked as (
             select c.id, c.type,
                    row_number() over (partition by c.type order by c.ord) as rank
@@ -102,34 +83,13 @@ begin
             select r.id
             from ranked r left join allowance a on a.type = r.type
             where (a.type is null and r.type <> all(v_limited)) or r.rank <= a.n
-        ), claimed as (
-            update tickq.jobs j
-            set status = 'running',
-                attempts = j.attempts + 1,
-                lease_token = gen_random_uuid(),
-                lease_until = v_start
-                              + coalesce(j.lease_seconds, p_lease_seconds) * interval '1 second',
-                started_at = v_start,
-                updated_at = v_start
-            where j.id = any(array(select id from chosen)) and j.status in ('waiting', 'queued', 'running', 'retrying')
-            returning j.*
-        ), started as (
-            select c.type, count(*)::integer as n from claimed c group by c.type
+        ), claimed as materialized (
+            select * from tickq.jobs_lease(array(select id from chosen), p_lease_seconds, v_start)
         ), logged as (
-            update tickq.type_limits l
-            set recent_at = array(
-                    select e.at from unnest(l.recent_at) e (at)
-                    where e.at > v_start - l.rate_period_seconds * interval '1 second'
-                    order by e.at) || v_start,
-                recent_n = array(
-                    select e.n from unnest(l.recent_at, l.recent_n) e (at, n)
-                    where e.at > v_start - l.rate_period_seconds * interval '1 second'
-                    order by e.at) || s.n,
-                updated_at = v_start
-            from started s
-            where l.type = s.type and l.rate_limit is not null
+            -- One row, always: joined below, it runs once the jobs are claimed.
+            select tickq.type_limits_log(array(select type from claimed), v_start)
         )
-        select * from claimed;
+        select c.* from claimed c cross join logged;
 
         get diagnostics v_rows = row_count;
         v_claimed := v_claimed + v_rows;

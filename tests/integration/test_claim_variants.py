@@ -1,0 +1,109 @@
+"""The claim rules hold in every claim variant: the plain claim of one queue and of several,
+the limited claim (tickq.claim_limited) and the fair claim (tickq.claim_fair).
+
+The variants share the lease rule (tickq.jobs_lease) and the finish (queries.sql's parts),
+so a rule broken in one place breaks every variant; these tests say so variant by variant
+(the claim mutants of tests/mutants/catalog.py run them).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+from queue_core import PostgresStore, transitions
+from queue_core.jobs import Status
+from queue_core.limits import Limits, type_limit
+from queue_core.validation import job_spec
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+LEASE = 30
+VARIANTS = ("plain", "queues", "limited", "fair")
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+class Variant:
+    """Jobs enqueued and claimed so that one claim variant leases them."""
+
+    def __init__(self, conn: psycopg.Connection, name: str) -> None:
+        self.name = name
+        if name == "limited":  # a type limit routes the claim through tickq.claim_limited
+            Limits(conn).set_type(type_limit("t", max_running=1000))
+        self.queues = ("default", "other") if name == "queues" else ("default",)
+        self.store = PostgresStore(conn)
+
+    def enqueue(self, count: int, *, now: datetime, **options: object) -> None:
+        for i in range(count):
+            # Two groups make the queue mixed: the claim takes turns (tickq.claim_fair).
+            group = f"g{i % 2}" if self.name == "fair" else None
+            queue = self.queues[i % len(self.queues)]
+            spec = job_spec("t", {"i": i}, queue=queue, group=group, **options)  # type: ignore[arg-type]
+            self.store.enqueue(spec, now=now)
+
+    def claim(self, limit: int, now: datetime) -> list:
+        return self.store.claim(queues=self.queues, limit=limit, lease_seconds=LEASE, now=now)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_a_claim_leases_with_the_lease_rule(conn: psycopg.Connection, name: str) -> None:
+    # Given four jobs, one with a lease of its own
+    variant = Variant(conn, name)
+    variant.enqueue(3, now=at(0))
+    variant.enqueue(1, now=at(0), lease_seconds=90)
+
+    # When they are claimed
+    jobs = variant.claim(10, at(5))
+
+    # Then each runs, its first attempt, started now, leased for its lease, under its own token
+    assert len(jobs) == 4
+    for job in jobs:
+        assert job.status is Status.RUNNING
+        assert job.attempts == 1
+        assert job.started_at == at(5)
+        assert job.lease_until == at(5) + timedelta(seconds=job.lease_seconds or LEASE)
+    assert sorted(job.lease_until for job in jobs) == [at(35), at(35), at(35), at(95)]
+    tokens = {job.lease_token for job in jobs}
+    assert None not in tokens and len(tokens) == 4
+    assert [variant.store.get(job.id) for job in jobs] == jobs
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_a_job_claimed_again_counts_an_attempt_and_gets_a_new_token(
+    conn: psycopg.Connection, name: str
+) -> None:
+    # Given two jobs that failed once and wait to retry
+    variant = Variant(conn, name)
+    variant.enqueue(2, now=at(0), max_attempts=5)
+    first = variant.claim(10, at(0))
+    failed = [transitions.failed(job, "boom") for job in first]
+    assert variant.store.finish(failed, now=at(1)) == {job.id for job in first}
+    due = max(variant.store.get(job.id).run_after for job in first)
+
+    # When they are claimed again
+    again = variant.claim(10, due)
+
+    # Then it is their second attempt, started now, under tokens never used before
+    assert sorted(job.id for job in again) == sorted(job.id for job in first)
+    assert [job.attempts for job in again] == [2, 2]
+    assert [job.started_at for job in again] == [due, due]
+    assert not {job.lease_token for job in again} & {job.lease_token for job in first}
+    # And a token of the first claim finishes nothing
+    stale = [transitions.succeeded(job, None) for job in first]
+    assert variant.store.finish(stale, now=due) == set()
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_a_claim_takes_no_job_before_its_run_after(conn: psycopg.Connection, name: str) -> None:
+    # Given two jobs due now and two due in a minute, beside them in their queues and groups
+    variant = Variant(conn, name)
+    variant.enqueue(2, now=at(0))
+    variant.enqueue(2, now=at(0), delay=60)
+
+    # Then a claim before the minute is up takes the two due, and one after takes the rest
+    assert [job.run_after for job in variant.claim(10, at(59))] == [at(0), at(0)]
+    assert [job.run_after for job in variant.claim(10, at(60))] == [at(60), at(60)]
