@@ -1,4 +1,4 @@
-"""Job dependencies (SPEC §9): which parents an enqueue names, what a dependent enqueue
+"""Job dependencies: which parents an enqueue names, what a dependent enqueue
 writes, and what a parent's end does to its descendants.
 
 Pure functions: the store runs `plan` between locking the parents and inserting the jobs,

@@ -1,4 +1,4 @@
-"""Taking turns across groups (SPEC §10): where a worker's fair claim resumes, and when a
+"""Taking turns across groups: where a worker's fair claim resumes, and when a
 queue needs one at all.
 
 The claim itself is SQL (`tickq.claim_fair`, queue_core/schema/functions/): within the best priority

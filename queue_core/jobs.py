@@ -68,7 +68,7 @@ class Job:
     updated_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-    group_key: str = ""  # fairness group (SPEC §10): given, else the owner, else shared ''
+    group_key: str = ""  # fairness group: given, else the owner, else shared ''
     # Some job was enqueued after this one (dependencies): its end settles them.
     has_children: bool = False
 

@@ -53,7 +53,7 @@ class LimitNotFound(TickqError):
 class TypeLimit:
     """At most `max_running` jobs of `type` running at once across all workers, at most
     `rate_limit` starts in any window of `rate_period_seconds`, and at most
-    `max_running_per_group` running at once in any one group (SPEC §10)."""
+    `max_running_per_group` running at once in any one group."""
 
     type: str
     max_running: int | None = None

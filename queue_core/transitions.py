@@ -183,7 +183,7 @@ def cancel(job: Job, *, now: datetime) -> Job:
     raise InvalidTransition(job.id, job.status, "cancel")
 
 
-# Dependencies (SPEC §9): what a parent's end does to a waiting child. Which children, and
+# Dependencies: what a parent's end does to a waiting child. Which children, and
 # when, is decided over the graph by `dependencies.settle`.
 
 

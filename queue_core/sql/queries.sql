@@ -259,7 +259,7 @@ with clock as materialized (
 select case when row_number() over () = 1 then f.ids end as ids, c.*
 from (select array_agg(id) as ids,
              -- Children of the jobs finished above are released or cancelled in this
-             -- statement's transaction (SPEC §9), by a function called only when a finished
+             -- statement's transaction, by a function called only when a finished
              -- job has some (has_children): a batch of plain jobs pays a boolean per job,
              -- no lookup. Computed in the pass that collects the ids: a CTE of its own cost
              -- a measurable part of a plain drain.

@@ -232,7 +232,7 @@ ALWAYS: dict[str, str] = {
         where op = 'update' and old_token is null and new_token is not null
           and new_attempts is distinct from old_attempts + 1
     """,
-    # A suspension gives back the attempt its claim counted (SPEC §8); nothing else does.
+    # A suspension gives back the attempt its claim counted; nothing else does.
     "an attempt given back other than by its holder's suspension": f"""
         select l.job_id, l.old_status, l.new_status, l.old_attempts, l.new_attempts, l.at
         from chaos.versions l
@@ -253,7 +253,7 @@ ALWAYS: dict[str, str] = {
                             and l.new_status = 'queued' and l.at <= e.ended_at
                             and l.new_attempts = l.old_attempts - 1)
     """,
-    # Durable steps (SPEC §8): a step's result is stored after its fn completed, under the
+    # Durable steps: a step's result is stored after its fn completed, under the
     # lease that fn ran under, while that lease held; once stored, no later attempt runs it.
     "a stored step whose fn did not complete under the lease it names": """
         select s.job_id, s.name, s.finished_at from tickq.job_steps s

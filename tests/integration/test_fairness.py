@@ -1,4 +1,4 @@
-"""Fairness across groups (SPEC §10): the claim takes turns across the groups of a priority
+"""Fairness across groups: the claim takes turns across the groups of a priority
 level, caps per group hold across workers, and a queue of one group keeps the plain claim."""
 
 from __future__ import annotations

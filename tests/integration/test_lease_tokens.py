@@ -2,7 +2,7 @@
 
 Every claim derives each job's token from one random seed per lease and the job's id
 (tickq.jobs_lease, queue_core/schema/functions/jobs_lease.sql): these tests hold the
-fencing contract (SPEC §3: a fresh token on every claim) to that derivation.
+fencing contract (a fresh token on every claim) to that derivation.
 """
 
 from __future__ import annotations

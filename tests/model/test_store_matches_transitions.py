@@ -89,7 +89,7 @@ class StoreVersusModel(RuleBasedStateMachine):
         self.now = T0
         self.model: dict[UUID, Job] = {}
         self.stale: list[Job] = []  # claims whose lease another attempt has replaced
-        # The in-memory twin claims in plain order: it has no fair claim (SPEC §10), so it
+        # The in-memory twin claims in plain order: it has no fair claim, so it
         # is compared only until a claim meets runnable jobs of several groups; from then on
         # PostgreSQL is held to the pure model alone (see `retire_twin_if_fair`).
         self.memory: MemoryStore | None = MemoryStore(clock=lambda: self.now)
@@ -229,7 +229,7 @@ class StoreVersusModel(RuleBasedStateMachine):
     def check_skipped(job: Job, taken: list[Job]) -> None:
         """A job left behind is no better than the jobs taken (ties may go either way):
         overall when one group waits, else by priority, and within its own group (the
-        claim takes turns across the groups of a level, SPEC §10)."""
+        claim takes turns across the groups of a level)."""
         if not taken:
             return
         if {t.group_key for t in taken} | {job.group_key} == {job.group_key}:
