@@ -11,7 +11,6 @@ Never `functions` (the Lambda shell) or `infra` (tooling), nor anything AWS or t
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -149,14 +148,15 @@ def signal(
 
 
 # One store per connection, so the store's short-lived cache of "are any limits set?" spares
-# every enqueue on the caller's connection an extra round trip.
-_stores: weakref.WeakKeyDictionary[psycopg.Connection[Any], PostgresStore] = (
-    weakref.WeakKeyDictionary()
-)
+# every enqueue on the caller's connection an extra round trip. It is kept on the connection
+# itself: a store holds its connection, so a map from connections to stores (even a weak
+# one) would keep every connection a caller ever used.
+_STORE_ATTRIBUTE = "_tickq_store"
 
 
 def _store(conn: psycopg.Connection[Any]) -> PostgresStore:
-    store = _stores.get(conn)
-    if store is None:
-        store = _stores[conn] = PostgresStore(conn)
+    store = getattr(conn, _STORE_ATTRIBUTE, None)
+    if not isinstance(store, PostgresStore):
+        store = PostgresStore(conn)
+        setattr(conn, _STORE_ATTRIBUTE, store)
     return store
