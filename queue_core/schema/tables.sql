@@ -102,25 +102,35 @@ create table tickq.jobs (
     constraint jobs_group_key_check check (char_length(group_key) <= 128)
 ) partition by list (status);
 
--- Storage settings of the heap that churns, chosen by `python -m bench.table_health` (1M
--- jobs through enqueue -> claim -> finish; figures in docs/benchmarks.md):
+-- Storage settings of the heap that churns (docs/operations.md, "Table bloat and
+-- autovacuum"; measured by `python -m bench.table_health` and `python -m bench.dead_tuples`,
+-- figures in docs/benchmarks.md):
 -- * Every job leaves two dead row versions (claim, finish), and none of those updates can be
 --   HOT: status and lease_until are index keys or partial-index predicates, so the
 --   measurement saw 0 HOT updates out of 2M. A fillfactor below 100 would only spread live
 --   rows over more pages; it stays at 100.
--- * Vacuum as soon as 1% of the table is dead instead of 20%, unthrottled (the dead tuples
---   sit at the hot end of the claim index, and a throttled vacuum on a busy queue never
---   catches up). Measured: more vacuums, fewer dead tuples and a smaller heap after the
---   churn, with no loss of throughput. The server's autovacuum_naptime still bounds how
---   often vacuum comes back (see docs/operations.md).
+-- * Vacuum once 1000 row versions are dead (or inserted), a fixed count and no share of the
+--   table: dead tuples come at the pace of the throughput, not of the table's size, and a
+--   share of the row estimate lets a past backlog (or a few dozen live rows) decide when
+--   vacuum comes. Unthrottled: the dead tuples sit at the hot end of the claim index, and a
+--   throttled vacuum on a busy queue never catches up. The TOAST table (large payloads and
+--   results) churns with the heap, so it gets the same. How often autovacuum looks at the
+--   table at all is the server's autovacuum_naptime, which no table setting can shorten.
+-- * Analyze after 2% changes: the claim's plans follow the live rows' statistics.
 create table tickq.jobs_live partition of tickq.jobs
     for values in ('waiting', 'queued', 'running', 'retrying')
     with (
-        autovacuum_vacuum_scale_factor = 0.01,
+        autovacuum_vacuum_scale_factor = 0,
         autovacuum_vacuum_threshold = 1000,
-        autovacuum_vacuum_insert_scale_factor = 0.01,
+        autovacuum_vacuum_insert_scale_factor = 0,
+        autovacuum_vacuum_insert_threshold = 1000,
         autovacuum_analyze_scale_factor = 0.02,
-        autovacuum_vacuum_cost_delay = 0
+        autovacuum_vacuum_cost_delay = 0,
+        toast.autovacuum_vacuum_scale_factor = 0,
+        toast.autovacuum_vacuum_threshold = 1000,
+        toast.autovacuum_vacuum_insert_scale_factor = 0,
+        toast.autovacuum_vacuum_insert_threshold = 1000,
+        toast.autovacuum_vacuum_cost_delay = 0
     );
 
 -- Every later ANALYZE writes "all distinct" for the live ids, whatever its sample: lookups

@@ -142,3 +142,29 @@ def test_a_tickq_schema_without_a_record_of_migrations_is_refused(
         migrate(conn)
     with psycopg.connect(url) as conn:
         assert conn.execute("select to_regclass('tickq.schema_migrations')").fetchone() == (None,)
+
+
+def test_a_storage_setting_its_current_state_file_does_not_hold_is_reported(
+    new_database: NewDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a later migration that sets an autovacuum option of the live partition's TOAST
+    # table, which tables.sql does not set to that value
+    extra = Migration(
+        "9999_toast_vacuum",
+        "alter table tickq.jobs_live set (toast.autovacuum_vacuum_threshold = 50);",
+    )
+    shipped = available()
+    monkeypatch.setattr("queue_core.migrate.available", lambda: [*shipped, extra])
+
+    # When one database is built from the current state and one through the migrations
+    found = differences(
+        catalog(from_current_state(new_database)), catalog(from_baseline(new_database)[0])
+    )
+
+    # Then the comparison names the live partition's options, on both sides
+    assert [line.split(",")[0] for line in found] == [
+        "tables: only in the first: ('jobs_live'",
+        "tables: only in the second: ('jobs_live'",
+    ]
+    assert "'autovacuum_vacuum_threshold=50'" in found[1]
+    assert "'autovacuum_vacuum_threshold=50'" not in found[0]

@@ -1,10 +1,12 @@
 """What a database's tickq schema is made of, read from its catalog, to compare two databases.
 
-Tables, columns (in order), constraints, indexes, triggers, policies, sequences, function
-definitions, grants of every kind, and the attributes and memberships of tickq's roles.
+Tables (with their storage options and their TOAST tables'), columns (in order),
+constraints, indexes, triggers, policies, sequences, function definitions, grants of every
+kind, and the attributes and memberships of tickq's roles.
 Run-time day partitions of finished jobs (tickq.jobs_done_YYYYMMDD) are left out: they are
 made when a database runs, not by its schema. Access lists are compared as sets (their
-order is the order of the grants), function definitions as sqltext.normalized reads them.
+order is the order of the grants), storage options too, function definitions as
+sqltext.normalized reads them.
 """
 
 from __future__ import annotations
@@ -27,8 +29,15 @@ def _acl(column: str) -> str:
     return f"(select array_agg(a::text order by a::text) from unnest({column}) a)"
 
 
+def _sorted(column: str) -> str:
+    return f"(select array_agg(o order by o) from unnest({column}) o)"
+
+
 QUERIES = {
-    "tables": "select c.relname, c.relkind, c.reloptions::text,"
+    # Storage options as sets (in the order they were set), the TOAST
+    # table's with them: autovacuum settings are schema too.
+    "tables": f"select c.relname, c.relkind, {_sorted('c.reloptions')},"
+    f" (select {_sorted('t.reloptions')} from pg_class t where t.oid = c.reltoastrelid),"
     " pg_get_expr(c.relpartbound, c.oid), pg_get_partkeydef(c.oid),"
     f" c.relrowsecurity, c.relforcerowsecurity, {_acl('c.relacl')}"
     f" from pg_class c where c.oid in ({_RELATIONS}) and c.relkind in ('r', 'p', 'S', 'v', 'm')",
