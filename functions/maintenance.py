@@ -1,6 +1,7 @@
 """MaintenanceFunction: a reclaim pass, so expired leases come back even while no tick
-runs; the partitions of finished jobs for the next days (queue_core/partitions.py), and a
-partition for any day found in the default one; retention pruning by the stored policies,
+runs (a lost connection is reopened while time is left, as a tick does); the partitions of
+finished jobs for the next days (queue_core/partitions.py), and a partition for any day
+found in the default one; retention pruning by the stored policies,
 within the invocation's time; queue depth and oldest-runnable-age metrics per queue and
 type, and the oldest-runnable age of the most starved fairness group; the depth is also kept
 as a sample per queue for the operator view's depth chart (tickq.queue_depth_samples, two
@@ -10,7 +11,8 @@ Environment:
   TICKQ_DATABASE_URL or TICKQ_DB_SECRET_ARN   the worker login (member of tickq_worker)
   TICKQ_PREPARE_THRESHOLD "off" behind RDS Proxy
   TICKQ_EVENT_BUS         EventBridge bus for "Job Dead" events of reclaimed jobs (optional)
-  TICKQ_SAFETY_MARGIN_MS  stop pruning when less time than this remains (default 10000)
+  TICKQ_SAFETY_MARGIN_MS  stop pruning, and reconnecting, when less time than this remains
+                          (default 10000)
 Event: anything (schedules send {"source": "tickq.maintenance"}); it is not read.
 """
 
@@ -36,18 +38,22 @@ from .runtime import store, tasks
 @log_metrics
 @tracer.capture_lambda_handler
 def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
-    queue = store()
+    margin_ms = env_int("TICKQ_SAFETY_MARGIN_MS", 10_000, 0, 900_000)
+
+    def time_left() -> bool:
+        return context.get_remaining_time_in_millis() > margin_ms
+
+    runner = Runner(store(), tasks())
     report = TickReport()
-    Runner(queue, tasks()).reclaim(report)
+    # A lost connection is reopened while time is left, on the worker's short interval.
+    runner.reclaim_surviving(report, should_continue=time_left, reconnect=store)
+    queue = runner.store  # the reconnect's, when there was one
     metrics.add_metric(name="reclaimed", unit=MetricUnit.Count, value=report.reclaimed)
     metrics.add_metric(name="dead", unit=MetricUnit.Count, value=report.dead)
     published = publish_dead_letters(report.dead_letters)
     created = partitions.ensure(db.connection())
     metrics.add_metric(name="partitions_created", unit=MetricUnit.Count, value=created)
-    margin_ms = env_int("TICKQ_SAFETY_MARGIN_MS", 10_000, 0, 900_000)
-    pruned = Retention(db.connection()).prune(
-        should_continue=lambda: context.get_remaining_time_in_millis() > margin_ms
-    )
+    pruned = Retention(db.connection()).prune(should_continue=time_left)
     metrics.add_metric(name="pruned", unit=MetricUnit.Count, value=pruned.deleted)
     rows = queue.stats()
     depth = record_depth(rows)

@@ -268,6 +268,26 @@ class Runner:
         report.record(jobs, outcomes, held)
         self.pipeline.note_parents(jobs, outcomes)
 
+    def reclaim_surviving(
+        self,
+        report: TickReport,
+        *,
+        should_continue: Callable[[], bool],
+        reconnect: Callable[[], Store],
+    ) -> None:
+        """A reclaim pass that outlives a lost connection: after a database failure, a
+        fresh store from `reconnect()`, tried on the worker's short interval
+        (worker.replace_store) while `should_continue()` holds, and the pass again; the
+        error once time is out. Reclaim is one fenced statement, so running it again after
+        a failure reclaims each expired lease once."""
+        rule = TickRule(self, report, should_continue, None, None, reconnect)
+        while True:
+            try:
+                self.reclaim(report)
+                return
+            except DatabaseError as exc:
+                rule.failed(exc)
+
     def reclaim(self, report: TickReport) -> None:
         for job in self.store.reclaim():
             report.reclaimed += 1

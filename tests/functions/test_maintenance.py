@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from datetime import timedelta
 
 import psycopg
 import pytest
 
-from queue_core import PostgresStore, enqueue
+from queue_core import DatabaseError, PostgresStore, enqueue
 from queue_core.retention import Retention, policy
-from tickq.functions import maintenance
+from tests.conftest import Connect
+from tickq.functions import db, maintenance
 
 from .conftest import FakeContext, sample_event
 
@@ -29,6 +32,72 @@ def test_reclaims_expired_leases_without_a_tick(
 
     assert answer["reclaimed"] == 1 and answer["dead"] == 0
     assert store.get(job.id).status == "retrying"
+
+
+def _expired_lease(conn: psycopg.Connection) -> tuple[PostgresStore, str]:
+    store = PostgresStore(conn)
+    earlier = store.now() - timedelta(minutes=10)
+    job = enqueue(conn, "crashy", max_attempts=2, now=earlier)
+    store.claim(lease_seconds=30, now=earlier)
+    return store, str(job.id)
+
+
+def test_a_connection_lost_during_reclaim_is_reopened_and_the_pass_completes(
+    conn: psycopg.Connection, connect: Connect, lambda_context: FakeContext
+) -> None:
+    # Given a job whose lease expired, and the function's connection, whose reclaim will
+    # wait on a lock held here until its backend is terminated
+    store, job_id = _expired_lease(conn)
+    pid = db.connection().info.backend_pid
+    locker = connect()
+    locker.execute("begin")
+    locker.execute("lock table tickq.jobs_live in exclusive mode")
+    terminated = threading.Event()
+
+    def terminate_the_waiting_reclaim() -> None:
+        admin = connect()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not terminated.is_set():
+            waiting = admin.execute(
+                "select wait_event_type = 'Lock' from pg_stat_activity where pid = %s", (pid,)
+            ).fetchone()
+            if waiting == (True,):
+                admin.execute("select pg_terminate_backend(%s)", (pid,))
+                terminated.set()
+            time.sleep(0.01)
+        locker.execute("rollback")
+
+    killer = threading.Thread(target=terminate_the_waiting_reclaim)
+    killer.start()
+
+    # When the function runs, its reclaim statement dies with its backend mid-run
+    started = time.monotonic()
+    answer = maintenance.handler({}, lambda_context)
+    killer.join()
+
+    # Then it reconnected at once and reclaimed the lease on the new connection
+    assert terminated.is_set()
+    assert answer["reclaimed"] == 1 and answer["dead"] == 0
+    assert store.get(job_id).status == "retrying"
+    assert db.connection().info.backend_pid != pid
+    assert time.monotonic() - started < 10
+
+
+def test_a_connection_lost_with_no_time_left_ends_the_invocation_with_the_error(
+    conn: psycopg.Connection, lambda_context: FakeContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an invocation whose time left is inside its safety margin, and its connection's
+    # backend terminated
+    monkeypatch.setenv("TICKQ_SAFETY_MARGIN_MS", "70000")  # the context has 60 s left
+    store, job_id = _expired_lease(conn)
+    conn.execute("select pg_terminate_backend(%s)", (db.connection().info.backend_pid,))
+
+    # When the function runs, then its reclaim fails and no reconnect is tried for long
+    started = time.monotonic()
+    with pytest.raises(DatabaseError):
+        maintenance.handler({}, lambda_context)
+    assert time.monotonic() - started < 5
+    assert store.get(job_id).status == "running"
 
 
 def test_reports_depth_and_oldest_age_per_queue_and_type(

@@ -590,4 +590,19 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/security/test_tenancy_bounds.py::test_the_app_role_cannot_insert_signals_past_the_bound_in_sql",
         ),
     ),
+    Mutant(
+        "reclaim-gives-up-on-connection-error",
+        "MaintenanceFunction's reclaim ends the invocation on a lost connection, not reconnect",
+        (
+            Edit(
+                RUNNER,
+                "            except DatabaseError as exc:\n                rule.failed(exc)\n",
+                "            except DatabaseError:\n                raise\n",
+            ),
+        ),
+        targeted=(
+            "tests/functions/test_maintenance.py"
+            "::test_a_connection_lost_during_reclaim_is_reopened_and_the_pass_completes",
+        ),
+    ),
 )
