@@ -33,8 +33,11 @@ AS_MIGRATED = "as migrated"
 STOCK = "stock"
 STUDIED_OPTIONS = (
     "fillfactor, autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold,"
-    " autovacuum_vacuum_insert_scale_factor, autovacuum_analyze_scale_factor,"
-    " autovacuum_vacuum_cost_delay"
+    " autovacuum_vacuum_insert_scale_factor, autovacuum_vacuum_insert_threshold,"
+    " autovacuum_analyze_scale_factor, autovacuum_vacuum_cost_delay,"
+    " toast.autovacuum_vacuum_scale_factor, toast.autovacuum_vacuum_threshold,"
+    " toast.autovacuum_vacuum_insert_scale_factor, toast.autovacuum_vacuum_insert_threshold,"
+    " toast.autovacuum_vacuum_cost_delay"
 )
 # Storage options per candidate (constant text, never user input); None applies nothing.
 CANDIDATES: dict[str, str | None] = {
