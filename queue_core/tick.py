@@ -169,13 +169,14 @@ class Runner:
         """Reclaim, then run batches until the queue is drained, `should_continue()` says
         stop, or `max_batches` ran. `after_batch(claimed)` runs after each batch.
 
-        With `reconnect`, a database failure while `should_continue()` holds is survived as
-        the worker survives it (see `work`); without, or once time is up, the tick ends
-        with the error."""
+        With `reconnect`, a database failure while `should_continue()` holds, in the reclaim
+        or in a batch, is survived as the worker survives it (see `work`); without, or once
+        time is up, the tick ends with the error."""
         started = time.perf_counter()
         report = TickReport()
-        self.reclaim(report)
-        self.loop(TickRule(self, report, should_continue, max_batches, after_batch, reconnect))
+        rule = TickRule(self, report, should_continue, max_batches, after_batch, reconnect)
+        self._reclaim_under(rule, report)
+        self.loop(rule)
         report.duration_seconds = time.perf_counter() - started
         return report
 
@@ -280,7 +281,11 @@ class Runner:
         (worker.replace_store) while `should_continue()` holds, and the pass again; the
         error once time is out. Reclaim is one fenced statement, so running it again after
         a failure reclaims each expired lease once."""
-        rule = TickRule(self, report, should_continue, None, None, reconnect)
+        self._reclaim_under(TickRule(self, report, should_continue, None, None, reconnect), report)
+
+    def _reclaim_under(self, rule: TickRule, report: TickReport) -> None:
+        """A reclaim pass; a database failure goes to `rule`, which reconnects (and the
+        pass runs again) or raises."""
         while True:
             try:
                 self.reclaim(report)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from datetime import timedelta
 
@@ -13,6 +12,7 @@ import pytest
 from queue_core import DatabaseError, PostgresStore, enqueue
 from queue_core.retention import Retention, policy
 from tests.conftest import Connect
+from tests.faults.backends import terminated_while_writing_live_jobs
 from tickq.functions import db, maintenance
 
 from .conftest import FakeContext, sample_event
@@ -49,31 +49,11 @@ def test_a_connection_lost_during_reclaim_is_reopened_and_the_pass_completes(
     # wait on a lock held here until its backend is terminated
     store, job_id = _expired_lease(conn)
     pid = db.connection().info.backend_pid
-    locker = connect()
-    locker.execute("begin")
-    locker.execute("lock table tickq.jobs_live in exclusive mode")
-    terminated = threading.Event()
-
-    def terminate_the_waiting_reclaim() -> None:
-        admin = connect()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not terminated.is_set():
-            waiting = admin.execute(
-                "select wait_event_type = 'Lock' from pg_stat_activity where pid = %s", (pid,)
-            ).fetchone()
-            if waiting == (True,):
-                admin.execute("select pg_terminate_backend(%s)", (pid,))
-                terminated.set()
-            time.sleep(0.01)
-        locker.execute("rollback")
-
-    killer = threading.Thread(target=terminate_the_waiting_reclaim)
-    killer.start()
 
     # When the function runs, its reclaim statement dies with its backend mid-run
     started = time.monotonic()
-    answer = maintenance.handler({}, lambda_context)
-    killer.join()
+    with terminated_while_writing_live_jobs(connect, pid) as terminated:
+        answer = maintenance.handler({}, lambda_context)
 
     # Then it reconnected at once and reclaimed the lease on the new connection
     assert terminated.is_set()

@@ -16,6 +16,7 @@ from queue_core import pipeline as pipeline_module
 from queue_core.ports import Store
 from queue_core.postgres import PostgresStore
 from tests.conftest import Connect
+from tests.faults.backends import terminated_while_writing_live_jobs
 from tests.faults.test_database_faults import wait_for_lease_expiry
 
 
@@ -143,3 +144,41 @@ def test_without_reconnect_a_lost_connection_still_ends_the_tick_with_its_error(
     ):
         runner.tick()
     assert runner.pipeline.owed  # kept, for a caller that reconnects
+
+
+def test_a_ticks_reclaim_whose_connection_died_runs_again_on_the_next(
+    connect: Connect,
+) -> None:
+    """The tick's first statement, the reclaim pass, dies with its backend while it runs:
+    the tick reconnects, reclaims the expired lease and then runs the job, once."""
+    admin, worker = connect(), connect()
+    registry, calls = Registry(), Counter[UUID]()
+    registry.task("work")(lambda job: calls.update([job.id]))
+
+    # Given a job whose lease expired (its worker crashed), retryable at once
+    (job_id,) = enqueue(admin, 1)
+    admin.execute(
+        "update tickq.jobs set status = 'running', attempts = 1, lease_token = gen_random_uuid(),"
+        " lease_until = now() - interval '1 minute', backoff_base = 0.001,"
+        " backoff_max = 0.001 where id = %s",
+        (job_id,),
+    )
+    fresh: list[PostgresStore] = []
+
+    def reconnect() -> Store:
+        fresh.append(PostgresStore(connect()))
+        return fresh[-1]
+
+    # When a tick starts and its reclaim statement's backend is terminated mid-statement
+    with (
+        terminated_while_writing_live_jobs(connect, worker.info.backend_pid) as terminated,
+        Runner(PostgresStore(worker), registry) as runner,
+    ):
+        report = runner.tick(reconnect=reconnect)
+
+    # Then the reclaim ran again on the new connection, and the job after it, once
+    assert terminated.is_set() and len(fresh) == 1
+    assert (report.reclaimed, report.succeeded) == (1, 1)
+    assert calls == {job_id: 1}
+    job = PostgresStore(admin).get(job_id)
+    assert (job.status, job.attempts) == ("succeeded", 2)

@@ -592,7 +592,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "reclaim-gives-up-on-connection-error",
-        "MaintenanceFunction's reclaim ends the invocation on a lost connection, not reconnect",
+        "a reclaim pass (a tick's, MaintenanceFunction's) ends on a lost connection, not reconnect",
         (
             Edit(
                 RUNNER,
@@ -603,6 +603,7 @@ MUTANTS: tuple[Mutant, ...] = (
         targeted=(
             "tests/functions/test_maintenance.py"
             "::test_a_connection_lost_during_reclaim_is_reopened_and_the_pass_completes",
+            f"{RECONNECT_TESTS}::test_a_ticks_reclaim_whose_connection_died_runs_again_on_the_next",
         ),
     ),
 )
