@@ -83,6 +83,11 @@ create table tickq.jobs (
     -- order, the order in which the claim sweeps groups and workers remember where they
     -- stopped, identical in Python and SQL.
     group_key        text collate "C" not null default '',
+    -- The priority an application user (the HTTP API, tickq.enqueue as the application
+    -- role) gave its job: it orders only that owner's jobs of one group, after the global
+    -- level (priority), which is 0 for every job such a caller enqueues (tickq.jobs_app_own).
+    -- Jobs of trusted enqueuers keep 0 here and their level in priority.
+    owner_priority   integer not null default 0,
 
     constraint jobs_status_check check (
         status in ('waiting', 'queued', 'running', 'retrying', 'succeeded', 'dead',
@@ -142,13 +147,17 @@ create index jobs_owner_idx on tickq.jobs (user_id, created_at desc, id desc)
 
 -- Live jobs only. The claim: runnable rows in exactly the claim query's order, so a claim
 -- reads the first N entries instead of sorting the backlog.
-create index jobs_claim_idx on tickq.jobs_live (queue, priority desc, run_after, created_at)
+-- owner_priority fills the padding between priority and run_after: no larger entries.
+create index jobs_claim_idx on tickq.jobs_live
+    (queue, priority desc, owner_priority desc, run_after, created_at)
     where status in ('queued', 'retrying');
--- The fair claim: within a queue and a priority level, runnable rows by group, then in claim
--- order, so one probe finds the next group after a given one (a loose index scan) and a few
--- entries give a group's oldest jobs.
+-- The fair claim: within a queue and a priority level, runnable rows by tenant (the group
+-- key up to its first '/'), then group, then in claim order, so one probe finds the next
+-- tenant after a given one, or the next group of a tenant (loose index scans), and a few
+-- entries give a group's best jobs.
 create index jobs_fair_idx on tickq.jobs_live
-    (queue, priority desc, group_key, run_after, created_at)
+    (queue, priority desc, (split_part(group_key, '/', 1)), group_key, owner_priority desc,
+     run_after, created_at)
     where status in ('queued', 'retrying');
 -- A limited queue's depth counts jobs waiting for parents too: a few entries of this one
 -- (only waiting jobs enter it) instead of a scan of the live jobs.
