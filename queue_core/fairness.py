@@ -112,8 +112,8 @@ class FairState:
     def advance(self, queue: str, jobs: Sequence[Job]) -> None:
         """Move past the tenants, and each tenant's groups, that one fair claim of `queue`
         leased. A first claim began at the tenant of the best level's first job, the first
-        of these in claim order; a tenant without a remembered position began at its first
-        group."""
+        of these in claim order; a tenant without a remembered position began after its
+        bare key (its groups "<tenant>/...", then the wrap to "<tenant>" itself)."""
         began = tenant_of(min(jobs, key=claim_order).group_key) if jobs else ""
         by_tenant: dict[str, list[str]] = {}
         for job in jobs:
@@ -121,8 +121,10 @@ class FairState:
         self.after[queue] = sweep_position(self.after.get(queue), by_tenant, began)
         positions = self.positions.setdefault(queue, {})
         for tenant, groups in by_tenant.items():
-            position = sweep_position(positions.pop(tenant, None), groups)
-            if position is not None:
+            # Without a position a tenant's groups resume after its bare key: the claim
+            # needs (and is sent) only the others, so a tenant of one group costs nothing.
+            position = sweep_position(positions.pop(tenant, tenant), groups)
+            if position is not None and position != tenant:
                 positions[tenant] = position  # re-inserted: the most recently served
         while len(positions) > TENANT_POSITIONS:
             del positions[next(iter(positions))]

@@ -120,7 +120,8 @@ end $$;
 --      (p_after, a tenant; wrapping around to the first tenant), one tenant per job still
 --      wanted, ceil(wanted / tenants) jobs per tenant; within each tenant, sweeps its groups
 --      from the group this worker served last in it (p_positions, group keys, one per
---      tenant at most; none: its first group), one group per job the tenant may take, and
+--      tenant at most; none: after its bare key, the key without '/', which comes back on
+--      the wrap), one group per job the tenant may take, and
 --      locks each group's best jobs that no other claimer holds, ceil(tenant's share /
 --      groups) per group (SKIP LOCKED: workers sweeping the same groups at once take the
 --      next jobs): a backlog of any size in any number of groups is one tenant and gets one
@@ -158,12 +159,14 @@ declare
     v_below     integer;
     v_after     text := p_after;
     v_positions text[] := coalesce(p_positions, '{}');
+    v_position_tenants text[] := array(
+        select split_part(p, '/', 1) from unnest(coalesce(p_positions, '{}')) p);
+    v_at        integer;
     v_tenants   text[];
     v_groups    text[];
     v_keys      text[];
     v_tenant_of integer[];
     v_quotas    integer[];
-    v_position  text;
     v_first     text;
     v_want      integer;
     v_share     integer;
@@ -230,10 +233,12 @@ begin
         v_tenant_of := '{}';
         v_quotas := '{}';
         for i in 1 .. cardinality(v_tenants) loop
-            v_position := (select p from unnest(v_positions) p
-                           where split_part(p, '/', 1) = v_tenants[i] limit 1);
+            -- Where the tenant's groups resume: after the group served last, or else after
+            -- its bare key (the tenant's first group, which the wrap comes back to).
+            v_at := array_position(v_position_tenants, v_tenants[i]);
             v_groups := tickq.fair_tenant_groups(
-                p_queue, v_level, v_now, v_tenants[i], v_position, v_share);
+                p_queue, v_level, v_now, v_tenants[i],
+                coalesce(v_positions[v_at], v_tenants[i]), v_share);
             continue when cardinality(v_groups) = 0;
             v_keys := v_keys || v_groups;
             v_tenant_of := v_tenant_of || array_fill(i, array[cardinality(v_groups)]);
@@ -241,9 +246,12 @@ begin
                 (v_share + cardinality(v_groups) - 1) / cardinality(v_groups),
                 array[cardinality(v_groups)]);
             -- The next pass of this claim goes on after the last of these groups.
-            v_positions := array(select p from unnest(v_positions) p
-                                 where split_part(p, '/', 1) <> v_tenants[i])
-                           || v_groups[cardinality(v_groups)];
+            if v_at is null then
+                v_positions := v_positions || v_groups[cardinality(v_groups)];
+                v_position_tenants := v_position_tenants || v_tenants[i];
+            else
+                v_positions[v_at] := v_groups[cardinality(v_groups)];
+            end if;
         end loop;
 
         -- Each group's best jobs that no other claimer holds, locked here (SKIP LOCKED, a
