@@ -9,6 +9,13 @@
 --   trigger of application users' transactions, which also puts the job's group among its
 --   owner's). Every claim orders a level by owner_priority before run_after; the claim
 --   index takes it in the padding after priority, and the fair index leads with the tenant.
+-- * Fan-out is bounded: a statement that finishes parents settles at most 1000 of their
+--   children (the setting tickq.settle_budget) and records the rest in the new table
+--   tickq.job_settlements in its transaction; later short transactions
+--   (tickq.jobs_settle_pending, every tick) settle them. A parent's success decrements only
+--   the edges that counted it (the new job_dependencies.counted; every edge before this
+--   migration did, as no settlement was pending), and the edges are indexed in child order
+--   per parent, where a settlement resumes.
 -- The index builds lock the live jobs for writes while they run (the live partition only:
 -- finished jobs are not indexed by either).
 
@@ -512,3 +519,212 @@ create trigger jobs_app_own before insert on tickq.jobs
     for each row
     when (coalesce(current_setting('tickq.user_id', true), '') <> '')
     execute function tickq.jobs_app_own();
+
+alter table tickq.job_dependencies add column counted boolean not null default true;
+alter table tickq.job_dependencies alter column counted set default false;
+drop index tickq.job_dependencies_parent_idx;
+create index job_dependencies_parent_idx on tickq.job_dependencies (parent_id, child_id);
+
+create table tickq.job_settlements (
+    parent_id   uuid primary key,
+    status      text not null,
+    root_id     uuid not null,
+    root_status text not null,
+    after_child uuid,
+    user_id     uuid,
+    created_at  timestamptz not null default now(),
+    constraint job_settlements_status_check check (
+        status in ('succeeded', 'dead', 'cancelled')
+        and root_status in ('succeeded', 'dead', 'cancelled'))
+);
+
+grant select, insert, update, delete on tickq.job_settlements to tickq_worker;
+grant select, insert, update, delete on tickq.job_settlements to tickq_app;
+alter table tickq.job_settlements enable row level security;
+alter table tickq.job_settlements force row level security;
+create policy job_settlements_owner on tickq.job_settlements to tickq_app
+    using (user_id = tickq.current_user_id())
+    with check (user_id = tickq.current_user_id());
+create policy job_settlements_worker on tickq.job_settlements to tickq_worker
+    using (true) with check (true);
+do $$
+begin
+    execute format('create policy job_settlements_table_owner on tickq.job_settlements to %I'
+                   ' using (true) with check (true)',
+                   (select r.rolname from pg_class c join pg_roles r on r.oid = c.relowner
+                    where c.oid = 'tickq.job_settlements'::regclass));
+end $$;
+
+-- Work off settlements (tickq.jobs_settle, tickq.jobs_settle_pending), at most p_budget
+-- children in all, and record what is left in tickq.job_settlements. Each settlement goes
+-- through its parent's children in child order after after_child:
+-- * a success decrements each waiting child's pending_parents by its counted edge and
+--   releases the child when that reaches 0. Children are locked in id order, so parents of
+--   one fan-in finishing on several workers at once queue up on the child in one order (no
+--   deadlock), and each decrement applies to the count the previous one left: released
+--   exactly once.
+-- * a failure cancels each waiting child, naming the failed job the settlement descends
+--   from (root_id); a cancelled child with children of its own becomes a settlement of its
+--   own, worked off before any of a later root, so a descendant reached from several failed
+--   jobs is named after the least of them. Descendants are followed through waiting jobs
+--   only: a job past waiting has no unfinished parent.
+-- p_work comes successes first, then failures by root; the work left (the rest of one
+-- settlement's children, and those not reached) is written back, the finished ones deleted.
+create or replace function tickq.jobs_settle_run(
+    p_work tickq.job_settlements[], p_budget integer, p_at timestamptz)
+    returns integer
+    language plpgsql volatile
+    as $$
+declare
+    v_work     tickq.job_settlements[] := p_work;
+    v_item     tickq.job_settlements;
+    v_children uuid[];
+    v_doomed   tickq.job_settlements[];
+    v_left     integer := p_budget;
+    v_settled  integer := 0;
+    v_touched  integer;
+    v_done     uuid[] := '{}';
+begin
+    while cardinality(v_work) > 0 and v_left > 0 loop
+        v_item := v_work[1];
+        v_work := v_work[2:];
+        if v_item.after_child is null then
+            select coalesce(array_agg(d.child_id order by d.child_id), '{}') into v_children
+            from (select d.child_id from tickq.job_dependencies d
+                  where d.parent_id = v_item.parent_id
+                  order by d.child_id limit v_left + 1) d;
+        else
+            select coalesce(array_agg(d.child_id order by d.child_id), '{}') into v_children
+            from (select d.child_id from tickq.job_dependencies d
+                  where d.parent_id = v_item.parent_id and d.child_id > v_item.after_child
+                  order by d.child_id limit v_left + 1) d;
+        end if;
+        if cardinality(v_children) > v_left then
+            -- More than the budget allows: settle a slice, leave the rest for later.
+            v_children := v_children[1:v_left];
+            v_work := array_prepend(
+                row(v_item.parent_id, v_item.status, v_item.root_id, v_item.root_status,
+                    v_children[v_left], v_item.user_id, v_item.created_at)::tickq.job_settlements,
+                v_work);
+        else
+            v_done := v_done || v_item.parent_id;
+        end if;
+        v_left := v_left - cardinality(v_children);
+
+        perform from tickq.jobs c
+        where c.id = any(v_children) and c.status = 'waiting'
+        order by c.id
+        for no key update;
+
+        if v_item.status = 'succeeded' then
+            update tickq.jobs c
+            set pending_parents = c.pending_parents - 1,
+                status = case when c.pending_parents = 1 then 'queued' else 'waiting' end,
+                updated_at = p_at
+            from tickq.job_dependencies d
+            where d.parent_id = v_item.parent_id and d.child_id = c.id and d.counted
+              and c.id = any(v_children) and c.status = 'waiting';
+            get diagnostics v_touched = row_count;
+        else
+            with cancelled as (
+                update tickq.jobs c
+                set status = 'cancelled',
+                    error = 'parent ' || v_item.root_id || ' is ' || v_item.root_status,
+                    updated_at = p_at,
+                    finished_at = p_at
+                where c.id = any(v_children) and c.status = 'waiting'
+                returning c.id, c.has_children, c.user_id
+            )
+            select coalesce(array_agg(
+                       row(c.id, 'cancelled', v_item.root_id, v_item.root_status, null,
+                           c.user_id, p_at)::tickq.job_settlements order by c.id)
+                       filter (where c.has_children), '{}'),
+                   count(*)
+            into v_doomed, v_touched
+            from cancelled c;
+            -- The cancelled children's descendants next: every settlement left is a failure
+            -- of this root or a later one (successes come first), so the list stays ordered.
+            v_work := v_doomed || v_work;
+        end if;
+        v_settled := v_settled + v_touched;
+    end loop;
+
+    delete from tickq.job_settlements s where s.parent_id = any(v_done);
+    insert into tickq.job_settlements as s
+        (parent_id, status, root_id, root_status, after_child, user_id, created_at)
+    select w.parent_id, w.status, w.root_id, w.root_status, w.after_child,
+           -- A finished parent's owner (the statement that finished it passed none).
+           coalesce(w.user_id, (select j.user_id from tickq.jobs j where j.id = w.parent_id)),
+           w.created_at
+    from unnest(v_work) w
+    on conflict (parent_id) do update
+        set status = excluded.status, root_id = excluded.root_id,
+            root_status = excluded.root_status, after_child = excluded.after_child;
+    return v_settled;
+end $$;
+
+-- Settle the children of jobs that just finished: release those whose last parent
+-- succeeded, cancel every waiting descendant of a dead or cancelled one. Called by each
+-- statement that finishes jobs (jobs_finish_and_claim, jobs_reclaim, jobs_cancel), in its
+-- transaction, only for finished jobs with has_children.
+--
+-- Bounded: this statement settles at most tickq.settle_budget children (a setting; 1000
+-- when unset) through tickq.jobs_settle_run, which records what is left in
+-- tickq.job_settlements in this same transaction, for later short transactions
+-- (tickq.jobs_settle_pending) to finish. So a parent of 100,000 children costs the batch
+-- that finishes it about as much as one of 1,000, and no child is forgotten.
+--
+-- VOLATILE on purpose: each statement below takes a fresh snapshot. A child enqueued while
+-- its parent was finishing locked the parent first (jobs_parents_lock), so the finishing
+-- statement waited for that enqueue to commit; its own snapshot predates the child, but
+-- these statements see it. Either the enqueue saw the parent finished and did not count it
+-- (its edge is not counted), or it counted it and is released here or by the settlement
+-- left behind: never both, never neither.
+create or replace function tickq.jobs_settle(parents uuid[], statuses text[], at timestamptz)
+    returns integer
+    language plpgsql volatile
+    as $$
+begin
+    -- Successes first, then failures by id: a descendant reached from several failed jobs
+    -- at once is cancelled naming the least of them.
+    return tickq.jobs_settle_run(
+        array(select row(p.id, p.status, p.id, p.status, null::uuid, null::uuid,
+                         at)::tickq.job_settlements
+              from unnest(parents, statuses) as p (id, status)
+              where p.status in ('succeeded', 'dead', 'cancelled')
+              order by p.status <> 'succeeded', p.id),
+        coalesce(nullif(current_setting('tickq.settle_budget', true), '')::integer, 1000),
+        at);
+end $$;
+
+-- Work off settlements left by the statements that finished their parents
+-- (tickq.jobs_settle): at most p_budget children, in one short transaction, from the
+-- settlements no other worker holds (SKIP LOCKED), successes first, then by root, as
+-- tickq.jobs_settle_run takes them. Returns the children settled; 0 when none is left.
+create or replace function tickq.jobs_settle_pending(p_budget integer, p_at timestamptz)
+    returns integer
+    language plpgsql volatile
+    as $$
+begin
+    return tickq.jobs_settle_run(
+        array(select s from tickq.job_settlements s
+              order by s.status <> 'succeeded', s.root_id, s.parent_id
+              limit 100
+              for update skip locked),
+        p_budget, coalesce(p_at, now()));
+end $$;
+
+-- Emptying the jobs (tests, benchmarks, a reset) empties what hung on them, as TRUNCATE ...
+-- CASCADE would through foreign keys. A delete, not a truncate: a TRUNCATE that names
+-- these tables too is still using them here.
+create or replace function tickq.jobs_forget_all() returns trigger
+    language plpgsql security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+begin
+    delete from tickq.job_steps;
+    delete from tickq.job_signals;
+    delete from tickq.job_dependencies;
+    delete from tickq.job_settlements;
+    return null;
+end $$;

@@ -226,12 +226,38 @@ create table tickq.job_dependencies (
     parent_id  uuid not null,
     -- The child's owner, so row-level security scopes edges like the jobs they join.
     user_id    uuid,
+    -- Whether the child's pending_parents counts this parent: true when tickq's enqueue
+    -- wrote the edge while the parent had not succeeded. A parent's success decrements only
+    -- counted edges, so a child enqueued after it succeeded, while its release was still
+    -- being worked off (tickq.job_settlements), is not released by it a second time.
+    counted    boolean not null default false,
     primary key (child_id, parent_id)
 );
 
 -- Releasing or cancelling the children of a finished parent is a lookup by parent, never a
--- scan (the primary key serves the child's side: its parents).
-create index job_dependencies_parent_idx on tickq.job_dependencies (parent_id);
+-- scan (the primary key serves the child's side: its parents), in child order, so a
+-- settlement worked off in slices resumes after the last child it settled.
+create index job_dependencies_parent_idx on tickq.job_dependencies (parent_id, child_id);
+
+-- Settlements still being worked off: a finished parent whose children (released on
+-- success, cancelled with their waiting descendants on failure) are more than one statement
+-- settles (tickq.jobs_settle's budget, 1000). The statement that finished the parent wrote
+-- this row in its transaction, so no child is forgotten, crash or not; later short
+-- transactions (tickq.jobs_settle_pending, run by every tick) settle the rest in child
+-- order after after_child. root_id and root_status: the failed job a cancellation names.
+create table tickq.job_settlements (
+    parent_id   uuid primary key,
+    status      text not null,
+    root_id     uuid not null,
+    root_status text not null,
+    after_child uuid,
+    -- The parent's owner, so row-level security scopes settlements like the jobs.
+    user_id     uuid,
+    created_at  timestamptz not null default now(),
+    constraint job_settlements_status_check check (
+        status in ('succeeded', 'dead', 'cancelled')
+        and root_status in ('succeeded', 'dead', 'cancelled'))
+);
 
 -- Cron schedules: each row enqueues one job per due occurrence of its expression.
 create table tickq.schedules (

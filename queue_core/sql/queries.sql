@@ -876,9 +876,10 @@ with clock as materialized (
     where i.idempotency_key is null or i.id in (select c.job_id from claimed c)
     returning j.id, j.user_id
 ), linked as (
-    insert into tickq.job_dependencies (child_id, parent_id, user_id)
-    select e.child_id, e.parent_id, n.user_id
-    from unnest(%(child_ids)s::uuid[], %(parent_ids)s::uuid[]) as e (child_id, parent_id)
+    insert into tickq.job_dependencies (child_id, parent_id, user_id, counted)
+    select e.child_id, e.parent_id, n.user_id, e.counted
+    from unnest(%(child_ids)s::uuid[], %(parent_ids)s::uuid[], %(counted)s::boolean[])
+        as e (child_id, parent_id, counted)
     join inserted n on n.id = e.child_id
     returning parent_id
 ), flagged as (
@@ -895,6 +896,11 @@ left join tickq.job_keys k
     on k.idempotency_key = i.idempotency_key and k.user_id is not distinct from i.user_id
 left join tickq.jobs j on j.id = k.job_id
 where not exists (select from inserted where inserted.id = i.id);
+
+-- name: jobs_settle_pending
+-- One short transaction of settling what statements finishing parents left (see
+-- tickq.jobs_settle_pending): the children settled, 0 when none is left.
+select tickq.jobs_settle_pending(%(budget)s, %(now)s::timestamptz);
 
 -- name: job_parent_results
 -- The results of a job's parents, for job.parent_results (read when a handler asks for it).
