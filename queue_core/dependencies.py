@@ -22,6 +22,11 @@ from .jobs import EnqueueResult, Job, Status
 # summary. The bound keeps one enqueue's locks, and one parent's release, small.
 MAX_PARENTS = 100
 
+# At most this many children of finished parents are settled (released or cancelled) by
+# one statement: the one that finishes the parents, or one round of a store's
+# settle_pending. Equal to tickq.jobs_settle's default (the setting tickq.settle_budget).
+SETTLE_BUDGET = 1000
+
 # A parent as a request names it: an existing job's id, or (in enqueue_many) the position of
 # an earlier request of the same call.
 ParentRef = UUID | int
@@ -114,6 +119,9 @@ class Plan:
     child_ids: list[UUID]
     parent_ids: list[UUID]
     earlier_parents: list[UUID]  # existing jobs that gain children
+    # Per edge: whether the child's count of unfinished parents includes this parent, so
+    # only its success releases the child (a parent that already succeeded does not).
+    counted: list[bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +149,7 @@ def plan(
     has_children = [False] * len(ids)
     child_ids: list[UUID] = []
     parent_ids: list[UUID] = []
+    counted: list[bool] = []
     earlier: dict[UUID, None] = {}
     for index, refs in enumerate(after):
         unfinished = 0
@@ -148,7 +157,7 @@ def plan(
             if isinstance(ref, int):
                 has_children[ref] = True
                 parent_id = ids[ref]
-                unfinished += 1  # enqueued by this very call: not finished yet
+                waits = True  # enqueued by this very call: not finished yet
             else:
                 row = found.get(ref)
                 if row is None or row.user_id != user_ids[index]:
@@ -159,12 +168,14 @@ def plan(
                     )
                 parent_id = ref
                 earlier[ref] = None
-                unfinished += row.status != Status.SUCCEEDED
+                waits = row.status != Status.SUCCEEDED
+            unfinished += waits
             child_ids.append(ids[index])
             parent_ids.append(parent_id)
+            counted.append(waits)
         statuses.append(Status.WAITING if unfinished else Status.QUEUED)
         pending.append(unfinished)
-    return Plan(statuses, pending, has_children, child_ids, parent_ids, list(earlier))
+    return Plan(statuses, pending, has_children, child_ids, parent_ids, list(earlier), counted)
 
 
 def settle(

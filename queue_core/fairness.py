@@ -1,12 +1,15 @@
-"""Taking turns across groups: where a worker's fair claim resumes, and when a
-queue needs one at all.
+"""Taking turns across tenants, then across each tenant's groups: where a worker's fair
+claim resumes, and when a queue needs one at all.
 
-The claim itself is SQL (`tickq.claim_fair`, queue_core/schema/functions/): within the best priority
-level of a queue it sweeps the groups with runnable jobs in group order, one group per job
-still wanted, starting after the group where this worker's previous sweep ended. The only
-state is that position, kept by the worker: nothing shared can leak or go stale. A worker
-that starts afresh begins at a random point among the groups (see `start_between`), or, when
-it has not looked at them, at the group of the oldest runnable job.
+The claim itself is SQL (`tickq.claim_fair`, queue_core/schema/functions/): within the best
+priority level of a queue it sweeps the tenants with runnable jobs in tenant order, one
+tenant per job still wanted, starting after the tenant where this worker's previous sweep
+ended, and within each tenant sweeps its groups from the one this worker served last in
+it. A job's tenant is its group key up to the first '/' (`tenant_of`): the HTTP API's
+groups are "<caller>/<group>", so a caller's many groups share one tenant's turns. The only
+state is those positions, kept by the worker: nothing shared can leak or go stale. A worker
+that starts afresh begins at a random point among the tenants (see `start_between`), or,
+when it has not looked at them, at the tenant of the best runnable job.
 """
 
 from __future__ import annotations
@@ -24,6 +27,16 @@ from .transitions import claim_order
 # second group is served fairly within this time, and a queue of one group runs the plain
 # claim, unchanged, at the cost of one probe per period.
 GROUPS_TTL_SECONDS = 5.0
+# How many tenants' group positions a worker remembers per queue (the most recently
+# served): a tenant it forgot starts again at its first group, which costs that tenant's
+# own groups their order, never another tenant a turn. Bounded, since every fair claim
+# sends them.
+TENANT_POSITIONS = 256
+
+
+def tenant_of(group_key: str) -> str:
+    """The tenant a group belongs to: the key up to its first '/', or the whole key."""
+    return group_key.split("/", 1)[0]
 
 
 def sweep_position(after: str | None, groups: Iterable[str], began: str = "") -> str | None:
@@ -64,12 +77,14 @@ def start_between(first: str, last: str, roll: float) -> str:
 
 @dataclass(slots=True)
 class FairState:
-    """One worker's view of fairness: its sweep position and its cached probe per queue."""
+    """One worker's view of fairness per queue: its tenant sweep position, its position
+    among the groups of the tenants it served last, and its cached probe."""
 
     ttl_seconds: float = GROUPS_TTL_SECONDS
     rand: Callable[[], float] = random.random
     after: dict[str, str | None] = field(default_factory=dict)
     mixed: dict[str, tuple[float, bool]] = field(default_factory=dict)
+    positions: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def mixed_known(self, queue: str) -> bool | None:
         """The cached answer for `queue` if still fresh, else None."""
@@ -79,22 +94,44 @@ class FairState:
         return seen[1]
 
     def remember_mixed(self, queue: str, first: str | None, last: str | None) -> bool:
-        """Note the first and last group of a queue's best level; whether they differ. An
-        empty queue is not remembered: the next jobs may come from any number of groups."""
+        """Note the first and last group (in sweep order) of a queue's best level; whether
+        they differ. An empty queue is not remembered: the next jobs may come from any
+        number of groups. A worker's first sweep starts at a random point between the two
+        tenants, or, for one tenant's groups, between the two groups."""
         mixed = first != last
         if first is not None:
             self.mixed[queue] = (time.monotonic(), mixed)
         if mixed and first is not None and last is not None and queue not in self.after:
-            self.after[queue] = start_between(first, last, self.rand())
+            low, high = tenant_of(first), tenant_of(last)
+            if low != high:
+                self.after[queue] = start_between(low, high, self.rand())
+            else:
+                self.positions.setdefault(queue, {})[low] = start_between(first, last, self.rand())
         return mixed
 
     def advance(self, queue: str, jobs: Sequence[Job]) -> None:
-        """Move past the groups of the jobs one fair claim of `queue` leased. A first claim
-        began at the group of the best level's oldest job, the first of these in claim
-        order."""
-        began = min(jobs, key=claim_order).group_key if jobs else ""
-        groups = (job.group_key for job in jobs)
-        self.after[queue] = sweep_position(self.after.get(queue), groups, began)
+        """Move past the tenants, and each tenant's groups, that one fair claim of `queue`
+        leased. A first claim began at the tenant of the best level's first job, the first
+        of these in claim order; a tenant without a remembered position began after its
+        bare key (its groups "<tenant>/...", then the wrap to "<tenant>" itself)."""
+        began = tenant_of(min(jobs, key=claim_order).group_key) if jobs else ""
+        by_tenant: dict[str, list[str]] = {}
+        for job in jobs:
+            by_tenant.setdefault(tenant_of(job.group_key), []).append(job.group_key)
+        self.after[queue] = sweep_position(self.after.get(queue), by_tenant, began)
+        positions = self.positions.setdefault(queue, {})
+        for tenant, groups in by_tenant.items():
+            # Without a position a tenant's groups resume after its bare key: the claim
+            # needs (and is sent) only the others, so a tenant of one group costs nothing.
+            position = sweep_position(positions.pop(tenant, tenant), groups)
+            if position is not None and position != tenant:
+                positions[tenant] = position  # re-inserted: the most recently served
+        while len(positions) > TENANT_POSITIONS:
+            del positions[next(iter(positions))]
+
+    def positions_of(self, queue: str) -> list[str]:
+        """The group served last in each remembered tenant of `queue`, for the claim."""
+        return list(self.positions.get(queue, {}).values())
 
 
 @dataclass(frozen=True, slots=True)

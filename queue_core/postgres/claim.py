@@ -98,8 +98,9 @@ class Claims:
         return self.finish_and_claim_unparsed(outcomes, limit=0, now=now)[0]
 
     def _claims_fairly(self, queues: Sequence[str]) -> bool:
-        """Whether the claim must take turns across groups: a cap per group is set, or a
-        queue's waiting jobs span more than one group (re-read every GROUPS_TTL_SECONDS).
+        """Whether the claim must take turns across tenants and groups: a cap per group is
+        set, or a queue's waiting jobs span more than one group (re-read every
+        GROUPS_TTL_SECONDS).
         Otherwise the plain statements run, unchanged."""
         if self._limits.current().per_group:
             return True
@@ -149,6 +150,7 @@ class Claims:
             "lease_seconds": lease_seconds,
             "now": now,
             "after": self._fair.after.get(queue),
+            "positions": self._fair.positions_of(queue),
         }
 
     def _paused_queues(self) -> list[str]:

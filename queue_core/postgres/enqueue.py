@@ -137,6 +137,7 @@ class Enqueues:
             "has_children": plan.has_children,
             "child_ids": plan.child_ids,
             "parent_ids": plan.parent_ids,
+            "counted": plan.counted,
             "earlier_parents": plan.earlier_parents,
         }
         for column, value_of in _BASE_COLUMNS:

@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from .. import validation
+from ..dependencies import SETTLE_BUDGET
 from ..errors import LeaseLost
 from ..jobs import Job
 from ..ports import LeaseState
@@ -22,6 +23,20 @@ class Leases:
     def reclaim(self, *, limit: int = 1000, now: datetime | None = None) -> list[Job]:
         """Expired leases back to retrying or dead; returns the jobs as they now stand."""
         return self._db.rows("jobs_reclaim", {"limit": limit, "now": now}, jobs)
+
+    def settle_pending(self, *, rounds: int = 50, now: datetime | None = None) -> int:
+        """Work off the children that statements finishing their parents left to settle
+        (each statement settles a bounded number), one short transaction of at most
+        SETTLE_BUDGET children per round, until none is left or `rounds` ran; the children
+        settled."""
+        settled = 0
+        for _ in range(rounds):
+            params = {"budget": SETTLE_BUDGET, "now": now}
+            done = self._db.rows("jobs_settle_pending", params)[0][0]
+            settled += done
+            if not done:
+                break
+        return settled
 
     def extend_lease(
         self, job_id: UUID, lease_token: UUID, seconds: float, *, now: datetime | None = None

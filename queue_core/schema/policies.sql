@@ -138,13 +138,27 @@ create policy job_dependencies_owner on tickq.job_dependencies to tickq_app
 create policy job_dependencies_worker on tickq.job_dependencies to tickq_worker
     using (true) with check (true);
 
+-- Settlements being worked off: written by the statement that finishes or cancels a parent
+-- (an application user's cancel too, for its own parent), worked off by the workers.
+grant select, insert, update, delete on tickq.job_settlements to tickq_worker;
+grant select, insert, update, delete on tickq.job_settlements to tickq_app;
+
+alter table tickq.job_settlements enable row level security;
+alter table tickq.job_settlements force row level security;
+
+create policy job_settlements_owner on tickq.job_settlements to tickq_app
+    using (user_id = tickq.current_user_id())
+    with check (user_id = tickq.current_user_id());
+create policy job_settlements_worker on tickq.job_settlements to tickq_worker
+    using (true) with check (true);
+
 -- The owner of each table that forces row-level security keeps every row of it.
 do $$
 declare
     v_table text;
 begin
     foreach v_table in array array['jobs', 'job_keys', 'job_steps', 'job_signals',
-                                   'job_dependencies'] loop
+                                   'job_dependencies', 'job_settlements'] loop
         execute format('create policy %I on tickq.%I to %I using (true) with check (true)',
                        v_table || '_table_owner', v_table,
                        (select r.rolname from pg_class c join pg_roles r on r.oid = c.relowner

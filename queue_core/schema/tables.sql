@@ -83,6 +83,11 @@ create table tickq.jobs (
     -- order, the order in which the claim sweeps groups and workers remember where they
     -- stopped, identical in Python and SQL.
     group_key        text collate "C" not null default '',
+    -- The priority an application user (the HTTP API, tickq.enqueue as the application
+    -- role) gave its job: it orders only that owner's jobs of one group, after the global
+    -- level (priority), which is 0 for every job such a caller enqueues (tickq.jobs_app_own).
+    -- Jobs of trusted enqueuers keep 0 here and their level in priority.
+    owner_priority   integer not null default 0,
 
     constraint jobs_status_check check (
         status in ('waiting', 'queued', 'running', 'retrying', 'succeeded', 'dead',
@@ -152,13 +157,17 @@ create index jobs_owner_idx on tickq.jobs (user_id, created_at desc, id desc)
 
 -- Live jobs only. The claim: runnable rows in exactly the claim query's order, so a claim
 -- reads the first N entries instead of sorting the backlog.
-create index jobs_claim_idx on tickq.jobs_live (queue, priority desc, run_after, created_at)
+-- owner_priority fills the padding between priority and run_after: no larger entries.
+create index jobs_claim_idx on tickq.jobs_live
+    (queue, priority desc, owner_priority desc, run_after, created_at)
     where status in ('queued', 'retrying');
--- The fair claim: within a queue and a priority level, runnable rows by group, then in claim
--- order, so one probe finds the next group after a given one (a loose index scan) and a few
--- entries give a group's oldest jobs.
+-- The fair claim: within a queue and a priority level, runnable rows by tenant (the group
+-- key up to its first '/'), then group, then in claim order, so one probe finds the next
+-- tenant after a given one, or the next group of a tenant (loose index scans), and a few
+-- entries give a group's best jobs.
 create index jobs_fair_idx on tickq.jobs_live
-    (queue, priority desc, group_key, run_after, created_at)
+    (queue, priority desc, (split_part(group_key, '/', 1)), group_key, owner_priority desc,
+     run_after, created_at)
     where status in ('queued', 'retrying');
 -- A limited queue's depth counts jobs waiting for parents too: a few entries of this one
 -- (only waiting jobs enter it) instead of a scan of the live jobs.
@@ -227,12 +236,38 @@ create table tickq.job_dependencies (
     parent_id  uuid not null,
     -- The child's owner, so row-level security scopes edges like the jobs they join.
     user_id    uuid,
+    -- Whether the child's pending_parents counts this parent: true when tickq's enqueue
+    -- wrote the edge while the parent had not succeeded. A parent's success decrements only
+    -- counted edges, so a child enqueued after it succeeded, while its release was still
+    -- being worked off (tickq.job_settlements), is not released by it a second time.
+    counted    boolean not null default false,
     primary key (child_id, parent_id)
 );
 
 -- Releasing or cancelling the children of a finished parent is a lookup by parent, never a
--- scan (the primary key serves the child's side: its parents).
-create index job_dependencies_parent_idx on tickq.job_dependencies (parent_id);
+-- scan (the primary key serves the child's side: its parents), in child order, so a
+-- settlement worked off in slices resumes after the last child it settled.
+create index job_dependencies_parent_idx on tickq.job_dependencies (parent_id, child_id);
+
+-- Settlements still being worked off: a finished parent whose children (released on
+-- success, cancelled with their waiting descendants on failure) are more than one statement
+-- settles (tickq.jobs_settle's budget, 1000). The statement that finished the parent wrote
+-- this row in its transaction, so no child is forgotten, crash or not; later short
+-- transactions (tickq.jobs_settle_pending, run by every tick) settle the rest in child
+-- order after after_child. root_id and root_status: the failed job a cancellation names.
+create table tickq.job_settlements (
+    parent_id   uuid primary key,
+    status      text not null,
+    root_id     uuid not null,
+    root_status text not null,
+    after_child uuid,
+    -- The parent's owner, so row-level security scopes settlements like the jobs.
+    user_id     uuid,
+    created_at  timestamptz not null default now(),
+    constraint job_settlements_status_check check (
+        status in ('succeeded', 'dead', 'cancelled')
+        and root_status in ('succeeded', 'dead', 'cancelled'))
+);
 
 -- Cron schedules: each row enqueues one job per due occurrence of its expression.
 create table tickq.schedules (

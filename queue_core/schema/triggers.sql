@@ -17,6 +17,13 @@ create trigger jobs_app_guard before update on tickq.jobs
     for each row when (coalesce(current_setting('tickq.user_id', true), '') <> '')
     execute function tickq.jobs_app_guard();
 
+-- An application user's job competes as its owner's (tickq.jobs_app_own): its priority
+-- orders only the owner's jobs, its group is one of the owner's. The same gate as below.
+create trigger jobs_app_own before insert on tickq.jobs
+    for each row
+    when (coalesce(current_setting('tickq.user_id', true), '') <> '')
+    execute function tickq.jobs_app_own();
+
 -- Admission for application users' inserts (tickq.jobs_app_admit). Only their rows: a
 -- worker's insert evaluates the condition and queues nothing, and keeps its explicit
 -- admission (tickq.queue_admit). A row trigger, not a statement one with a transition

@@ -293,7 +293,7 @@ picked as materialized (
 
 -- part: pick_in_claim_order
 -- The end of pick_runnable: best first, at most %(limit)s, each row locked.
-    order by priority desc, run_after, created_at
+    order by priority desc, owner_priority desc, run_after, created_at
     limit %(limit)s
     for update skip locked
 )
@@ -711,31 +711,39 @@ delete from tickq.queue_limits where queue = %(queue)s returning queue;
 -- Fairness across groups (queue_core/fairness.py, tickq.claim_fair)
 
 -- name: jobs_groups_span
--- The least and greatest group with jobs waiting in a queue (nulls: none), looked at level
--- by level from the best priority down, stopping at the first level of several groups:
--- only when they differ does the claim need to take turns (jobs_claim_fair). Per level, one
--- probe of jobs_claim_idx (the next level) and two of jobs_fair_idx (its first and last
--- group), however many jobs wait.
+-- The first and last group, in the fair claim's sweep order (tenant, then group), with jobs
+-- waiting in a queue (nulls: none), looked at level by level from the best priority down,
+-- stopping at the first level of several groups: only when they differ does the claim need
+-- to take turns (jobs_claim_fair). Per level, one probe of jobs_claim_idx (the next level)
+-- and two of jobs_fair_idx (its first and last group), however many jobs wait.
 with recursive levels (priority, first, last) as (
     select l.priority,
-           (select min(j.group_key) from tickq.jobs j
+           (select j.group_key from tickq.jobs j
             where j.status in ('queued', 'retrying') and j.queue = %(queue)s
-              and j.priority = l.priority),
-           (select max(j.group_key) from tickq.jobs j
+              and j.priority = l.priority
+            order by split_part(j.group_key, '/', 1), j.group_key
+            limit 1),
+           (select j.group_key from tickq.jobs j
             where j.status in ('queued', 'retrying') and j.queue = %(queue)s
-              and j.priority = l.priority)
+              and j.priority = l.priority
+            order by split_part(j.group_key, '/', 1) desc, j.group_key desc
+            limit 1)
     from (select priority from tickq.jobs
           where status in ('queued', 'retrying') and queue = %(queue)s
           order by priority desc
           limit 1) l
     union all
     select n.priority,
-           (select min(j.group_key) from tickq.jobs j
+           (select j.group_key from tickq.jobs j
             where j.status in ('queued', 'retrying') and j.queue = %(queue)s
-              and j.priority = n.priority),
-           (select max(j.group_key) from tickq.jobs j
+              and j.priority = n.priority
+            order by split_part(j.group_key, '/', 1), j.group_key
+            limit 1),
+           (select j.group_key from tickq.jobs j
             where j.status in ('queued', 'retrying') and j.queue = %(queue)s
-              and j.priority = n.priority)
+              and j.priority = n.priority
+            order by split_part(j.group_key, '/', 1) desc, j.group_key desc
+            limit 1)
     from levels v
     cross join lateral (
         select priority from tickq.jobs
@@ -744,7 +752,12 @@ with recursive levels (priority, first, last) as (
         limit 1) n
     where v.first = v.last
 )
-select min(first), max(last) from levels;
+-- Across levels the least and greatest in the same order, so that the two differ exactly
+-- when some level, or two levels, hold several groups.
+select (select first from levels
+        order by split_part(first, '/', 1), first limit 1),
+       (select last from levels
+        order by split_part(last, '/', 1) desc, last desc limit 1);
 
 -- name: jobs_finish_and_claim_fair
 -- jobs_finish_and_claim with the fair claim (tickq.claim_fair) in place of
@@ -755,17 +768,19 @@ select min(first), max(last) from levels;
 {{finish}}, claimed as (
     select {{job_columns}}
     from tickq.claim_fair(
-        %(queue)s, %(limit)s, %(lease_seconds)s, %(now)s::timestamptz, %(after)s::text)
+        %(queue)s, %(limit)s, %(lease_seconds)s, %(now)s::timestamptz, %(after)s::text,
+        %(positions)s::text[])
 )
 {{finish_report}};
 
 -- name: jobs_claim_fair
 -- The claim taking turns across groups, under every limit: see tickq.claim_fair
--- (queue_core/schema/functions/claim_fair.sql). %(after)s is the group this worker's last
--- fair claim ended with.
+-- (queue_core/schema/functions/claim_fair.sql). %(after)s is the tenant this worker's last
+-- fair claim ended with, %(positions)s the group it served last in each tenant it remembers.
 select {{job_columns}}
 from tickq.claim_fair(
-    %(queue)s, %(limit)s, %(lease_seconds)s, %(now)s::timestamptz, %(after)s::text);
+    %(queue)s, %(limit)s, %(lease_seconds)s, %(now)s::timestamptz, %(after)s::text,
+        %(positions)s::text[]);
 
 -- name: jobs_stats_groups
 -- Per queue and group: jobs waiting (runnable now), running, and the age of the oldest
@@ -861,9 +876,10 @@ with clock as materialized (
     where i.idempotency_key is null or i.id in (select c.job_id from claimed c)
     returning j.id, j.user_id
 ), linked as (
-    insert into tickq.job_dependencies (child_id, parent_id, user_id)
-    select e.child_id, e.parent_id, n.user_id
-    from unnest(%(child_ids)s::uuid[], %(parent_ids)s::uuid[]) as e (child_id, parent_id)
+    insert into tickq.job_dependencies (child_id, parent_id, user_id, counted)
+    select e.child_id, e.parent_id, n.user_id, e.counted
+    from unnest(%(child_ids)s::uuid[], %(parent_ids)s::uuid[], %(counted)s::boolean[])
+        as e (child_id, parent_id, counted)
     join inserted n on n.id = e.child_id
     returning parent_id
 ), flagged as (
@@ -880,6 +896,11 @@ left join tickq.job_keys k
     on k.idempotency_key = i.idempotency_key and k.user_id is not distinct from i.user_id
 left join tickq.jobs j on j.id = k.job_id
 where not exists (select from inserted where inserted.id = i.id);
+
+-- name: jobs_settle_pending
+-- One short transaction of settling what statements finishing parents left (see
+-- tickq.jobs_settle_pending): the children settled, 0 when none is left.
+select tickq.jobs_settle_pending(%(budget)s, %(now)s::timestamptz);
 
 -- name: job_parent_results
 -- The results of a job's parents, for job.parent_results (read when a handler asks for it).

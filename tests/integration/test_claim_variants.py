@@ -107,3 +107,33 @@ def test_a_claim_takes_no_job_before_its_run_after(conn: psycopg.Connection, nam
     # Then a claim before the minute is up takes the two due, and one after takes the rest
     assert [job.run_after for job in variant.claim(10, at(59))] == [at(0), at(0)]
     assert [job.run_after for job in variant.claim(10, at(60))] == [at(60), at(60)]
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_a_claim_takes_the_higher_priority_first(conn: psycopg.Connection, name: str) -> None:
+    # Given two older jobs at level 0 and two newer ones at level 3, in each queue and group
+    variant = Variant(conn, name)
+    variant.enqueue(2, now=at(0))
+    variant.enqueue(2, now=at(1), priority=3)
+
+    # Then a claim of two takes the higher level, and the next one the rest
+    assert [job.priority for job in variant.claim(2, at(5))] == [3, 3]
+    assert [job.priority for job in variant.claim(2, at(5))] == [0, 0]
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_a_claim_orders_an_owners_jobs_by_the_owners_priority(
+    conn: psycopg.Connection, name: str
+) -> None:
+    # Given two older jobs and two newer ones their owner ranked higher, in each queue and
+    # group (an application user's priority, stored as owner_priority at level 0)
+    variant = Variant(conn, name)
+    variant.enqueue(2, now=at(0))
+    variant.enqueue(2, now=at(1))
+    newer = conn.execute(
+        "update tickq.jobs set owner_priority = 7 where created_at = %s returning id", (at(1),)
+    ).fetchall()
+
+    # Then a claim of two takes the newer ones first
+    assert {job.id for job in variant.claim(2, at(5))} == {row[0] for row in newer}
+    assert [job.created_at for job in variant.claim(2, at(5))] == [at(0), at(0)]

@@ -1,20 +1,24 @@
 """The fair claim's round-robin bound, checked against PostgreSQL on random bursts.
 
-Random bursts of jobs from random groups (at two priority levels) interleave with claims of
-random batch sizes by one worker. Before each claim the runnable jobs are read; the claim
-must then:
+Random bursts of jobs from random groups (at two priority levels, and some with the order an
+application user gives its own jobs, owner_priority) interleave with claims of random batch
+sizes by one worker. Groups belong to tenants (the key up to its first '/'), some tenants
+with many groups. Before each claim the runnable jobs are read; the claim must then:
   * take priorities first: no job is left behind a claimed job of lower priority;
-  * take each group's oldest jobs first;
-  * balance a level: no group gets two more jobs than another group that still has some;
-  * reach every group: a group passed over is reached before the batches since its last
-    turn add up to the number of groups in the level, so a backlog of any size costs another
-    group's job at most one slot per batch.
+  * take each group's best jobs first (owner_priority, then the oldest);
+  * balance a level across tenants: no tenant gets two more jobs than another tenant that
+    still has some, and within a tenant no group two more than another of its groups that
+    still has some;
+  * reach every tenant: a tenant passed over is reached before the batches since its last
+    turn add up to the number of tenants in the level, so a backlog of any size, in any
+    number of groups, costs another tenant's job at most one slot per batch.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,15 +27,23 @@ import psycopg
 from hypothesis import given
 from hypothesis import strategies as st
 
+from queue_core.fairness import tenant_of
 from queue_core.jobs import Job
 from queue_core.postgres import PostgresStore
 from queue_core.validation import job_spec
 from tests.model.profiles import budget
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
-GROUPS = ["", "a", "b", "big", "c", "d", "e", "f", "g", "h", "t/1", "z"]
+# Tenants of one group, and tenants t and u of many (t's bare key is one of its groups, and
+# "t-x" sorts between t's groups bytewise but is a tenant of its own).
+GROUPS = ["", "a", "b", "big", "c", "d", "z", "t", "t-x", "u/1"]
+GROUPS += [f"t/{n}" for n in range(1, 9)] + [f"u/{n}" for n in range(2, 5)]
 BURST = st.tuples(
-    st.just("burst"), st.sampled_from(GROUPS), st.integers(1, 30), st.sampled_from([0, 0, 0, 1])
+    st.just("burst"),
+    st.sampled_from(GROUPS),
+    st.integers(1, 30),
+    st.sampled_from([0, 0, 0, 1]),
+    st.sampled_from([0, 0, 0, 5, -5, 2147483647]),
 )
 CLAIM = st.tuples(st.just("claim"), st.integers(1, 12))
 STEPS = st.lists(st.one_of(BURST, CLAIM, CLAIM), min_size=1, max_size=40)
@@ -43,6 +55,16 @@ class Waiting:
     group: str
     priority: int
     run_after: datetime
+    owner_priority: int = 0
+
+    @property
+    def tenant(self) -> str:
+        return tenant_of(self.group)
+
+    @property
+    def rank(self) -> tuple[int, datetime]:
+        """Its place among its group's jobs: the owner's order, then the oldest."""
+        return (-self.owner_priority, self.run_after)
 
 
 @dataclass
@@ -51,8 +73,8 @@ class RoundRobinChecker:
 
     violations: list[str] = field(default_factory=list)
     level: int | None = None
-    # Per group passed over at the top level: batch sizes since its last turn, and the most
-    # groups the level held meanwhile.
+    # Per tenant passed over at the top level: batch sizes since its last turn, and the most
+    # tenants the level held meanwhile.
     streak: dict[str, list[int]] = field(default_factory=dict)
     most_groups: dict[str, int] = field(default_factory=dict)
 
@@ -74,18 +96,37 @@ class RoundRobinChecker:
         self._judge_turns(step, before, took, batch)
 
     def _judge_level(self, step: int, level: int, got: list[Waiting], left: list[Waiting]) -> None:
-        counts = Counter(w.group for w in got)
-        waiting_groups = {w.group for w in left}
-        for group in waiting_groups:
-            newest_taken = max((w.run_after for w in got if w.group == group), default=None)
-            oldest_left = min(w.run_after for w in left if w.group == group)
-            if newest_taken is not None and oldest_left < newest_taken:
-                self.violations.append(f"step {step}: group {group!r} skipped its oldest job")
-            most = max(counts.values(), default=0)
-            if most > counts[group] + 1:
+        for group in {w.group for w in left}:
+            worst_taken = max((w.rank for w in got if w.group == group), default=None)
+            best_left = min(w.rank for w in left if w.group == group)
+            if worst_taken is not None and best_left < worst_taken:
+                self.violations.append(f"step {step}: group {group!r} skipped its best job")
+        self._judge_balance(step, f"level {level}", got, left, lambda w: w.tenant)
+        for tenant in {w.tenant for w in got}:
+            self._judge_balance(
+                step,
+                f"tenant {tenant!r}",
+                [w for w in got if w.tenant == tenant],
+                [w for w in left if w.tenant == tenant],
+                lambda w: w.group,
+            )
+
+    def _judge_balance(
+        self,
+        step: int,
+        where: str,
+        got: list[Waiting],
+        left: list[Waiting],
+        share: Callable[[Waiting], str],
+    ) -> None:
+        """No share (tenant or group) got two more than another that still has jobs."""
+        counts = Counter(share(w) for w in got)
+        most = max(counts.values(), default=0)
+        for name in {share(w) for w in left}:
+            if most > counts[name] + 1:
                 self.violations.append(
-                    f"step {step}: level {level} gave {dict(counts)} while {group!r} still had "
-                    "jobs: a group got two more than another"
+                    f"step {step}: {where} gave {dict(counts)} while {name!r} still had "
+                    "jobs: one got two more than another"
                 )
 
     def _judge_turns(self, step: int, before: list[Waiting], took: list[Waiting], n: int) -> None:
@@ -94,28 +135,28 @@ class RoundRobinChecker:
         top = max(w.priority for w in before)
         if top != self.level:  # a new level: its sweep starts anywhere
             self.level, self.streak, self.most_groups = top, {}, {}
-        groups = {w.group for w in before if w.priority == top}
-        served = {w.group for w in took if w.priority == top}
-        for group in groups:
-            if group in served:
-                self.streak.pop(group, None)
-                self.most_groups.pop(group, None)
+        tenants = {w.tenant for w in before if w.priority == top}
+        served = {w.tenant for w in took if w.priority == top}
+        for tenant in tenants:
+            if tenant in served:
+                self.streak.pop(tenant, None)
+                self.most_groups.pop(tenant, None)
                 continue
-            self.streak.setdefault(group, []).append(n)
-            self.most_groups[group] = max(self.most_groups.get(group, 0), len(groups))
-            if sum(self.streak[group]) > self.most_groups[group] - 1:
+            self.streak.setdefault(tenant, []).append(n)
+            self.most_groups[tenant] = max(self.most_groups.get(tenant, 0), len(tenants))
+            if sum(self.streak[tenant]) > self.most_groups[tenant] - 1:
                 self.violations.append(
-                    f"step {step}: group {group!r} passed over by batches "
-                    f"{self.streak[group]} with only {self.most_groups[group]} groups"
+                    f"step {step}: tenant {tenant!r} passed over by batches "
+                    f"{self.streak[tenant]} with only {self.most_groups[tenant]} tenants"
                 )
-        for group in list(self.streak):
-            if group not in groups:
-                del self.streak[group]
+        for tenant in list(self.streak):
+            if tenant not in tenants:
+                del self.streak[tenant]
 
 
 def runnable(conn: psycopg.Connection, now: datetime) -> list[Waiting]:
     rows = conn.execute(
-        "select id, group_key, priority, run_after from tickq.jobs"
+        "select id, group_key, priority, run_after, owner_priority from tickq.jobs"
         " where status in ('queued', 'retrying') and run_after <= %s",
         (now,),
     ).fetchall()
@@ -129,9 +170,14 @@ def play(store: PostgresStore, steps: list[tuple[Any, ...]]) -> RoundRobinChecke
     for index, step in enumerate(steps):
         now += timedelta(seconds=1)
         if step[0] == "burst":
-            _, group, n, priority = step
+            _, group, n, priority, owner_priority = step
             specs = [job_spec("acc", group=group or None, priority=priority) for _ in range(n)]
-            store.enqueue_many(specs, now=now)
+            jobs = store.enqueue_many(specs, now=now)
+            if owner_priority:  # as an application user's priority is stored
+                store.conn.execute(
+                    "update tickq.jobs set owner_priority = %s where id = any(%s)",
+                    (owner_priority, [job.id for job in jobs]),
+                )
             continue
         batch = step[1]
         before = runnable(store.conn, now)
@@ -159,7 +205,7 @@ def test_the_fair_claim_keeps_the_round_robin_bound(conn, steps):
 
 def test_the_checker_catches_a_claim_blind_to_groups(conn):
     """The property can fail: today's claim breaks it on a backlog and a late small group."""
-    steps = [("burst", "big", 30, 0), ("burst", "small", 5, 0), ("claim", 10), ("claim", 10)]
+    steps = [("burst", "big", 30, 0, 0), ("burst", "small", 5, 0, 0), ("claim", 10), ("claim", 10)]
     assert play(PlainClaimStore(conn), steps).violations
     conn.execute("truncate tickq.jobs cascade")
     assert not play(

@@ -66,6 +66,7 @@ def test_the_finish_never_walks_the_lease_index(
         "lease_seconds": 30,
         "now": None,
         "after": None,
+        "positions": [],
     }
 
     # When the statement that finishes them is planned and run (then rolled back)

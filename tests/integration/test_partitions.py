@@ -139,6 +139,7 @@ def _plan(conn: psycopg.Connection, name: str) -> str:
         "lease_seconds": 30,
         "seconds": 30,
         "after": None,
+        "positions": [],
         "id": "00000000-0000-0000-0000-000000000001",
         "lease_token": "00000000-0000-0000-0000-000000000002",
         "progress": "{}",

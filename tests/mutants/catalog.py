@@ -187,9 +187,9 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 function("claim_fair"),
-                "                    and j.priority = v_level and j.group_key = g.group_key\n"
-                "                    and j.run_after <= v_now\n",
-                "                    and j.priority = v_level and j.group_key = g.group_key\n",
+                "                          and j.group_key = g.group_key\n"
+                "                          and j.run_after <= v_now\n",
+                "                          and j.group_key = g.group_key\n",
             ),
         ),
         targeted=(f"{VARIANTS}::test_a_claim_takes_no_job_before_its_run_after",),
@@ -604,6 +604,147 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/functions/test_maintenance.py"
             "::test_a_connection_lost_during_reclaim_is_reopened_and_the_pass_completes",
             f"{RECONNECT_TESTS}::test_a_ticks_reclaim_whose_connection_died_runs_again_on_the_next",
+        ),
+    ),
+    # Priority, global and the owner's own, in each claim variant: the same mistake made in
+    # one variant alone is caught by that variant's run of the same targeted test.
+    Mutant(
+        "plain-claim-ignores-priority",
+        "the plain claim (one queue or several) orders a level's jobs without the level",
+        (
+            Edit(
+                QUERIES,
+                "    order by priority desc, owner_priority desc, run_after, created_at\n",
+                "    order by owner_priority desc, run_after, created_at\n",
+            ),
+        ),
+        targeted=(f"{VARIANTS}::test_a_claim_takes_the_higher_priority_first",),
+    ),
+    Mutant(
+        "limited-claim-ignores-priority",
+        "the limited claim orders jobs without their level (its pick is its own)",
+        (
+            Edit(
+                function("claim_limited"),
+                "order by priority desc, owner_priority desc, run_after, created_at",
+                "order by owner_priority desc, run_after, created_at",
+                count=2,
+            ),
+        ),
+        targeted=(f"{VARIANTS}::test_a_claim_takes_the_higher_priority_first",),
+    ),
+    Mutant(
+        "fair-claim-ignores-priority",
+        "the fair claim starts at the lowest level (its sweep is its own)",
+        (
+            Edit(
+                function("claim_fair"),
+                "        order by j.priority desc\n        limit 1;\n",
+                "        order by j.priority\n        limit 1;\n",
+            ),
+        ),
+        targeted=(f"{VARIANTS}::test_a_claim_takes_the_higher_priority_first",),
+    ),
+    Mutant(
+        "plain-claim-ignores-owner-priority",
+        "the plain claim orders an owner's jobs by age alone, not by the owner's priority",
+        (
+            Edit(
+                QUERIES,
+                "    order by priority desc, owner_priority desc, run_after, created_at\n",
+                "    order by priority desc, run_after, created_at\n",
+            ),
+        ),
+        targeted=(f"{VARIANTS}::test_a_claim_orders_an_owners_jobs_by_the_owners_priority",),
+    ),
+    Mutant(
+        "limited-claim-ignores-owner-priority",
+        "the limited claim orders an owner's jobs by age alone",
+        (
+            Edit(
+                function("claim_limited"),
+                "order by priority desc, owner_priority desc, run_after, created_at",
+                "order by priority desc, run_after, created_at",
+                count=2,
+            ),
+        ),
+        targeted=(f"{VARIANTS}::test_a_claim_orders_an_owners_jobs_by_the_owners_priority",),
+    ),
+    Mutant(
+        "fair-claim-ignores-owner-priority",
+        "the fair claim takes a group's oldest jobs, not its owner's first",
+        (
+            Edit(
+                function("claim_fair"),
+                "                        order by j.owner_priority desc,"
+                " j.run_after, j.created_at\n"
+                "                        limit g.quota\n",
+                "                        order by j.run_after, j.created_at\n"
+                "                        limit g.quota\n",
+            ),
+        ),
+        targeted=(f"{VARIANTS}::test_a_claim_orders_an_owners_jobs_by_the_owners_priority",),
+    ),
+    # Tenancy in the claim.
+    Mutant(
+        "app-priority-global",
+        "an application user's priority stays a global level",
+        (Edit(function("jobs_app_own"), "    if new.priority <> 0 then\n", "    if false then\n"),),
+        targeted=(
+            "tests/security/test_tenant_turns.py::test_a_tenants_top_priority_does_not_overtake_another_tenants_job",
+        ),
+    ),
+    Mutant(
+        "app-group-any-tenant",
+        "an application user's job may name any group, so any tenant",
+        (
+            Edit(
+                function("jobs_app_own"),
+                "    if new.user_id is not null and split_part(new.group_key, '/', 1)",
+                "    if false and split_part(new.group_key, '/', 1)",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_tenant_turns.py::test_the_app_role_cannot_invent_tenants_or_join_another_in_sql",
+        ),
+    ),
+    Mutant(
+        "fair-claim-tenant-major",
+        "the fair claim lets one tenant take the whole batch before the next tenant's turn",
+        (
+            Edit(
+                function("claim_fair"),
+                "        v_share := (v_want + cardinality(v_tenants) - 1)"
+                " / cardinality(v_tenants);\n",
+                "        v_share := v_want;\n",
+            ),
+            Edit(
+                function("claim_fair"),
+                "coalesce(array_agg(c.id order by c.tenant_rank, c.tenant), '{}')",
+                "coalesce(array_agg(c.id order by c.tenant, c.tenant_rank), '{}')",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_tenant_fairness.py::test_a_tenants_many_groups_share_one_turn",
+        ),
+    ),
+    Mutant(
+        "fair-claim-tenant-groups-restart",
+        "the fair claim starts every tenant's groups at its first, forgetting where it was",
+        (
+            Edit(
+                function("fair_tenant_groups"),
+                "    v_key     text := p_after;\n",
+                "    v_key     text := null;\n",
+            ),
+            Edit(
+                function("fair_tenant_groups"),
+                "    v_wrapped boolean := p_after is null;\n",
+                "    v_wrapped boolean := true;\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_tenant_fairness.py::test_a_tenants_turns_go_round_its_groups",
         ),
     ),
 )

@@ -53,11 +53,12 @@ def test_an_applications_job_belongs_to_the_transactions_user(
             group_key="docs",
         )
     row = conn.execute(
-        "select user_id, queue, type, payload, priority, max_attempts, group_key, status"
-        " from tickq.jobs where id = %s",
+        "select user_id, queue, type, payload, priority, owner_priority, max_attempts,"
+        " group_key, status from tickq.jobs where id = %s",
         (job,),
     ).fetchone()
-    assert row == (alice, "default", "embed", {"doc": 1}, 5, 7, f"{alice}/docs", "queued")
+    # An application user's priority orders only its own jobs: its global level is 0.
+    assert row == (alice, "default", "embed", {"doc": 1}, 0, 5, 7, f"{alice}/docs", "queued")
     with scoped(as_app(), alice) as c:
         plain = enqueue(c, "embed")
     assert conn.execute("select group_key from tickq.jobs where id = %s", (plain,)).fetchone() == (

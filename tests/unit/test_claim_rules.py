@@ -26,7 +26,9 @@ RULES = {
     "finish fenced by the token": "and j.lease_token = o.lease_token",
     "finish back to the queue": "then clock.now + o.delay * interval '1 second'",
     "finished statuses": "finished_at = case when o.status in ('succeeded', 'dead', 'cancelled')",
-    "plain pick order": "order by priority desc, run_after, created_at\n    limit %(limit)s",
+    "plain pick order": (
+        "order by priority desc, owner_priority desc, run_after, created_at\n    limit %(limit)s"
+    ),
     "children settled": "case when bool_or(has_children) then tickq.jobs_settle(",
     # The type limits' rules, shared by the limited and the fair claim.
     "type cap": "coalesce(l.max_running - (select count(*) from tickq.jobs r",

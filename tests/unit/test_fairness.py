@@ -3,12 +3,23 @@ starved group, and the fair statement's finishing part held to the plain one's."
 
 from __future__ import annotations
 
-from uuid import UUID
+from datetime import UTC, datetime
+from uuid import UUID, uuid4
 
 import pytest
 
 from queue_core.errors import InvalidJob
-from queue_core.fairness import GroupStats, most_starved, start_between, sweep_position
+from queue_core.fairness import (
+    TENANT_POSITIONS,
+    FairState,
+    GroupStats,
+    most_starved,
+    start_between,
+    sweep_position,
+    tenant_of,
+)
+from queue_core.jobs import Job
+from queue_core.transitions import new_job
 from queue_core.validation import default_group, job_spec
 
 OWNER = UUID("0190c0de-0000-7000-8000-000000000001")
@@ -86,3 +97,40 @@ def test_a_start_after_a_prefix_never_holds_a_nul_character(
     # Then the start is text PostgreSQL can take, and lies between the two groups
     assert "\x00" not in start
     assert first < start <= last
+
+
+def test_a_groups_tenant_is_its_key_up_to_the_first_slash():
+    assert [tenant_of(g) for g in ("a", "a/b", "a/b/c", "", "/x", "a-b")] == [
+        "a",
+        "a",
+        "a",
+        "",
+        "",
+        "a-b",
+    ]
+
+
+def _job_of(group: str) -> Job:
+    spec = job_spec("t", group=group)
+    return new_job(spec, id=uuid4(), now=datetime(2030, 1, 1, tzinfo=UTC))
+
+
+def test_a_worker_resumes_after_the_last_tenant_and_each_tenants_last_group():
+    state = FairState()
+    state.advance("q", [_job_of(g) for g in ("a", "t/2", "t/3", "u")])
+    # Tenants a, t, u were swept; t's groups went after its bare key, to t/3.
+    assert state.after["q"] == "u"
+    assert state.positions_of("q") == ["t/3"]
+    state.advance("q", [_job_of("t/1")])  # past t/3 the sweep wrapped to t/1
+    assert state.positions_of("q") == ["t/1"]
+    state.advance("q", [_job_of("t")])  # back at the bare key: nothing to remember
+    assert state.positions_of("q") == []
+
+
+def test_a_worker_remembers_a_bounded_number_of_tenants():
+    state = FairState()
+    for n in range(TENANT_POSITIONS + 5):
+        state.advance("q", [_job_of(f"t{n:04}/g")])
+    kept = state.positions_of("q")
+    assert len(kept) == TENANT_POSITIONS
+    assert kept[-1] == f"t{TENANT_POSITIONS + 4:04}/g" and "t0000/g" not in kept

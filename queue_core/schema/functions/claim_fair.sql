@@ -1,17 +1,27 @@
--- The fair claim of one queue. Each pass:
+-- The fair claim of one queue: turns across tenants first, then across each tenant's
+-- groups. A job's tenant is its group key up to the first '/' (the whole key without one;
+-- the HTTP API's groups are "<caller>/<group>"), so a caller who spreads its jobs over many
+-- groups gets no more turns than one who does not. Each pass:
 --   1. finds the best priority level with runnable jobs (jobs_claim_idx, one entry);
---   2. sweeps that level's groups in group order from where this worker stopped last time
---      (p_after; wrapping around to the first group), one group per job still wanted, and
---      locks each group's oldest jobs that no other claimer holds, ceil(wanted / groups) per
---      group (SKIP LOCKED: workers sweeping the same groups at once take the next jobs): a
---      backlog of any size is one group and gets one turn, so it delays another group's job
---      by at most one slot per batch of each worker;
---   3. when no limit concerns the candidates, leases the first ones in (rank within group,
---      sweep order), the round-robin order;
+--   2. sweeps that level's tenants in tenant order from where this worker stopped last time
+--      (p_after, a tenant; wrapping around to the first tenant), one tenant per job still
+--      wanted, ceil(wanted / tenants) jobs per tenant; within each tenant, sweeps its groups
+--      from the group this worker served last in it (p_positions, group keys, one per
+--      tenant at most; none: after its bare key, the key without '/', which comes back on
+--      the wrap), one group per job the tenant may take, and
+--      locks each group's best jobs that no other claimer holds, ceil(tenant's share /
+--      groups) per group (SKIP LOCKED: workers sweeping the same groups at once take the
+--      next jobs): a backlog of any size in any number of groups is one tenant and gets one
+--      turn, so it delays another tenant's job by at most one slot per batch of each worker;
+--   3. when no limit concerns the candidates, leases the first ones in (rank within tenant,
+--      sweep order), the round-robin order, a tenant's rank being (rank within group, group
+--      sweep order);
 --   4. otherwise holds back jobs of a (type, group) or (queue, group) at its cap and of a type
 --      at its cap or rate, deciding after locking the limit rows (as tickq.claim_limited
 --      does, whose rules it applies too: this function replaces it whenever fairness is in
 --      play), and leases the rest in that order.
+-- Within a group, jobs go by owner_priority (the order an application user gave its own
+-- jobs), then run_after and created_at.
 -- A pass that leases nothing moves down to the next priority level. Running counts are read
 -- from tickq.jobs after the locks, with the fresh snapshot a volatile function takes per
 -- statement, so running + claimed never exceeds a cap.
@@ -24,7 +34,8 @@
 -- would match the predicate of jobs_claim_idx and jobs_fair_idx and let the planner scan
 -- one of them instead of the id index.
 create function tickq.claim_fair(
-    p_queue text, p_limit integer, p_lease_seconds integer, p_now timestamptz, p_after text)
+    p_queue text, p_limit integer, p_lease_seconds integer, p_now timestamptz, p_after text,
+    p_positions text[] default '{}')
     returns setof tickq.jobs
     language plpgsql volatile
     as $$
@@ -34,10 +45,18 @@ declare
     v_level     integer;
     v_below     integer;
     v_after     text := p_after;
+    v_positions text[] := coalesce(p_positions, '{}');
+    v_position_tenants text[] := array(
+        select split_part(p, '/', 1) from unnest(coalesce(p_positions, '{}')) p);
+    v_at        integer;
+    v_tenants   text[];
     v_groups    text[];
+    v_keys      text[];
+    v_tenant_of integer[];
+    v_quotas    integer[];
     v_first     text;
     v_want      integer;
-    v_per_group integer;
+    v_share     integer;
     v_ids       uuid[];
     v_types     text[];
     v_capped    text[];
@@ -55,63 +74,98 @@ begin
         from tickq.jobs j
         where j.status in ('queued', 'retrying') and j.queue = p_queue and j.run_after <= v_now
           and (v_below is null or j.priority < v_below)
-        order by j.priority desc, j.run_after, j.created_at
+        order by j.priority desc
         limit 1;
         exit when v_level is null;
 
         if v_after is null then
-            -- A worker's first claim starts at the group of the level's oldest job.
-            select j.group_key into v_first
+            -- A worker's first claim starts at the tenant of the level's first job in claim
+            -- order (its oldest, but for the order owners give their own jobs).
+            select split_part(j.group_key, '/', 1) into v_first
             from tickq.jobs j
             where j.status in ('queued', 'retrying') and j.queue = p_queue
               and j.priority = v_level and j.run_after <= v_now
-            order by j.run_after, j.created_at
+            order by j.owner_priority desc, j.run_after, j.created_at
             limit 1;
-            v_groups := array_prepend(
-                v_first, tickq.fair_groups(p_queue, v_level, v_now, v_first, v_want - 1));
+            v_tenants := array_prepend(
+                v_first, tickq.fair_tenants(p_queue, v_level, v_now, v_first, v_want - 1));
         else
-            v_groups := tickq.fair_groups(p_queue, v_level, v_now, v_after, v_want);
+            v_tenants := tickq.fair_tenants(p_queue, v_level, v_now, v_after, v_want);
         end if;
-        if cardinality(v_groups) < v_want then
-            -- Wrap around: on from the level's first group.
-            select j.group_key into v_first
+        if cardinality(v_tenants) < v_want then
+            -- Wrap around: on from the level's first tenant.
+            select split_part(j.group_key, '/', 1) into v_first
             from tickq.jobs j
             where j.status in ('queued', 'retrying') and j.queue = p_queue
               and j.priority = v_level and j.run_after <= v_now
-            order by j.group_key, j.run_after
+            order by split_part(j.group_key, '/', 1), j.group_key
             limit 1;
-            if v_first is not null and v_first <> all(v_groups) then
-                v_groups := array_append(v_groups, v_first) || array(
-                    select g from unnest(tickq.fair_groups(
-                        p_queue, v_level, v_now, v_first, v_want - cardinality(v_groups) - 1)) g
-                    where g <> all(v_groups));
+            if v_first is not null and v_first <> all(v_tenants) then
+                v_tenants := array_append(v_tenants, v_first) || array(
+                    select t from unnest(tickq.fair_tenants(
+                        p_queue, v_level, v_now, v_first, v_want - cardinality(v_tenants) - 1)) t
+                    where t <> all(v_tenants));
             end if;
         end if;
-        if cardinality(v_groups) = 0 then
+        if cardinality(v_tenants) = 0 then
             v_below := v_level;
             continue;
         end if;
-        v_after := v_groups[cardinality(v_groups)];
-        v_per_group := (v_want + cardinality(v_groups) - 1) / cardinality(v_groups);
+        v_after := v_tenants[cardinality(v_tenants)];
+        v_share := (v_want + cardinality(v_tenants) - 1) / cardinality(v_tenants);
 
-        -- Each group's oldest jobs that no other claimer holds, locked here (SKIP LOCKED, a
+        -- Each tenant's groups from where this worker served it last, and each group's
+        -- quota: the tenant's share spread over them.
+        v_keys := '{}';
+        v_tenant_of := '{}';
+        v_quotas := '{}';
+        for i in 1 .. cardinality(v_tenants) loop
+            -- Where the tenant's groups resume: after the group served last, or else after
+            -- its bare key (the tenant's first group, which the wrap comes back to).
+            v_at := array_position(v_position_tenants, v_tenants[i]);
+            v_groups := tickq.fair_tenant_groups(
+                p_queue, v_level, v_now, v_tenants[i],
+                coalesce(v_positions[v_at], v_tenants[i]), v_share);
+            continue when cardinality(v_groups) = 0;
+            v_keys := v_keys || v_groups;
+            v_tenant_of := v_tenant_of || array_fill(i, array[cardinality(v_groups)]);
+            v_quotas := v_quotas || array_fill(
+                (v_share + cardinality(v_groups) - 1) / cardinality(v_groups),
+                array[cardinality(v_groups)]);
+            -- The next pass of this claim goes on after the last of these groups.
+            if v_at is null then
+                v_positions := v_positions || v_groups[cardinality(v_groups)];
+                v_position_tenants := v_position_tenants || v_tenants[i];
+            else
+                v_positions[v_at] := v_groups[cardinality(v_groups)];
+            end if;
+        end loop;
+
+        -- Each group's best jobs that no other claimer holds, locked here (SKIP LOCKED, a
         -- LIMIT per group): workers sweeping the same groups at once take a group's next
         -- jobs instead of colliding on its first ones.
-        select coalesce(array_agg(c.id order by c.rank, c.ord), '{}'),
-               coalesce(array_agg(c.type order by c.rank, c.ord), '{}')
+        select coalesce(array_agg(c.id order by c.tenant_rank, c.tenant), '{}'),
+               coalesce(array_agg(c.type order by c.tenant_rank, c.tenant), '{}')
         into v_ids, v_types
-        from (select g.ord, x.id, x.type,
-                     row_number() over (partition by g.ord order by x.at) as rank
-              from unnest(v_groups) with ordinality g (group_key, ord)
+        from (select g.tenant, x.id, x.type,
+                     row_number() over (partition by g.tenant order by x.rank, g.ord)
+                         as tenant_rank
+              from unnest(v_keys, v_tenant_of, v_quotas) with ordinality
+                  g (group_key, tenant, quota, ord)
               cross join lateral (
-                  select j.id, j.type, (j.run_after, j.created_at) as at
-                  from tickq.jobs j
-                  where j.status in ('queued', 'retrying') and j.queue = p_queue
-                    and j.priority = v_level and j.group_key = g.group_key
-                    and j.run_after <= v_now
-                  order by j.run_after, j.created_at
-                  limit v_per_group
-                  for update skip locked) x) c;
+                  select y.id, y.type,
+                         row_number() over (
+                             order by y.owner_priority desc, y.run_after, y.created_at) as rank
+                  from (select j.id, j.type, j.owner_priority, j.run_after, j.created_at
+                        from tickq.jobs j
+                        where j.status in ('queued', 'retrying') and j.queue = p_queue
+                          and j.priority = v_level
+                          and split_part(j.group_key, '/', 1) = v_tenants[g.tenant]
+                          and j.group_key = g.group_key
+                          and j.run_after <= v_now
+                        order by j.owner_priority desc, j.run_after, j.created_at
+                        limit g.quota
+                        for update skip locked) y) x) c;
 
         select coalesce(array_agg(l.type), '{}'),
                (select q.max_running_per_group from tickq.queue_group_limits q

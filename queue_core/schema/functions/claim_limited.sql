@@ -43,7 +43,7 @@ begin
             from (select id, type from tickq.jobs
                   where status in ('queued', 'retrying') and queue = p_queues[1]
                     and run_after <= v_now and type <> all(v_blocked)
-                  order by priority desc, run_after, created_at
+                  order by priority desc, owner_priority desc, run_after, created_at
                   limit p_limit - v_claimed
                   for update skip locked) c;
         else
@@ -52,7 +52,7 @@ begin
             from (select id, type from tickq.jobs
                   where status in ('queued', 'retrying') and queue = any(p_queues)
                     and run_after <= v_now and type <> all(v_blocked)
-                  order by priority desc, run_after, created_at
+                  order by priority desc, owner_priority desc, run_after, created_at
                   limit p_limit - v_claimed
                   for update skip locked) c;
         end if;
