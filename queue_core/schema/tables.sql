@@ -83,6 +83,13 @@ create table tickq.jobs (
     -- order, the order in which the claim sweeps groups and workers remember where they
     -- stopped, identical in Python and SQL.
     group_key        text collate "C" not null default '',
+    -- Handler semantics (queue_core/handler_batch.py, queue_core/postgres/transactional.py),
+    -- read only by the views of one job, never by the claim or the finish: a plain job
+    -- stores nulls here and no statement of its life writes them. batch_id: the batch
+    -- handler call the job was last handed to; completed_in_transaction: its success
+    -- committed in the handler's own transaction (null: not).
+    batch_id                 uuid,
+    completed_in_transaction boolean,
 
     constraint jobs_status_check check (
         status in ('waiting', 'queued', 'running', 'retrying', 'succeeded', 'dead',
