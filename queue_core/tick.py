@@ -121,9 +121,12 @@ class Runner:
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         rand: Callable[[], float] = random.random,
         time_left: Callable[[], float] | None = None,
+        transactions: HandlerTransactions | None = None,
     ) -> None:
         """`time_left()`: seconds until the invocation ends (a Lambda's remaining time less
-        its margin); handlers' steps suspend before a step that would not fit."""
+        its margin); handlers' steps suspend before a step that would not fit.
+        `transactions`: where transactional handlers run, the caller's to close (default:
+        connections opened like the store's, closed with the runner)."""
         if batch_size < 1 or concurrency < 1 or lease_seconds < 1:
             raise ValueError("batch_size, concurrency and lease_seconds must be positive")
         self.store = store  # a reconnect replaces it
@@ -136,7 +139,8 @@ class Runner:
         self._pool: ThreadPoolExecutor | None = None
         # Connections of transactional handlers: opened on the first such job, one per
         # handler running at a time, closed with the runner.
-        self._transactions: HandlerTransactions | None = None
+        self._transactions = transactions
+        self._owns_transactions = transactions is None
         self._transactions_lock = threading.Lock()
         self.pipeline = Pipeline()
         self.step_counts = StepCounts()
@@ -155,7 +159,7 @@ class Runner:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-        if self._transactions is not None:
+        if self._transactions is not None and self._owns_transactions:
             self._transactions.close()
             self._transactions = None
 
