@@ -139,8 +139,8 @@ def cases(before: str) -> list[tuple[str, list[Case]]]:
         (
             "transactional against plain handler (each writes one row)",
             [
-                ("plain handler, row on the worker's connection", "after", "row", 0.2, 10),
-                ("transactional handler", "after", "transactional", 0.2, 10),
+                ("plain handler, row on the worker's connection", "after", "row", 0.05, 10),
+                ("transactional handler", "after", "transactional", 0.05, 10),
             ],
         ),
     ]
