@@ -49,9 +49,12 @@ MAX_HANDLER_BATCH = 10_000
 class Registry:
     def __init__(self) -> None:
         self.tasks: dict[str, Task] = {}
-        # Whether some task consumes batches: only then does the runner group a claim's
-        # jobs by type, so a registry of plain handlers pays nothing for it.
-        self.batched = False
+
+    @property
+    def batched(self) -> bool:
+        """Whether some task consumes batches: only then does the runner group a claim's
+        jobs by type, so a registry of plain handlers pays one look per claim for it."""
+        return any(task.batch_size is not None for task in self.tasks.values())
 
     def task(
         self,
@@ -114,7 +117,6 @@ class Registry:
                 transactional,
                 batch_size,
             )
-            self.batched = any(t.batch_size is not None for t in self.tasks.values())
             return fn
 
         return register
