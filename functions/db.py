@@ -52,6 +52,14 @@ def connection() -> psycopg.Connection[Any]:
     return _conn
 
 
+def new_connection() -> psycopg.Connection[Any]:
+    """A connection of its own to the environment's database (for a transactional handler),
+    opened as the shared one is: the secret, a fresh IAM token, the prepared-statement
+    setting."""
+    settings = Settings.from_env()
+    return _open(settings.database_url or os.environ.get("TICKQ_DB_SECRET_ARN") or "", settings)
+
+
 def discard() -> None:
     """Drop the connection (after a database failure) so the next call opens a new one."""
     global _conn, _source

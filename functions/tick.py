@@ -25,12 +25,19 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from queue_core import ConfigurationError, InvalidJob, Runner, TickReport
 from queue_core.config import env_int
+from queue_core.postgres.transactional import HandlerConnections
 from queue_core.validation import integer, name
 
+from . import db
 from .aws import RETURN_RESERVE_MS, invoke_async, publish_dead_letters, time_left_of
 from .errors import BadRequest, problem
 from .observability import log_metrics, logger, record_tick, tracer
 from .runtime import settings, store, tasks
+
+# Transactional handlers' connections, one per handler running at a time, opened as the
+# environment's own (the current secret, a fresh IAM token) on the first such job and kept
+# for the warm environment's life, as its shared connection is.
+_handler_connections = HandlerConnections(db.new_connection)
 
 MAX_FANOUT_HOPS = 15
 
@@ -70,6 +77,7 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         lease_seconds=config.lease_seconds,
         # Durable steps suspend before a step that would end past the safety margin.
         time_left=lambda: (context.get_remaining_time_in_millis() - margin_ms) / 1000,
+        transactions=_handler_connections,
     )
 
     def fan_out() -> bool:

@@ -294,6 +294,9 @@ def cmd_show(args: argparse.Namespace) -> int:
             lines = [_relative(r) for r in relatives if r.relation == relation]
             if lines:
                 table.add_row(title, "\n".join(lines))
+        handled = durable.handling()
+        if handled:
+            table.add_row("handler", "\n".join(handled))
         out.print(table)
         steps = cli_steps.durable_table(durable)
         if steps is not None:

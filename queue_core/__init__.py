@@ -37,9 +37,11 @@ from .errors import (
     TickqError,
     UnknownJobType,
 )
+from .handler_batch import HandlerBatch
 from .jobs import EnqueueResult, Job, JobSpec, Status
 from .partitions import ensure_partitions
 from .postgres import PostgresStore, StepStore
+from .postgres.transactional import complete_in
 from .registry import Registry, Task, registry, task
 from .steps import InvalidStep, WaitTimeout
 from .tick import Runner, TickReport
@@ -52,6 +54,7 @@ __all__ = [
     "ConfigurationError",
     "DatabaseError",
     "EnqueueResult",
+    "HandlerBatch",
     "InvalidJob",
     "InvalidParent",
     "InvalidStep",
@@ -76,6 +79,7 @@ __all__ = [
     "TickqError",
     "UnknownJobType",
     "WaitTimeout",
+    "complete_in",
     "enqueue",
     "enqueue_many",
     "ensure_partitions",

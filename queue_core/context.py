@@ -7,7 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from .errors import ConfigurationError, JobCancelled
-from .jobs import DEFAULT_LEASE_SECONDS, Job
+from .jobs import DEFAULT_LEASE_SECONDS, Job, Outcome
 from .ports import LeaseKeeper
 from .step_context import JobSteps, StepHost
 
@@ -130,7 +130,10 @@ class JobContext:
     def _durable(self) -> JobSteps:
         if self._steps is None:
             if self._host is None:
-                raise ConfigurationError("durable steps need a job run by a Runner")
+                raise ConfigurationError(
+                    "durable steps need a job run by a Runner on its own (a batch handler's "
+                    "jobs have none)"
+                )
             self._steps = JobSteps(
                 self._job,
                 self._host,
@@ -142,6 +145,20 @@ class JobContext:
 
     def __repr__(self) -> str:
         return f"<job {self.type} {self.id} attempt {self.attempt}/{self.max_attempts}>"
+
+
+class TransactionalJobContext(JobContext):
+    """The `job` of a transactional handler: remembers a completion the handler made itself
+    (queue_core.complete_in), so the runner does not complete the job a second time."""
+
+    __slots__ = ("_completed",)
+
+    @property
+    def completed(self) -> Outcome | None:
+        return getattr(self, "_completed", None)  # unset until the handler completes it
+
+    def note_completed(self, outcome: Outcome) -> None:
+        self._completed = outcome
 
 
 class AsyncJobContext(JobContext):

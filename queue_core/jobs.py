@@ -166,8 +166,21 @@ class Outcome:
     # The job suspended (steps.suspend): its own fenced statement stored that already, so
     # the batch's statement skips it.
     suspended: bool = False
+    # The success committed in the handler's own transaction (transactional handlers):
+    # stored by that commit, so the batch's statement skips it too.
+    in_transaction: bool = False
 
     @property
     def is_plain_success(self) -> bool:
         """Succeeded with nothing else to store: the store sends these compactly."""
-        return self.status is Status.SUCCEEDED and self.result_json is None and not self.error
+        return (
+            self.status is Status.SUCCEEDED
+            and self.result_json is None
+            and not self.error
+            and not self.in_transaction
+        )
+
+    @property
+    def stored(self) -> bool:
+        """Stored already by a statement of its own (a suspension, a handler's commit)."""
+        return self.suspended or self.in_transaction

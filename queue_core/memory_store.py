@@ -37,7 +37,15 @@ from .jobs import (
     Status,
 )
 from .pages import check_page_limit, decode_cursor, encode_cursor
-from .ports import ClaimedBatch, JobList, LeaseState, Page, StatsRow, Store
+from .ports import (
+    ClaimedBatch,
+    HandlerTransactions,
+    JobList,
+    LeaseState,
+    Page,
+    StatsRow,
+    Store,
+)
 from .steps import Durable, DurableView, WaitKind
 
 
@@ -57,6 +65,7 @@ class MemoryStore(DerivedOperations):
         self._lock = threading.Lock()
         self._enqueued = threading.Event()
         self.calls: list[str] = []  # the operations run, in order, for tests of callers
+        self.batch_ids: dict[UUID, UUID] = {}  # job -> the batch handler call it was in
 
     def close(self) -> None:
         """Nothing to release: the jobs live as long as the object."""
@@ -142,7 +151,7 @@ class MemoryStore(DerivedOperations):
             held: set[UUID] = set()
             for outcome in outcomes:
                 job = self._jobs.get(outcome.job_id)
-                if job is None or outcome.suspended:  # a suspension is stored when it happens
+                if job is None or outcome.stored:  # stored when it happened
                     continue
                 try:
                     self._jobs[job.id] = transitions.finish(job, outcome, now=at)
@@ -400,6 +409,16 @@ class MemoryStore(DerivedOperations):
     @property
     def steps(self) -> NoSteps:
         return NO_STEPS
+
+    def handler_transactions(self) -> HandlerTransactions:
+        raise ConfigurationError("transactional handlers need the Postgres store")
+
+    def mark_batch(self, batch_id: UUID, jobs: Sequence[Job]) -> None:
+        with self._lock:
+            for job in jobs:
+                current = self._jobs.get(job.id)
+                if current is not None and current.lease_token == job.lease_token:
+                    self.batch_ids[job.id] = batch_id
 
 
 class NoSteps:

@@ -8,7 +8,7 @@ an optional `now`; without it the store's own clock decides (the database's, in 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -97,6 +97,31 @@ class LeaseKeeper(Protocol):
         ...
 
 
+class CompletableJob(Protocol):
+    """The `job` of a transactional handler, as the completion in its transaction sees it."""
+
+    @property
+    def row(self) -> Job: ...
+
+    @property
+    def completed(self) -> Outcome | None:
+        """The completion the handler made itself (complete_in), if it did."""
+        ...
+
+    def note_completed(self, outcome: Outcome) -> None: ...
+
+
+class HandlerTransactions(Protocol):
+    """The transactions transactional handlers run in, each on a connection of its own."""
+
+    def run(self, job: CompletableJob, fn: Callable[..., Any]) -> Outcome:
+        """`fn(job, conn)` and the job's fenced success commit together; what `fn` raises,
+        or LeaseLost, rolls both back and is raised again."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class Store(LeaseKeeper, Protocol):
     """One queue, one session: enqueue, the worker's claim/finish cycle, and operations."""
 
@@ -174,6 +199,14 @@ class Store(LeaseKeeper, Protocol):
     def fail(
         self, job: Job, error: str, *, permanent: bool = False, now: datetime | None = None
     ) -> None: ...
+
+    def handler_transactions(self) -> HandlerTransactions:
+        """Transactions for transactional handlers on connections like this store's."""
+        ...
+
+    def mark_batch(self, batch_id: UUID, jobs: Sequence[Job]) -> None:
+        """Record that these running jobs are handed to batch handler call `batch_id`."""
+        ...
 
     # Waking idle workers
 

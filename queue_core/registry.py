@@ -34,11 +34,27 @@ class Task:
     # Durable steps: the longest a step takes; a step that would not fit in the time left
     # suspends the job first (docs/steps.md). None: steps never suspend on their own.
     step_seconds: float | None = None
+    # Called as fn(job, conn): the handler's writes and the job's success commit together
+    # (queue_core/postgres/transactional.py).
+    transactional: bool = False
+    # Called as fn(batch) with up to this many claimed jobs of the type at once
+    # (queue_core/handler_batch.py). None: one call per job.
+    batch_size: int | None = None
+
+
+# The most jobs one batch handler call may hold: as many as one claim may lease.
+MAX_HANDLER_BATCH = 10_000
 
 
 class Registry:
     def __init__(self) -> None:
         self.tasks: dict[str, Task] = {}
+
+    @property
+    def batched(self) -> bool:
+        """Whether some task consumes batches: only then does the runner group a claim's
+        jobs by type, so a registry of plain handlers pays one look per claim for it."""
+        return any(task.batch_size is not None for task in self.tasks.values())
 
     def task(
         self,
@@ -50,8 +66,14 @@ class Registry:
         priority: int | None = None,
         backoff: Backoff | Mapping[str, float] | None = None,
         step_seconds: float | None = None,
+        transactional: bool = False,
+        batch_size: int | None = None,
     ) -> Callable[[Handler], Handler]:
-        """Register the decorated function as the handler of job type `name`."""
+        """Register the decorated function as the handler of job type `name`.
+
+        `transactional=True`: called as fn(job, conn) inside a transaction that also holds
+        the job's fenced success. `batch_size=N`: called as fn(batch) with up to N jobs.
+        """
         # Validate the defaults now, so a bad decorator fails at import rather than at enqueue.
         validation.job_spec(
             name,
@@ -68,6 +90,8 @@ class Registry:
                 step_seconds, "step_seconds", 0.001, validation.MAX_LEASE_SECONDS
             )
 
+        _handler_mode(transactional, batch_size, step_seconds)
+
         def register(fn: Handler) -> Handler:
             existing = self.tasks.get(name)
             if existing is not None and existing.fn is not fn:
@@ -75,6 +99,11 @@ class Registry:
                     f"job type {name!r} already has a handler: {_where(existing.fn)}"
                 )
             is_async = inspect.iscoroutinefunction(fn)
+            if is_async and transactional:
+                raise ConfigurationError(
+                    f"job type {name!r}: transactional handlers are plain functions "
+                    "fn(job, conn) (a psycopg connection is not awaitable); make it a def"
+                )
             self.tasks[name] = Task(
                 name,
                 fn,
@@ -85,6 +114,8 @@ class Registry:
                 priority,
                 policy,
                 step_seconds,
+                transactional,
+                batch_size,
             )
             return fn
 
@@ -163,6 +194,26 @@ class Registry:
                 raise ConfigurationError(
                     f"cannot import task module {module!r} (from TICKQ_TASK_MODULES): {exc}"
                 ) from exc
+
+
+def _handler_mode(transactional: Any, batch_size: Any, step_seconds: float | None) -> None:
+    """Refuse a handler mode that cannot hold its guarantee, at import time."""
+    if not isinstance(transactional, bool):
+        raise ConfigurationError(f"transactional must be True or False, got {transactional!r}")
+    if batch_size is None:
+        return
+    validation.integer(batch_size, "batch_size", 1, MAX_HANDLER_BATCH)
+    if transactional:
+        raise ConfigurationError(
+            "a task cannot be both transactional and batched: a batch's jobs settle one by "
+            "one (batch.fail, batch.retry_after), one transaction could only commit or roll "
+            "back them all"
+        )
+    if step_seconds is not None:
+        raise ConfigurationError(
+            "batch handlers cannot use durable steps (step_seconds): a step belongs to one "
+            "job, and a suspension would leave the rest of the batch"
+        )
 
 
 def _where(fn: Handler) -> str:

@@ -89,6 +89,9 @@ class TickReport:
         for job, outcome in zip(jobs, outcomes, strict=True):
             if outcome.suspended:  # stored when it happened, counted in `suspended`
                 continue
+            if outcome.in_transaction:  # committed by the handler's transaction
+                self.succeeded += 1
+                continue
             if not all_held and outcome.job_id not in held:
                 self.lost_leases += 1
                 log.warning("lease lost; outcome discarded", extra=log_fields(job, outcome))

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 from . import validation
 from .errors import InvalidJob, InvalidTransition, LeaseLost, PermanentError
@@ -70,6 +71,10 @@ class DurableView:
     wait: Wait | None  # only while the job is suspended (queued, waiting)
     steps: list[dict[str, Any]]  # name, finished_at, size
     signals: list[dict[str, Any]]  # name, sent_at, size
+    # How its handler ran it: the batch handler call it was last handed to, and whether its
+    # success committed in the handler's own transaction.
+    batch_id: UUID | None = None
+    completed_in_transaction: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         wait = None
@@ -85,7 +90,18 @@ class DurableView:
             "waiting_for": wait,
             "steps": self.steps,
             "signals": self.signals,
+            "batch_id": None if self.batch_id is None else str(self.batch_id),
+            "completed_in_transaction": self.completed_in_transaction,
         }
+
+    def handling(self) -> list[str]:
+        """How its handler ran the job, in words (empty for a plain handler's job)."""
+        notes = []
+        if self.batch_id is not None:
+            notes.append(f"part of batch {self.batch_id}")
+        if self.completed_in_transaction:
+            notes.append("completed in the handler's transaction")
+        return notes
 
 
 class InvalidStep(PermanentError):

@@ -20,12 +20,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from . import transitions, worker
-from .context import AsyncJobContext, JobContext
+from . import handler_batch, transitions, worker
+from .context import AsyncJobContext, JobContext, TransactionalJobContext
 from .errors import DatabaseError, InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
+from .handler_batch import HandlerBatch
+from .ids import new_id
 from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, Status
 from .pipeline import Pipeline
-from .ports import NO_JOBS, JobList, Store
+from .ports import NO_JOBS, HandlerTransactions, JobList, Store
 from .registry import Registry, Task
 from .report import TICK_COUNTERS, DeadLetter, TickReport, log_fields
 from .step_context import StepCounts, StepHost, Suspended
@@ -119,9 +121,12 @@ class Runner:
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         rand: Callable[[], float] = random.random,
         time_left: Callable[[], float] | None = None,
+        transactions: HandlerTransactions | None = None,
     ) -> None:
         """`time_left()`: seconds until the invocation ends (a Lambda's remaining time less
-        its margin); handlers' steps suspend before a step that would not fit."""
+        its margin); handlers' steps suspend before a step that would not fit.
+        `transactions`: where transactional handlers run, the caller's to close (default:
+        connections opened like the store's, closed with the runner)."""
         if batch_size < 1 or concurrency < 1 or lease_seconds < 1:
             raise ValueError("batch_size, concurrency and lease_seconds must be positive")
         self.store = store  # a reconnect replaces it
@@ -132,6 +137,11 @@ class Runner:
         self.lease_seconds = lease_seconds
         self.rand = rand
         self._pool: ThreadPoolExecutor | None = None
+        # Connections of transactional handlers: opened on the first such job, one per
+        # handler running at a time, closed with the runner.
+        self._transactions = transactions
+        self._owns_transactions = transactions is None
+        self._transactions_lock = threading.Lock()
         self.pipeline = Pipeline()
         self.step_counts = StepCounts()
         self._steps = StepHost(lambda: self.store, time_left, self.step_counts)
@@ -149,6 +159,9 @@ class Runner:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        if self._transactions is not None and self._owns_transactions:
+            self._transactions.close()
+            self._transactions = None
 
     def __enter__(self) -> Runner:
         return self
@@ -413,6 +426,8 @@ class Runner:
 
     def run_jobs(self, jobs: Sequence[Job]) -> list[Outcome]:
         tasks = [self.registry.get(job.type) for job in jobs]
+        if self.registry.batched:
+            return self._run_calls(jobs, tasks)
         outcomes: list[Outcome | None] = [None] * len(jobs)
         sync = [i for i, t in enumerate(tasks) if t is None or not t.is_async]
         async_ = [i for i, t in enumerate(tasks) if t is not None and t.is_async]
@@ -424,11 +439,68 @@ class Runner:
             pool = self._executor()
             futures = [(i, pool.submit(self.run_one, jobs[i], tasks[i])) for i in sync]
         if async_:
-            for i, outcome in zip(async_, self._run_async([jobs[i] for i in async_]), strict=True):
+            for i, [outcome] in zip(
+                async_, self._run_async([[jobs[i]] for i in async_]), strict=True
+            ):
                 outcomes[i] = outcome
         for i, future in futures:
             outcomes[i] = future.result()
         return [o for o in outcomes if o is not None]
+
+    def _run_calls(self, jobs: Sequence[Job], tasks: Sequence[Task | None]) -> list[Outcome]:
+        """run_jobs for a registry with batch handlers: each batch handler's jobs of the
+        claim go to it in calls of up to its batch size, every other job alone; the calls
+        run at most `concurrency` at a time, as single jobs do."""
+        units = handler_batch.group(jobs, [t.batch_size if t else None for t in tasks])
+        outcomes: list[Outcome | None] = [None] * len(jobs)
+
+        def run(unit: list[int]) -> list[Outcome]:
+            task = tasks[unit[0]]
+            if task is not None and task.batch_size is not None:
+                return self.run_batch_call([jobs[i] for i in unit], task)
+            return [self.run_one(jobs[unit[0]], task)]
+
+        def keep(unit: list[int], results: list[Outcome]) -> None:
+            for i, outcome in zip(unit, results, strict=True):
+                outcomes[i] = outcome
+
+        sync = [u for u in units if tasks[u[0]] is None or not tasks[u[0]].is_async]  # type: ignore[union-attr]
+        async_ = [u for u in units if u not in sync]
+        futures = []
+        if len(sync) == 1 or self.concurrency == 1:
+            for unit in sync:
+                keep(unit, run(unit))
+        elif sync:
+            pool = self._executor()
+            futures = [(unit, pool.submit(run, unit)) for unit in sync]
+        if async_:
+            called = self._run_async([[jobs[i] for i in unit] for unit in async_])
+            for unit, results in zip(async_, called, strict=True):
+                keep(unit, results)
+        for unit, future in futures:
+            keep(unit, future.result())
+        return [o for o in outcomes if o is not None]
+
+    def run_batch_call(self, jobs: Sequence[Job], task: Task) -> list[Outcome]:
+        """One call of a batch handler with these jobs of its type; each job's outcome."""
+        batch = self._batch(jobs)
+        try:
+            returned = task.fn(batch)
+        except BaseException as exc:  # judged per job below; interrupts are re-raised there
+            return batch.outcomes(None, exc, judge=self._judge, succeed=self._succeeded)
+        return batch.outcomes(returned, None, judge=self._judge, succeed=self._succeeded)
+
+    def _batch(self, jobs: Sequence[Job]) -> HandlerBatch:
+        """The `batch` of one batch handler call, recorded on its jobs (one statement). Its
+        jobs get no durable steps: a step belongs to one job's call."""
+        batch = HandlerBatch(
+            new_id(), [JobContext(job, self.store, self.lease_seconds) for job in jobs]
+        )
+        try:
+            self.store.mark_batch(batch.id, jobs)
+        except DatabaseError as exc:  # only the views miss it; the outcomes still count
+            log.warning("batch %s not recorded on its jobs: %s", batch.id, exc)
+        return batch
 
     def run_one(self, job: Job, task: Task | None) -> Outcome:
         if task is None:
@@ -438,6 +510,8 @@ class Runner:
                 f"no handler registered for type {job.type!r} (known: {known})",
                 rand=self.rand(),
             )
+        if task.transactional:
+            return self._run_in_transaction(job, task)
         context = JobContext(job, self.store, self.lease_seconds, self._steps, task.step_seconds)
         try:
             result = task.fn(context)
@@ -445,24 +519,59 @@ class Runner:
             return self._judge(job, exc)
         return self._succeeded(job, result)
 
-    def _run_async(self, jobs: Sequence[Job]) -> list[Outcome]:
-        async def run_all() -> list[Outcome]:
+    def _run_in_transaction(self, job: Job, task: Task) -> Outcome:
+        """fn(job, conn) and the job's fenced success in one transaction of a connection of
+        its own: the outcome is stored by that commit, so the batch's statement skips it."""
+        context = TransactionalJobContext(
+            job, self.store, self.lease_seconds, self._steps, task.step_seconds
+        )
+        try:
+            outcome = self._handler_transactions().run(context, task.fn)
+        except BaseException as exc:  # rolled back; judged as any handler's exception
+            return self._judge(job, exc)
+        if log.isEnabledFor(logging.INFO):
+            log.info("job succeeded in its handler's transaction", extra=log_fields(job, outcome))
+        return outcome
+
+    def _handler_transactions(self) -> HandlerTransactions:
+        with self._transactions_lock:
+            if self._transactions is None:
+                self._transactions = self.store.handler_transactions()
+            return self._transactions
+
+    def _run_async(self, calls: Sequence[Sequence[Job]]) -> list[list[Outcome]]:
+        """Async handler calls on one event loop, at most `concurrency` at a time: each call
+        one job, or a batch handler's jobs; the outcomes of each call."""
+
+        async def run_all() -> list[list[Outcome]]:
             limit = asyncio.Semaphore(self.concurrency)
 
-            async def run(job: Job) -> Outcome:
+            async def run(jobs: Sequence[Job]) -> list[Outcome]:
+                job = jobs[0]
                 task = self.registry.get(job.type)
                 assert task is not None
                 async with limit:
+                    if task.batch_size is not None:
+                        batch = self._batch(jobs)
+                        try:
+                            returned = await task.fn(batch)
+                        except BaseException as exc:
+                            return batch.outcomes(
+                                None, exc, judge=self._judge, succeed=self._succeeded
+                            )
+                        return batch.outcomes(
+                            returned, None, judge=self._judge, succeed=self._succeeded
+                        )
                     context = AsyncJobContext(
                         job, self.store, self.lease_seconds, self._steps, task.step_seconds
                     )
                     try:
                         result = await task.fn(context)
                     except BaseException as exc:
-                        return self._judge(job, exc)
-                    return self._succeeded(job, result)
+                        return [self._judge(job, exc)]
+                    return [self._succeeded(job, result)]
 
-            return list(await asyncio.gather(*(run(job) for job in jobs)))
+            return list(await asyncio.gather(*(run(jobs) for jobs in calls)))
 
         return asyncio.run(run_all())
 

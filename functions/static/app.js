@@ -354,6 +354,10 @@ async function openDetail(id) {
     el("dt", {}, name.replace(/_/g, " ")),
     el("dd", {}, job[name] === null || job[name] === undefined ? "—" : String(job[name])),
   ]));
+  const handled = handling(job);
+  if (handled.length) {
+    $("detail-fields").append(el("dt", {}, "handler"), el("dd", { id: "detail-handling" }, handled.join(" · ")));
+  }
   renderSteps(job);
   renderGraph(job);
   $("detail-payload").textContent = job.payload === undefined ? "(not shown to operators)" : JSON.stringify(job.payload, null, 2);
@@ -362,6 +366,15 @@ async function openDetail(id) {
     ? job.errors.map((e) => `#${e.attempt} ${e.at}  ${e.error}`).join("\n")
     : "—";
   if (!$("detail").open) $("detail").showModal();
+}
+
+// How the job's handler ran it (GET /jobs/{id} adds batch_id and completed_in_transaction),
+// in the words of `tickq show`.
+function handling(job) {
+  const notes = [];
+  if (job.batch_id) notes.push(`part of batch ${job.batch_id}`);
+  if (job.completed_in_transaction) notes.push("completed in the handler's transaction");
+  return notes;
 }
 
 // A job's durable steps (GET /jobs/{id} adds steps, waiting_for and resumes).

@@ -63,7 +63,7 @@ class Claims:
             return held, JobList(sorted(claimed, key=transitions.claim_order))
         # The plain claim, inline: it runs once per batch of every worker.
         params = {
-            **_outcome_params(outcomes),
+            **outcome_params(outcomes),
             "queue": queues[0] if len(queues) == 1 else None,
             "queues": list(queues),
             "limit": limit,
@@ -125,7 +125,7 @@ class Claims:
         one statement for the first queue (jobs_finish_and_claim_fair), then queue by queue
         in the order given; each queue's sweep resumes where this store's last one ended."""
         params = {
-            **_outcome_params(outcomes),
+            **outcome_params(outcomes),
             **self._fair_params(queues[0], limit, lease_seconds, now),
         }
         rows = self._db.rows("jobs_finish_and_claim_fair", params, ids_and_jobs, binary=True)
@@ -188,7 +188,7 @@ class Claims:
         return woken
 
 
-def _outcome_params(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+def outcome_params(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     """The outcomes as jobs_finish_and_claim takes them: plain successes as two binary uuid
     arrays, the rest as JSON text."""
     ids: list[UUID] = []
@@ -198,7 +198,7 @@ def _outcome_params(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         if o.is_plain_success:
             ids.append(o.job_id)
             tokens.append(o.lease_token)
-        elif not o.suspended:  # a suspension was stored by its own statement
+        elif not o.stored:  # a suspension or a handler's commit stored it already
             others.append(_outcome_json(o))
     return {
         "outcomes": "[" + ",".join(others) + "]",

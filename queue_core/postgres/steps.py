@@ -143,10 +143,10 @@ class StepStore:
         rows = self._db.rows("job_durable_show", {"id": job_uuid(job_id)})
         if not rows:
             raise JobNotFound(job_id)
-        status, resumes, kind, name, until, stored, signals = rows[0]
+        status, resumes, kind, name, until, batch_id, in_transaction, stored, signals = rows[0]
         waiting = kind is not None and Status(status) in RUNNABLE
         wait = Wait(WaitKind(kind), name, until) if waiting else None
-        return DurableView(resumes, wait, stored, signals)
+        return DurableView(resumes, wait, stored, signals, batch_id, in_transaction)
 
     def retry(self, job_id: UUID | str, *, fresh: bool, now: datetime | None = None) -> Job:
         """Operator retry of a dead or cancelled job: its completed steps are kept (it

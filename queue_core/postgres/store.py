@@ -27,9 +27,10 @@ from .leases import Leases
 from .probes import LimitsProbe
 from .reads import Reads
 from .steps import StepStore
+from .transactional import Handling
 
 
-class PostgresStore(Enqueues, Claims, Leases, Reads, DerivedOperations):
+class PostgresStore(Enqueues, Claims, Leases, Reads, Handling, DerivedOperations):
     """The queue on one psycopg connection: the store port's adapter for PostgreSQL.
 
     With an autocommit connection each operation is one statement, one round trip, its own

@@ -88,6 +88,13 @@ create table tickq.jobs (
     -- level (priority), which is 0 for every job such a caller enqueues (tickq.jobs_app_own).
     -- Jobs of trusted enqueuers keep 0 here and their level in priority.
     owner_priority   integer not null default 0,
+    -- Handler semantics (queue_core/handler_batch.py, queue_core/postgres/transactional.py),
+    -- read only by the views of one job, never by the claim or the finish: a plain job
+    -- stores nulls here and no statement of its life writes them. batch_id: the batch
+    -- handler call the job was last handed to; completed_in_transaction: its success
+    -- committed in the handler's own transaction (null: not).
+    batch_id                 uuid,
+    completed_in_transaction boolean,
 
     constraint jobs_status_check check (
         status in ('waiting', 'queued', 'running', 'retrying', 'succeeded', 'dead',

@@ -327,6 +327,30 @@ claimed as materialized (
 {{pick_in_claim_order}}, {{lease_picked}}
 {{finish_report}};
 
+-- name: jobs_batch_mark
+-- Record which batch handler call the given running jobs are handed to (the views of one
+-- job show it), fenced by their lease tokens: one statement per call, not one per job.
+-- Jobs of plain handlers never pass here. The status list names the live partition's
+-- statuses, so the lookups read tickq.jobs_live alone.
+update tickq.jobs j
+set batch_id = %(batch_id)s
+from unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) as b (id, lease_token)
+where j.id = b.id
+  and j.lease_token = b.lease_token
+  and j.status in ('waiting', 'queued', 'running', 'retrying');
+
+-- name: job_complete_in_mark
+-- The first half of a completion inside the caller's transaction: mark the running job as
+-- completed in it, fenced by its lease token. The update also locks the row until that
+-- transaction ends, so no reclaim slips between this check and the finish that follows
+-- (jobs_finish_and_claim with limit 0, the one finish rule). No row: the lease was lost.
+update tickq.jobs
+set completed_in_transaction = true
+where id = %(id)s
+  and lease_token = %(lease_token)s
+  and status in ('waiting', 'queued', 'running', 'retrying')
+returning id;
+
 -- name: jobs_reclaim
 -- Return jobs whose lease expired to retrying (a failed attempt, with backoff), or to dead
 -- when their attempts are used up, checking and writing in one statement.

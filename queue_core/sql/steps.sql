@@ -104,8 +104,11 @@ from job, held;
 
 -- name: job_durable_show
 -- What the views of one job show of its durable side: resumes, wait, steps and signals
--- (names, times and sizes, not results). No row: no such job (or one of another user).
+-- (names, times and sizes, not results), and how its handler ran it: the batch handler
+-- call it was last handed to, and whether its success committed in the handler's own
+-- transaction. No row: no such job (or one of another user).
 select j.status, coalesce(j.resumes, 0), j.wait_kind, j.wait_name, j.wait_until,
+       j.batch_id, coalesce(j.completed_in_transaction, false),
        (select coalesce(jsonb_agg(jsonb_build_object(
                    'name', s.name, 'finished_at', s.finished_at, 'size', s.size)
                order by s.finished_at, s.name), '[]'::jsonb)

@@ -13,7 +13,10 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Callable
 from typing import Any
+
+import psycopg
 
 from queue_core import JobContext, PermanentError, RetryAfter, task
 from tests.chaos import evidence
@@ -49,14 +52,40 @@ def act(job: JobContext, action: str) -> dict[str, Any]:
     return {"n": job.payload.get("n"), "attempt": job.attempt}
 
 
-@task("chaos", max_attempts=MAX_ATTEMPTS, lease_seconds=LEASE_SECONDS, backoff=BACKOFF)
-def chaos(job: JobContext) -> dict[str, Any]:
+def recorded(job: JobContext, run: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """Draw an action, record the execution, `run(action)`, record what it handed back."""
     action = choose(random.random())
     execution = evidence.started(job, action)
     try:
-        result = act(job, action)
+        result = run(action)
     except BaseException as exc:
         evidence.ended(execution, evidence.reported(exc))
         raise
     evidence.ended(execution, "succeeded")
     return result
+
+
+@task("chaos", max_attempts=MAX_ATTEMPTS, lease_seconds=LEASE_SECONDS, backoff=BACKOFF)
+def chaos(job: JobContext) -> dict[str, Any]:
+    return recorded(job, lambda action: act(job, action))
+
+
+@task(
+    "chaos-tx",
+    transactional=True,
+    max_attempts=MAX_ATTEMPTS,
+    lease_seconds=LEASE_SECONDS,
+    backoff=BACKOFF,
+)
+def chaos_tx(job: JobContext, conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """A transactional handler: its row in chaos.tx_rows must commit exactly when the job
+    succeeds, whatever the execution does after writing it (raise, snooze, die, outlive its
+    lease and report success all the same)."""
+
+    def run(action: str) -> dict[str, Any]:
+        conn.execute(
+            "insert into chaos.tx_rows (job_id, attempt) values (%s, %s)", (job.id, job.attempt)
+        )
+        return act(job, action)
+
+    return recorded(job, run)

@@ -142,6 +142,10 @@ create table chaos.step_runs (
     completed_at timestamptz not null
 );
 create index on chaos.step_runs (job_id, name);
+
+-- Transactional handlers: the row each execution inserts in its handler's transaction.
+create table chaos.tx_rows (job_id uuid not null, attempt integer not null);
+create index on chaos.tx_rows (job_id);
 """
 
 # A version that ends a lease: the row leaves a token it held.
@@ -188,6 +192,15 @@ _LEASED_EXECUTIONS = f"""
 """
 
 ALWAYS: dict[str, str] = {
+    # One snapshot sees the handler's row and the job's success commit together or not at
+    # all: a worker that lost its lease, died or failed after writing commits neither.
+    "a transactional job's handler rows disagree with its success": """
+        select j.id, j.status, count(r.job_id) from tickq.jobs j
+        left join chaos.tx_rows r on r.job_id = j.id
+        where j.type = 'chaos-tx'
+        group by j.id, j.status
+        having count(r.job_id) <> case when j.status = 'succeeded' then 1 else 0 end
+    """,
     "more than one accepted completion": """
         select job_id, count(*) from chaos.versions
         where op = 'update' and new_status = 'succeeded'

@@ -24,9 +24,11 @@ class Kind:
     spec: Callable[[random.Random, int], JobSpec]
 
 
-def _chaos(n: int, *, key: str | None = None, delay: float | None = None) -> JobSpec:
+def _chaos(
+    n: int, *, key: str | None = None, delay: float | None = None, type_: str = "chaos"
+) -> JobSpec:
     return validation.job_spec(
-        "chaos",
+        type_,
         {"n": n},
         idempotency_key=key,
         delay=delay,
@@ -49,10 +51,16 @@ def delayed(rng: random.Random, n: int) -> JobSpec:
     return _chaos(n, delay=rng.uniform(0.5, 3.0))
 
 
+def transactional(rng: random.Random, n: int) -> JobSpec:
+    """Its handler writes a row in its transaction: the row commits exactly with success."""
+    return _chaos(n, type_="chaos-tx")
+
+
 KINDS: tuple[Kind, ...] = (
-    Kind("plain", 0.45, plain),
-    Kind("keyed", 0.45, keyed),
+    Kind("plain", 0.40, plain),
+    Kind("keyed", 0.40, keyed),
     Kind("delayed", 0.10, delayed),
+    Kind("transactional", 0.10, transactional),
 )
 
 

@@ -94,3 +94,24 @@ def test_a_malformed_retry_body_is_refused_and_changes_nothing(
         assert status == 400
     _, shown = call_api("GET", f"/jobs/{job_id}", sub=ALICE)
     assert shown["status"] == "dead" and len(shown["steps"]) == 1
+
+
+def test_the_job_view_says_how_the_handler_ran_it(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    from queue_core import Registry, Runner
+
+    registry = Registry()
+    registry.task("embed", batch_size=5)(lambda batch: None)
+    registry.task("charge", transactional=True)(lambda job, tx: None)
+    _, batched = call_api("POST", "/jobs", body={"type": "embed"}, sub=ALICE)
+    _, charged = call_api("POST", "/jobs", body={"type": "charge"}, sub=ALICE)
+    with Runner(PostgresStore(conn), registry) as runner:
+        runner.tick()
+
+    _, batch_view = call_api("GET", f"/jobs/{batched['id']}", sub=ALICE)
+    _, charge_view = call_api("GET", f"/jobs/{charged['id']}", sub=ALICE)
+
+    assert batch_view["status"] == "succeeded" and batch_view["batch_id"] is not None
+    assert batch_view["completed_in_transaction"] is False
+    assert (charge_view["batch_id"], charge_view["completed_in_transaction"]) == (None, True)

@@ -313,3 +313,32 @@ def test_the_time_a_fan_out_took_counts_against_the_drain(
     # Then no batch was claimed after it: the one leased by the statement that persisted
     # the first batch (before the fan-out) ran, since a drain never leaves a lease behind
     assert report["fanned_out"] == 1 and report["claimed"] == 10 and report["batches"] == 2
+
+
+def test_transactional_and_batch_handlers_run_in_the_tick_function(
+    conn: psycopg.Connection, tasks: Registry, lambda_context: FakeContext
+) -> None:
+    """The function's transactional handlers run on connections of their own, opened as the
+    environment's, kept for the next invocation; batch handlers get their jobs together."""
+    conn.execute("create table if not exists public.tick_rows (job_id uuid)")
+    conn.execute("truncate public.tick_rows")
+    conn.execute("grant insert on public.tick_rows to tickq_worker")
+    sizes: list[int] = []
+    tasks.task("embed", batch_size=5)(lambda batch: sizes.append(len(batch)))
+
+    def charge(job: JobContext, tx: psycopg.Connection) -> None:
+        tx.execute("insert into public.tick_rows values (%s)", (job.id,))
+
+    tasks.task("charge", transactional=True)(charge)
+    for _ in range(3):
+        enqueue(conn, "charge", using=tasks)
+        enqueue(conn, "embed", using=tasks)
+
+    first = tick.handler(sample_event("tick"), lambda_context)
+    enqueue(conn, "charge", using=tasks)
+    second = tick.handler(sample_event("tick"), lambda_context)
+
+    assert (first["succeeded"], second["succeeded"]) == (6, 1)
+    assert sizes == [3]
+    assert conn.execute("select count(*) from public.tick_rows").fetchone() == (4,)
+    assert tick._handler_connections.opened <= 3  # reused by the second invocation

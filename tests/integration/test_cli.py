@@ -301,3 +301,30 @@ def test_migrate_json_lists_every_version_applied_to_a_new_database(
 
     assert code == 0
     assert data == {"applied": migrate_versions(), "version": migrate_versions()[-1]}
+
+
+def test_show_says_how_the_handler_ran_the_job(cli: Cli, conn: psycopg.Connection) -> None:
+    """ "part of batch X" for a batch handler's job, "completed in the handler's
+    transaction" for a transactional one; in the JSON as batch_id and
+    completed_in_transaction."""
+    from queue_core import Registry, Runner
+
+    registry = Registry()
+    registry.task("embed", batch_size=5)(lambda batch: None)
+    registry.task("charge", transactional=True)(lambda job, tx: None)
+    store = PostgresStore(conn)
+    batched = store.enqueue(registry.spec("embed")).id
+    charged = store.enqueue(registry.spec("charge")).id
+    with Runner(store, registry) as runner:
+        runner.tick()
+
+    _, batch_view, _ = cli("show", str(batched), "--json")
+    _, batch_text, _ = cli("show", str(batched))
+    _, charge_view, _ = cli("show", str(charged), "--json")
+    _, charge_text, _ = cli("show", str(charged))
+
+    assert batch_view["batch_id"] is not None and not batch_view["completed_in_transaction"]
+    assert f"part of batch {batch_view['batch_id']}" in batch_text
+    assert (charge_view["batch_id"], charge_view["completed_in_transaction"]) == (None, True)
+    assert "completed in the handler's transaction" in charge_text
+    assert "part of batch" not in charge_text

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from queue_core import PostgresStore, Registry, Runner, transitions
-from queue_core.postgres.claim import _outcome_params
+from queue_core.postgres.claim import outcome_params
 from queue_core.queries import QUERIES
 
 FINISHES = ("jobs_finish_and_claim", "jobs_finish_and_claim_queues", "jobs_finish_and_claim_fair")
@@ -59,7 +59,7 @@ def test_the_finish_never_walks_the_lease_index(
     store.enqueue_many([registry.spec("noop") for _ in range(20)])
     jobs = store.claim(limit=10)
     params = {
-        **_outcome_params([transitions.succeeded(job) for job in jobs]),
+        **outcome_params([transitions.succeeded(job) for job in jobs]),
         "queue": "default",
         "queues": ["default"],
         "limit": 10,

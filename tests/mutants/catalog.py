@@ -48,6 +48,12 @@ CONNECTION_FAULTS = "tests/faults/test_connection_faults.py"
 # targeted tests run each variant (tests/integration/test_claim_variants.py).
 LEASE = "queue_core/schema/functions/jobs_lease.sql"
 VARIANTS = "tests/integration/test_claim_variants.py"
+# Handler semantics: transactional completion and batch consume.
+TRANSACTIONAL = "queue_core/postgres/transactional.py"
+HANDLER_BATCH = "queue_core/handler_batch.py"
+TRANSACTIONAL_TESTS = "tests/integration/test_transactional.py"
+BATCH_TESTS = "tests/integration/test_handler_batches.py"
+HANDLER_PROCESSES = "tests/e2e/test_handler_semantics_done_when.py"
 
 
 def function(name: str) -> str:
@@ -745,6 +751,63 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         targeted=(
             "tests/integration/test_tenant_fairness.py::test_a_tenants_turns_go_round_its_groups",
+        ),
+    ),
+    Mutant(
+        "complete-in-unfenced",
+        "a completion in a handler's transaction does not check the lease token",
+        (
+            Edit(
+                QUERIES,
+                "set completed_in_transaction = true\nwhere id = %(id)s\n"
+                "  and lease_token = %(lease_token)s\n",
+                "set completed_in_transaction = true\nwhere id = %(id)s\n",
+            ),
+            Edit(
+                TRANSACTIONAL,
+                "    if row.id not in _finish(conn, outcome):\n        raise LeaseLost(row.id)\n",
+                "    _finish(conn, outcome)\n",
+            ),
+        ),
+        targeted=(
+            f"{TRANSACTIONAL_TESTS}::test_a_handler_whose_lease_was_taken_over_cannot_commit_its_row",
+            f"{HANDLER_PROCESSES}::test_a_late_worker_whose_job_was_claimed_again_cannot_commit_its_row",
+        ),
+    ),
+    Mutant(
+        "outcome-after-commit",
+        "the worker sends a second outcome for a job its handler's transaction completed",
+        (Edit("queue_core/jobs.py", "            and not self.in_transaction\n", ""),),
+        targeted=(
+            f"{TRANSACTIONAL_TESTS}::test_a_transactional_handlers_row_and_its_jobs_success_commit_together",
+        ),
+    ),
+    Mutant(
+        "batch-call-over-size",
+        "a batch handler call holds one job more than its batch size",
+        (
+            Edit(
+                HANDLER_BATCH,
+                "if chunk is None or len(chunk) >= size:",
+                "if chunk is None or len(chunk) > size:",
+            ),
+        ),
+        targeted=(
+            f"{BATCH_TESTS}::test_120_jobs_go_in_calls_of_at_most_50_each_with_its_own_result_and_one_failure_retries_alone",
+        ),
+    ),
+    Mutant(
+        "batch-fail-ignored",
+        "batch.fail and batch.retry_after count only when the call raises",
+        (
+            Edit(
+                HANDLER_BATCH,
+                "            settled = self._settled.get(row.id)\n",
+                "            settled = self._settled.get(row.id) if raised else None\n",
+            ),
+        ),
+        targeted=(
+            f"{BATCH_TESTS}::test_120_jobs_go_in_calls_of_at_most_50_each_with_its_own_result_and_one_failure_retries_alone",
         ),
     ),
 )

@@ -45,6 +45,14 @@ def tickq(*args: str, url: str, **env: str) -> subprocess.Popen[bytes]:
     )
 
 
+def ticks(count: int, url: str, *options: str) -> list[subprocess.Popen[bytes]]:
+    """`count` `tickq tick` processes of the pool's handlers, started at once."""
+    return [
+        tickq("tick", "--json", "--tasks", "tests.pooler.pool_tasks", *options, url=url)
+        for _ in range(count)
+    ]
+
+
 def pooled(url: str) -> psycopg.Connection:
     return psycopg.connect(url, autocommit=True, prepare_threshold=None)
 
@@ -56,18 +64,7 @@ def test_eight_tick_processes_run_3000_jobs_exactly_once(
     registry = Registry()
     PostgresStore(conn).enqueue_many([registry.spec("pooled", {"n": n}) for n in range(JOBS)])
 
-    procs = [
-        tickq(
-            "tick",
-            "--json",
-            "--tasks",
-            "tests.pooler.pool_tasks",
-            "--batch-size",
-            "50",
-            url=pooled_url,
-        )
-        for _ in range(TICKERS)
-    ]
+    procs = ticks(TICKERS, pooled_url, "--batch-size", "50")
     outputs = [proc.communicate(timeout=300) for proc in procs]
 
     for proc, (_, err) in zip(procs, outputs, strict=True):
@@ -79,6 +76,32 @@ def test_eight_tick_processes_run_3000_jobs_exactly_once(
         "select status, attempts, count(*) from tickq.jobs group by status, attempts"
     ).fetchall()
     assert rows == [("succeeded", 1, JOBS)]
+
+
+def test_transactional_handlers_of_four_ticks_commit_each_row_once_through_the_pooler(
+    conn: psycopg.Connection, pooled_url: str
+) -> None:
+    """Four ticks of four transactional handlers each: sixteen transactions wanting the
+    three server connections; each row and its job's success still commit exactly once."""
+    jobs = 400
+    conn.execute("create table if not exists public.pooled_rows (job_id uuid)")
+    conn.execute("truncate public.pooled_rows")
+    registry = Registry()
+    PostgresStore(conn).enqueue_many([registry.spec("pooled-tx", {"n": n}) for n in range(jobs)])
+
+    procs = ticks(4, pooled_url, "--batch-size", "20", "--concurrency", "4")
+    outputs = [proc.communicate(timeout=300) for proc in procs]
+
+    for proc, (_, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err.decode(errors="replace")
+    assert sum(json.loads(out)["succeeded"] for out, _ in outputs) == jobs
+    rows = conn.execute(
+        "select j.status, j.attempts, j.completed_in_transaction, count(r.job_id)"
+        " from tickq.jobs j left join public.pooled_rows r on r.job_id = j.id"
+        " group by j.id, j.status, j.attempts, j.completed_in_transaction"
+    ).fetchall()
+    assert {tuple(row) for row in rows} == {("succeeded", 1, True, 1)}
+    assert len(rows) == jobs
 
 
 def test_user_scope_and_role_never_bleed_between_pooled_clients(

@@ -1,0 +1,191 @@
+"""What batch and transactional handlers cost and save, and that plain jobs pay nothing.
+
+Three comparisons, each a drain of a fresh backlog in a fresh process on a fresh database
+of one server, taking turns round by round (medians reported, ratios within this run):
+
+1. A batch handler (`batch_size=50`) against one call per job, for 10,000 jobs at claim
+   batch 100: handler calls and wall time, with handlers that do nothing and with ones
+   that wait 2 ms per call (an embeddings API's round trip, paid per call).
+2. A plain drain (no-op handler, batch 10 and 100) by this tree's engine and by the engine
+   at `--before` (`git archive`), so a cost the new options put on jobs that use neither
+   shows as a ratio above 1.
+3. A transactional handler (its row and the job's success in one transaction) against a
+   plain handler writing the same row on the worker's own connection.
+
+    python -m bench.handler_semantics_cost --before REF [--jobs 10000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .dependencies_cost import tree_at
+from .server import env_or_local_server, fresh_database
+
+ROOT = Path(__file__).resolve().parents[1]
+API_SECONDS = 0.002  # what a handler call waits in the "2 ms per call" rows
+HANDLER_BATCH = 50
+CLAIM_BATCH = 100
+
+
+def child(kind: str, url: str, jobs: int, batch: int) -> dict[str, float]:
+    """Drain `jobs` jobs of one handler kind with whichever engine is first on the path;
+    the drain's wall seconds and handler calls."""
+    import psycopg
+
+    from queue_core import PostgresStore, Registry, Runner
+    from queue_core.migrate import migrate
+
+    registry = Registry()
+    calls = [0]
+    wait = API_SECONDS if kind.endswith("-api") else 0.0
+
+    def call() -> None:
+        calls[0] += 1  # under the GIL; the rows compare counts, not races
+        if wait:
+            time.sleep(wait)
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        migrate(conn)
+        conn.execute("create table if not exists public.bench_rows (job_id uuid)")
+        if kind.startswith("batch"):
+            registry.task("work", batch_size=HANDLER_BATCH)(lambda b: call())
+        elif kind == "transactional":
+
+            def transactional(job: Any, tx: psycopg.Connection[Any]) -> None:
+                call()
+                tx.execute("insert into public.bench_rows values (%s)", (job.id,))
+
+            registry.task("work", transactional=True)(transactional)
+        elif kind == "row":
+            writer = psycopg.connect(url, autocommit=True)
+
+            def row(job: Any) -> None:
+                call()
+                writer.execute("insert into public.bench_rows values (%s)", (job.id,))
+
+            registry.task("work")(row)
+        else:
+            registry.task("work")(lambda job: call())
+        store = PostgresStore(conn)
+        store.enqueue_many([registry.spec("work", {"i": i}) for i in range(jobs)])
+        with Runner(store, registry, batch_size=batch) as runner:
+            began = time.perf_counter()
+            runner.tick()
+            seconds = time.perf_counter() - began
+        left = conn.execute("select count(*) from tickq.jobs where status <> 'succeeded'")
+        assert left.fetchone() == (0,), "the drain left jobs behind"
+    return {"seconds": seconds, "calls": calls[0]}
+
+
+def run(admin_url: str, tree: Path, kind: str, jobs: int, batch: int) -> dict[str, float]:
+    code = (
+        "import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
+        "from bench.handler_semantics_cost import child;"
+        "print(json.dumps(child(sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))))"
+    )
+    with fresh_database(admin_url, f"handlers_{kind.replace('-', '_')}") as url:
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(tree), str(ROOT), kind, url, str(jobs), str(batch)],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=tree,
+            env={**os.environ, "PYTHONPATH": ""},
+        )
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+# (row label, tree: "after" or "before", handler kind, jobs factor, claim batch)
+Case = tuple[str, str, str, float, int]
+
+
+def cases(before: str) -> list[tuple[str, list[Case]]]:
+    """The tables: each row's cases, compared within the table to its first row."""
+    return [
+        (
+            "batch handler against one call per job",
+            [
+                ("one call per job, no-op", "after", "plain", 1, CLAIM_BATCH),
+                (f"batch_size={HANDLER_BATCH}, no-op", "after", "batch", 1, CLAIM_BATCH),
+                ("one call per job, 2 ms per call", "after", "plain-api", 1, CLAIM_BATCH),
+                (
+                    f"batch_size={HANDLER_BATCH}, 2 ms per call",
+                    "after",
+                    "batch-api",
+                    1,
+                    CLAIM_BATCH,
+                ),
+            ],
+        ),
+        (
+            "plain drain, before and after",
+            [
+                (f"batch 10 @{before}", "before", "plain", 0.5, 10),
+                ("batch 10, this tree", "after", "plain", 0.5, 10),
+                (f"batch 100 @{before}", "before", "plain", 1, 100),
+                ("batch 100, this tree", "after", "plain", 1, 100),
+            ],
+        ),
+        (
+            "transactional against plain handler (each writes one row)",
+            [
+                ("plain handler, row on the worker's connection", "after", "row", 0.05, 10),
+                ("transactional handler", "after", "transactional", 0.05, 10),
+            ],
+        ),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.handler_semantics_cost")
+    parser.add_argument("--before", required=True, help="the engine at this git ref beside")
+    parser.add_argument("--jobs", type=int, default=10_000, help="jobs of the batch rows")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (medians)")
+    args = parser.parse_args(argv)
+    tables = cases(args.before)
+    found: dict[str, list[dict[str, float]]] = {}
+    with tree_at(args.before) as before_tree, env_or_local_server() as admin_url:
+        trees = {"before": before_tree, "after": ROOT}
+        for round_ in range(args.rounds):
+            every = [case for _, rows in tables for case in rows]
+            for label, side, kind, factor, batch in every if round_ % 2 == 0 else every[::-1]:
+                jobs = int(args.jobs * factor)
+                found.setdefault(label, []).append(run(admin_url, trees[side], kind, jobs, batch))
+    print(render(tables, found, args.jobs, args.rounds))
+    return 0
+
+
+def render(
+    tables: list[tuple[str, list[Case]]],
+    found: dict[str, list[dict[str, float]]],
+    jobs: int,
+    rounds: int,
+) -> str:
+    lines = []
+    for title, rows in tables:
+        lines += [f"\n{title}", "", "| drain | jobs | handler calls | wall s | vs first row |"]
+        lines.append("|---|---|---|---|---|")
+        first = statistics.median(r["seconds"] for r in found[rows[0][0]])
+        for label, _, _, factor, _ in rows:
+            seconds = statistics.median(r["seconds"] for r in found[label])
+            calls = int(statistics.median(r["calls"] for r in found[label]))
+            lines.append(
+                f"| {label} | {int(jobs * factor):,} | {calls:,} | {seconds:.2f} "
+                f"| {seconds / first:.2f} |"
+            )
+    lines.append(f"\nmedians of {rounds} rounds, one server, turns alternating by round")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,180 @@
+"""Transactional completion: a job's success committed in the same transaction as the
+handler's own writes, fenced by the job's lease token.
+
+`complete_in(conn, job, result)` marks the running job (fenced: no row when the lease was
+lost) and then finishes it through the one finish rule (jobs_finish_and_claim, claiming
+nothing), both inside the caller's transaction. A worker whose lease expired and whose job
+was claimed again cannot commit: `complete_in` raises LeaseLost, and the caller's writes
+roll back with it. `HandlerConnections` keeps the connections transactional handlers of one
+runner run in: one per handler running at the same time, opened on first use, kept between
+batches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg import pq
+
+from .. import transitions
+from ..errors import ConfigurationError, LeaseLost
+from ..jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome
+from ..ports import CompletableJob
+from .claim import outcome_params
+from .executor import Executor
+
+Connect = Callable[[], psycopg.Connection[Any]]
+
+
+def complete_in(
+    conn: psycopg.Connection[Any], job: CompletableJob | Job, result: Any = None
+) -> Outcome:
+    """Succeed the running `job` inside the open transaction of `conn`, fenced by its lease
+    token: the success commits or rolls back with everything else the transaction wrote.
+
+    Raises LeaseLost when another attempt holds the job (its lease expired and it was
+    claimed again, or it finished): the caller must roll back. An autocommit connection
+    outside a transaction is refused, as its completion would commit alone.
+    """
+    if not isinstance(conn, psycopg.Connection):
+        raise ConfigurationError("complete_in needs a psycopg connection to the queue's database")
+    if conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+        raise ConfigurationError(
+            "complete_in needs an open transaction (`with conn.transaction():`), else the "
+            "job's success would commit without the writes it belongs with"
+        )
+    row = job if isinstance(job, Job) else job.row
+    if row.lease_token is None:
+        raise LeaseLost(row.id)
+    outcome = transitions.succeeded(row, result)  # a result that is not JSON: refused here
+    marked = Executor(conn).rows(
+        "job_complete_in_mark", {"id": row.id, "lease_token": row.lease_token}
+    )
+    if not marked:
+        raise LeaseLost(row.id)
+    # The mark holds the row's lock until the transaction ends: this finish holds too.
+    if row.id not in _finish(conn, outcome):
+        raise LeaseLost(row.id)
+    stored = Outcome(row.id, row.lease_token, outcome.status, in_transaction=True)
+    if not isinstance(job, Job):
+        job.note_completed(stored)  # so the runner does not complete it a second time
+    return stored
+
+
+class HandlerConnections:
+    """The connections a runner's transactional handlers run in: each handler running at a
+    time holds one of its own for its transaction, so at most `concurrency` of them are
+    open at once (besides the runner's own), kept between batches and closed with the
+    runner. Autocommit outside the handler's `transaction()` block, and no session state,
+    so a transaction-mode pooler may hand each transaction to any server session."""
+
+    def __init__(self, connect: Connect) -> None:
+        self._connect = connect
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._lock = threading.Lock()
+        self.opened = 0  # connections opened so far, for tests and the docs' figures
+
+    def run(self, job: CompletableJob, fn: Callable[..., Any]) -> Outcome:
+        """`fn(job, conn)` and the job's fenced success in one transaction of a connection
+        of its own; what `fn` raised (or LeaseLost) rolls both back and is raised again."""
+        with self.transaction() as conn:
+            result = fn(job, conn)
+            done = job.completed  # the handler called complete_in itself
+            if done is None:
+                done = complete_in(conn, job, result)
+        return done
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection inside a fresh transaction: committed when the block ends, rolled
+        back when it raises. The connection goes back to the idle ones unless broken."""
+        conn = self._take()
+        try:
+            with conn.transaction():
+                yield conn
+        finally:
+            self._give(conn)
+
+    def _take(self) -> psycopg.Connection[Any]:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        conn = self._connect()
+        conn.autocommit = True
+        with self._lock:
+            self.opened += 1
+        return conn
+
+    def _give(self, conn: psycopg.Connection[Any]) -> None:
+        healthy = (
+            not conn.closed
+            and not conn.broken
+            and conn.info.transaction_status == pq.TransactionStatus.IDLE
+        )
+        if not healthy:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+            return
+        with self._lock:
+            self._idle.append(conn)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+
+def sibling_connect(conn: psycopg.Connection[Any]) -> Connect:
+    """Open connections like `conn` (same server, database, role and password, same
+    prepared-statement setting): the default for transactional handlers."""
+    info = conn.info
+    threshold = conn.prepare_threshold
+
+    def connect() -> psycopg.Connection[Any]:
+        fresh = psycopg.connect(info.dsn, password=info.password, autocommit=True)
+        fresh.prepare_threshold = threshold
+        return fresh
+
+    return connect
+
+
+def _finish(conn: psycopg.Connection[Any], outcome: Outcome) -> set[UUID]:
+    """The one finish rule (jobs_finish_and_claim, claiming nothing) for one outcome; the
+    ids whose lease held."""
+    params = {
+        **outcome_params([outcome]),
+        "queue": DEFAULT_QUEUE,
+        "queues": [DEFAULT_QUEUE],
+        "limit": 0,
+        "lease_seconds": DEFAULT_LEASE_SECONDS,
+        "now": None,
+    }
+    rows = Executor(conn).rows("jobs_finish_and_claim", params)
+    return set(rows[0][0] or ())
+
+
+class Handling:
+    """The store's part for handler semantics: connections like its own for transactional
+    handlers, and the record of batch handler calls."""
+
+    _db: Executor
+
+    def handler_transactions(self) -> HandlerConnections:
+        return HandlerConnections(sibling_connect(self._db.conn))
+
+    def mark_batch(self, batch_id: UUID, jobs: Sequence[Job]) -> None:
+        """One fenced statement per batch handler call (the views of one job show it)."""
+        params = {
+            "batch_id": batch_id,
+            "ids": [job.id for job in jobs],
+            "tokens": [job.lease_token for job in jobs],
+        }
+        self._db.rows("jobs_batch_mark", params)
