@@ -37,6 +37,7 @@ from .errors import (
     TickqError,
     UnknownJobType,
 )
+from .gates import Debounce, Throttle
 from .jobs import EnqueueResult, Job, JobSpec, Status
 from .partitions import ensure_partitions
 from .postgres import PostgresStore, StepStore
@@ -51,6 +52,7 @@ __all__ = [
     "Backoff",
     "ConfigurationError",
     "DatabaseError",
+    "Debounce",
     "EnqueueResult",
     "InvalidJob",
     "InvalidParent",
@@ -72,6 +74,7 @@ __all__ = [
     "Status",
     "StepStore",
     "Task",
+    "Throttle",
     "TickReport",
     "TickqError",
     "UnknownJobType",

@@ -94,6 +94,8 @@ class MemoryStore(DerivedOperations):
         raise ConfigurationError("jobs enqueued after others need the Postgres store")
 
     def _insert(self, spec: JobSpec, now: datetime) -> EnqueueResult:
+        if spec.gate is not None:
+            raise ConfigurationError(f"{spec.gate.kind} needs the Postgres store")
         holder = self._holder(spec.idempotency_key, spec.user_id)
         if holder is not None:
             return EnqueueResult(holder.id, holder.status, True, holder)
