@@ -53,23 +53,24 @@ class GateView:
     """A job's gate as its views show it: which key made it and how many enqueues it took."""
 
     kind: Kind
-    key: str
+    key: str | None  # None in the operator's view: a key is its user's own text
     enqueues: int
-    first_at: datetime
+    first_at: datetime | None = None
 
     @property
     def summary(self) -> str:
-        """ "debounced 3 times" (or "throttled"): the enqueues beyond the one that made it."""
+        """'debounced 3 times' (or throttled): the enqueues beyond the one that made it."""
         verb = "debounced" if self.kind == "debounce" else "throttled"
         times = self.enqueues - 1
-        return f"{verb} {times} time{'' if times == 1 else 's'} (key {self.key})"
+        key = "" if self.key is None else f" (key {self.key})"
+        return f"{verb} {times} time{'' if times == 1 else 's'}{key}"
 
     def to_dict(self) -> dict[str, object]:
         return {
             "kind": self.kind,
             "key": self.key,
             "enqueues": self.enqueues,
-            "first_at": self.first_at.isoformat(),
+            "first_at": None if self.first_at is None else self.first_at.isoformat(),
             "summary": self.summary,
         }
 

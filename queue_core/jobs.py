@@ -145,6 +145,15 @@ class EnqueueResult:
     job: Job | None = None  # the whole row, for callers that show it (single, without after)
     debounced: bool = False
 
+    def to_dict(self) -> dict[str, Any]:
+        """What the CLI and EnqueueFunction answer for each request."""
+        return {
+            "id": str(self.id),
+            "status": self.status.value,
+            "duplicate": self.duplicate,
+            "debounced": self.debounced,
+        }
+
 
 class Verdict(enum.StrEnum):
     """What a handler run decided; the tick runner turns it into an Outcome."""

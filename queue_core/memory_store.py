@@ -24,6 +24,7 @@ from .batch import JobBatch
 from .derived import DerivedOperations
 from .errors import ConfigurationError, InvalidTransition, JobNotFound, LeaseLost
 from .fairness import GroupStats
+from .gates import GateView
 from .ids import new_id
 from .jobs import (
     DEFAULT_LEASE_SECONDS,
@@ -303,6 +304,10 @@ class MemoryStore(DerivedOperations):
     def relatives(self, job_id: UUID | str) -> list[dependencies.Relative]:
         """Always empty: no job of this store is enqueued after another."""
         return []
+
+    def gate_of(self, job_id: UUID | str) -> GateView | None:
+        """Always None: this store refuses debounce and throttle."""
+        return None
 
     def cancel(self, job_id: UUID | str, *, now: datetime | None = None) -> Job:
         with self._lock:

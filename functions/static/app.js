@@ -353,7 +353,7 @@ async function openDetail(id) {
   $("detail-fields").replaceChildren(...fields.flatMap((name) => [
     el("dt", {}, name.replace(/_/g, " ")),
     el("dd", {}, job[name] === null || job[name] === undefined ? "—" : String(job[name])),
-  ]));
+  ]), ...(job.gate ? [el("dt", {}, job.gate.kind), el("dd", {}, job.gate.summary)] : []));
   renderSteps(job);
   renderGraph(job);
   $("detail-payload").textContent = job.payload === undefined ? "(not shown to operators)" : JSON.stringify(job.payload, null, 2);

@@ -166,6 +166,16 @@ begin
     end if;
 end $$;
 
+-- The debounce or throttle that made one job of any user, for the operator's detail view
+-- (debounced N times): its kind and count, never its key, which is the user's own text.
+create function tickq.operator_job_gate(p_id uuid)
+    returns table (kind text, enqueues integer)
+    language sql stable security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+select g.kind, g.enqueues from tickq.job_gates g where g.job_id = p_id
+$$;
+
 drop function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer, text);
 
 -- Enqueue one job from SQL: from a trigger in the caller's transaction, a PostgREST or
@@ -360,6 +370,8 @@ revoke all on function tickq.job_gate(text, text, uuid, double precision, double
                                       jsonb, timestamptz, uuid) from public;
 grant execute on function tickq.job_gate(text, text, uuid, double precision, double precision,
                                          jsonb, timestamptz, uuid) to tickq_app, tickq_worker;
+revoke all on function tickq.operator_job_gate(uuid) from public;
+grant execute on function tickq.operator_job_gate(uuid) to tickq_operator, tickq_worker;
 
 -- Applications may change a job only through the documented operations
 -- (docs/threat-model.md), each one a set of columns it may move and how: debounce a job of

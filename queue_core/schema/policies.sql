@@ -201,6 +201,8 @@ revoke all on function tickq.job_gate(text, text, uuid, double precision, double
                                       jsonb, timestamptz, uuid) from public;
 grant execute on function tickq.job_gate(text, text, uuid, double precision, double precision,
                                          jsonb, timestamptz, uuid) to tickq_app, tickq_worker;
+revoke all on function tickq.operator_job_gate(uuid) from public;
+grant execute on function tickq.operator_job_gate(uuid) to tickq_operator, tickq_worker;
 
 -- Operators read counts across every user.
 revoke all on function tickq.operator_stats(timestamptz),
