@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from queue_core import gates
@@ -42,6 +42,18 @@ def gate_and_events(draw: st.DrawFn) -> tuple[gates.Gate, list[gates.Event]]:
     return gate, events
 
 
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+# Always among the examples: a burst past its bound, and an enqueue after the job started.
+BOUNDED_BURST = (gates.Debounce("k", 10, 25), [gates.Enqueue(at(t)) for t in range(0, 40, 8)])
+STARTED_THEN_AGAIN = (
+    gates.Debounce("k", 5),
+    [gates.Enqueue(at(0)), gates.Claim(at(5)), gates.Enqueue(at(6)), gates.Claim(at(20))],
+)
+
+
 def run_on_postgres(
     conn: psycopg.Connection[Any], gate: gates.Gate, events: list[gates.Event]
 ) -> list[gates.GatedJob]:
@@ -67,6 +79,8 @@ def test_random_enqueues_of_one_key_make_the_models_jobs(database_url: str) -> N
 
         @budget(ci=30, long=600)
         @given(gate_and_events())
+        @example(BOUNDED_BURST)
+        @example(STARTED_THEN_AGAIN)
         def check(drawn: tuple[gates.Gate, list[gates.Event]]) -> None:
             gate, events = drawn
             conn.execute("truncate tickq.jobs, tickq.job_gates cascade")
