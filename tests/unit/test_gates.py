@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from queue_core import Debounce, InvalidJob, Throttle, gates
+from queue_core import ConfigurationError, Debounce, InvalidJob, Throttle, gates
 from queue_core.gates import Claim, Enqueue, GatedJob
+from queue_core.memory_store import MemoryStore
 from queue_core.validation import job_spec
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -64,3 +65,10 @@ def test_a_malformed_gate_is_refused(options: dict[str, object], field: str) -> 
 def test_a_throttle_may_run_later() -> None:
     spec = job_spec("t", throttle=Throttle("k", 5), delay=30)
     assert (spec.gate, spec.delay) == (Throttle("k", 5), 30.0)
+
+
+def test_the_in_memory_store_refuses_a_gate_and_keeps_nothing() -> None:
+    store = MemoryStore()
+    with pytest.raises(ConfigurationError):
+        store.enqueue(job_spec("t", debounce=Debounce("k", 5)))
+    assert store.list_jobs().jobs == []
