@@ -1,13 +1,16 @@
 -- Debounce and throttle: enqueues of one key (per owner) that land on one job.
 --
 -- A table of the jobs gates made (tickq.job_gates), the function every gated enqueue asks
--- which job it lands on (tickq.job_gate), tickq.enqueue with the gate's parameters (a new
--- signature: the old one is dropped, its grants with it), and the application guard
--- letting a debounce move an application's own job (tickq.jobs_app_guard).
+-- which job it lands on (tickq.job_gate) and the operator's look at a job's gate
+-- (tickq.operator_job_gate); tickq.enqueue with the gate's parameters (a new signature:
+-- the old one is dropped, its grants with it); the application guard letting a debounce
+-- move an application's own job (tickq.jobs_app_guard); and a deleted job taking its gate
+-- row with it (tickq.jobs_forget, jobs_forget_all, jobs_partition_drop).
 
 -- Debounce and throttle (queue_core/gates.py, tickq.job_gate): one row per job a gate
--- created, the key's latest job being the one an enqueue of the key may land on. Rows of
--- deleted jobs go when the key next makes a job (no foreign key, as for tickq.job_keys).
+-- created, the key's latest job being the one an enqueue of the key may land on. A deleted
+-- job takes its row with it (tickq.jobs_forget, jobs_forget_all, jobs_partition_drop): no
+-- foreign key, as for tickq.job_keys.
 create table tickq.job_gates (
     job_id     uuid primary key,  -- the job's gate, for its views (debounced N times)
     kind       text not null,
@@ -150,12 +153,6 @@ begin
             outcome := 'throttled';
             return;
         end if;
-        -- The key makes a new job: the rows of its jobs retention deleted go now.
-        delete from tickq.job_gates g
-        where g.kind = p_kind and g.gate_key = p_key
-          and coalesce(g.user_id, '00000000-0000-0000-0000-000000000000'::uuid)
-              = coalesce(v_owner, '00000000-0000-0000-0000-000000000000'::uuid)
-          and not exists (select from tickq.jobs j where j.id = g.job_id);
     end if;
     insert into tickq.job_gates (job_id, kind, gate_key, user_id, first_at)
     values (p_new_id, p_kind, p_key, v_owner, v_now);
@@ -476,4 +473,103 @@ begin
     raise exception 'tickq: applications may only cancel or retry jobs (% -> %, changing %)',
         old.status, new.status, array_to_string(v_moved, ', ')
         using errcode = 'insufficient_privilege';
+end $$;
+
+-- A deleted job takes its key, steps, signals, dependency edges and gate with it, as foreign keys'
+-- cascades would (a partitioned tickq.jobs cannot be referenced by id alone). A statement
+-- trigger with the deleted rows (jobs_forget, triggers.sql): one set-based delete per table
+-- and statement, and nothing at all for statements that delete no job. Security definer,
+-- as a cascade: the rows go whoever deleted the job. Key rows are found by key (keyless
+-- deleted jobs match none).
+create or replace function tickq.jobs_forget() returns trigger
+    language plpgsql security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+begin
+    delete from tickq.job_keys k using gone g
+    where k.idempotency_key = g.idempotency_key
+      and k.user_id is not distinct from g.user_id
+      and k.job_id = g.id;
+    delete from tickq.job_steps s using gone g where s.job_id = g.id;
+    delete from tickq.job_signals s using gone g where s.job_id = g.id;
+    delete from tickq.job_dependencies d using gone g where d.child_id = g.id;
+    delete from tickq.job_dependencies d using gone g where d.parent_id = g.id;
+    delete from tickq.job_gates x using gone g where x.job_id = g.id;
+    return null;
+end $$;
+
+-- Emptying the jobs (tests, benchmarks, a reset) empties what hung on them, as TRUNCATE ...
+-- CASCADE would through foreign keys. A delete, not a truncate: a TRUNCATE that names
+-- these tables too is still using them here.
+create or replace function tickq.jobs_forget_all() returns trigger
+    language plpgsql security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+begin
+    delete from tickq.job_steps;
+    delete from tickq.job_signals;
+    delete from tickq.job_dependencies;
+    delete from tickq.job_gates;
+    return null;
+end $$;
+
+-- Drop one day partition whose every job retention lets go (queue_core/retention.py decides
+-- which), with the idempotency keys, steps, signals, dependency edges and gates of its jobs,
+-- in one transaction. Returns what went, by queue, type and status, for the pruning report (a row
+-- of nulls when it was empty); nothing, and the partition stays, when one of its jobs is a
+-- parent that an unfinished child still needs (the child reads its result when it runs).
+create or replace function tickq.jobs_partition_drop(p_name text)
+    returns table (queue text, type text, status text, n bigint)
+    language plpgsql volatile security definer
+    set search_path = pg_catalog, pg_temp
+    set lock_timeout = '200ms'
+    as $$
+declare
+    v_try    integer := 0;
+    v_needed boolean;
+begin
+    if p_name !~ '^jobs_done_[0-9]{8}$' or to_regclass('tickq.' || p_name) is null then
+        raise exception 'tickq: no day partition named %', p_name
+            using errcode = 'invalid_parameter_value';
+    end if;
+    loop
+        begin
+            -- Nothing reads or writes the partition from here on: a child enqueued after a
+            -- parent in it was checked would otherwise lose the parent's result.
+            execute format('lock table tickq.%I in access exclusive mode', p_name);
+            execute format(
+                'select exists (select from tickq.%I j join tickq.job_dependencies d'
+                ' on d.parent_id = j.id join tickq.jobs_live c on c.id = d.child_id'
+                ' where j.has_children)', p_name) into strict v_needed;
+            if v_needed then
+                return;
+            end if;
+            -- One row per queue, type and status; one row of nulls for an empty partition.
+            return query execute format(
+                'select j.queue, j.type, j.status, count(*) from tickq.%I j'
+                ' group by j.queue, j.type, j.status'
+                ' union all select null, null, null, 0'
+                ' where not exists (select from tickq.%I)', p_name, p_name);
+            execute format('delete from tickq.job_keys k using tickq.%I j'
+                           ' where k.idempotency_key = j.idempotency_key'
+                           ' and k.user_id is not distinct from j.user_id'
+                           ' and k.job_id = j.id', p_name);
+            execute format('delete from tickq.job_steps s using tickq.%I j'
+                           ' where s.job_id = j.id', p_name);
+            execute format('delete from tickq.job_signals s using tickq.%I j'
+                           ' where s.job_id = j.id', p_name);
+            execute format('delete from tickq.job_dependencies d using tickq.%I j'
+                           ' where d.child_id = j.id or d.parent_id = j.id', p_name);
+            execute format('delete from tickq.job_gates x using tickq.%I j'
+                           ' where x.job_id = j.id', p_name);
+            execute format('drop table tickq.%I', p_name);
+            return;
+        exception when lock_not_available or deadlock_detected then
+            v_try := v_try + 1;
+            if v_try >= 20 then
+                raise;
+            end if;
+            perform pg_sleep(0.05 * v_try);
+        end;
+    end loop;
 end $$;

@@ -186,8 +186,9 @@ create table tickq.job_keys (
 );
 
 -- Debounce and throttle (queue_core/gates.py, tickq.job_gate): one row per job a gate
--- created, the key's latest job being the one an enqueue of the key may land on. Rows of
--- deleted jobs go when the key next makes a job (no foreign key, as for tickq.job_keys).
+-- created, the key's latest job being the one an enqueue of the key may land on. A deleted
+-- job takes its row with it (tickq.jobs_forget, jobs_forget_all, jobs_partition_drop): no
+-- foreign key, as for tickq.job_keys.
 create table tickq.job_gates (
     job_id     uuid primary key,  -- the job's gate, for its views (debounced N times)
     kind       text not null,

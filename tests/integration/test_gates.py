@@ -15,6 +15,7 @@ import pytest
 import queue_core
 from queue_core import Debounce, InvalidJob, PostgresStore, Status, Throttle
 from queue_core.validation import job_spec
+from tests.integration.test_dependency_races import blocked_on_locks, wait_until
 
 Connect = Callable[[], psycopg.Connection]
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -209,16 +210,63 @@ def test_an_application_user_gates_only_its_own_key(
         assert PostgresStore(app, user_id=alice).gate_of(ids[0].id) is not None
 
 
+def test_a_deleted_job_takes_its_gate_row_with_it(conn: psycopg.Connection) -> None:
+    store = PostgresStore(conn)
+    kept = store.enqueue(job_spec("t", debounce=Debounce("a", 5)))
+    gone = store.enqueue(job_spec("t", throttle=Throttle("b", 5)))
+    conn.execute("delete from tickq.jobs where id = %s", (gone.id,))
+    assert (store.gate_of(kept.id) is not None, store.gate_of(gone.id)) == (True, None)
+    conn.execute("truncate tickq.jobs")
+    assert counts(conn) == (0, 0)
+
+
+def test_a_debounce_waits_for_a_claim_holding_its_job_then_makes_a_new_one(
+    connect: Connect, conn: psycopg.Connection
+) -> None:
+    """The claim locks the job and starts it; the debounce waits for the lock, then sees the
+    job running, and leaves it (and its payload) alone."""
+    store = PostgresStore(conn)
+    gate = Debounce("doc", 5)
+    first = store.enqueue(job_spec("t", {"v": 1}, debounce=gate), now=at(0))
+    with connect() as claimer:
+        claimer.autocommit = False
+        claimer.execute(
+            "update tickq.jobs set status = 'running', attempts = 1, started_at = now(),"
+            " lease_until = now() + interval '1 minute', lease_token = gen_random_uuid()"
+            " where id = %s",
+            (first.id,),
+        )  # held uncommitted, as a claim's transaction holds its jobs
+        answer: list[queue_core.EnqueueResult] = []
+
+        def enqueue() -> None:
+            with connect() as own:
+                own.autocommit = True
+                answer.append(PostgresStore(own).enqueue(job_spec("t", {"v": 2}, debounce=gate)))
+
+        thread = threading.Thread(target=enqueue)
+        thread.start()
+        wait_until(lambda: blocked_on_locks(conn) == 1, "the debounce waits for the claim")
+        claimer.commit()
+        thread.join(30)
+    (later,) = answer
+    assert later.id != first.id and not later.debounced
+    assert store.get(first.id).payload == {"v": 1}
+    assert counts(conn) == (2, 2)
+
+
+@pytest.mark.parametrize("via", ["store", "sql"])
 @pytest.mark.parametrize("kind", ["debounce", "throttle"])
 def test_many_connections_enqueueing_one_key_at_once_make_one_job(
-    connect: Connect, conn: psycopg.Connection, kind: str
+    connect: Connect, conn: psycopg.Connection, kind: str, via: str
 ) -> None:
-    """Twelve connections, each enqueueing the key in its own open transaction, released
-    together: every enqueue lands on one job, and the count sees all of them."""
+    """Twelve connections enqueue the key at once (the Python store's enqueue, or
+    tickq.enqueue in SQL), released together by a barrier: every enqueue lands on one job,
+    and its count sees all of them."""
     workers = 12
     gate = Debounce("hot", 300) if kind == "debounce" else Throttle("hot", 300)
     ready = threading.Barrier(workers)
-    results: list[queue_core.EnqueueResult] = []
+    ids: list[UUID] = []
+    made: list[bool] = []  # the store's answers: whether each made the job
     errors: list[BaseException] = []
     lock = threading.Lock()
 
@@ -228,9 +276,19 @@ def test_many_connections_enqueueing_one_key_at_once_make_one_job(
                 own.autocommit = True
                 store = PostgresStore(own)
                 ready.wait()
+                if via == "sql":
+                    job_id = sql_enqueue(
+                        own,
+                        f"{kind}_key => 'hot', {kind}_seconds => 300, payload => %s",
+                        f'{{"n": {index}}}',
+                    )
+                    with lock:
+                        ids.append(job_id)
+                    return
                 result = store.enqueue(job_spec("t", {"n": index}, **{kind: gate}))
                 with lock:
-                    results.append(result)
+                    ids.append(result.id)
+                    made.append(not (result.debounced or result.duplicate))
         except BaseException as exc:
             errors.append(exc)
 
@@ -241,9 +299,9 @@ def test_many_connections_enqueueing_one_key_at_once_make_one_job(
         thread.join(60)
 
     assert errors == []
-    assert len(results) == workers and len({r.id for r in results}) == 1
-    assert sum(not (r.debounced or r.duplicate) for r in results) == 1
+    assert len(ids) == workers and len(set(ids)) == 1
+    assert via == "sql" or made.count(True) == 1
     assert counts(conn) == (1, 1)
-    view = PostgresStore(conn).gate_of(results[0].id)
+    view = PostgresStore(conn).gate_of(ids[0])
     assert view is not None and view.enqueues == workers
-    assert PostgresStore(conn).get(results[0].id).status is Status.QUEUED
+    assert PostgresStore(conn).get(ids[0]).status is Status.QUEUED

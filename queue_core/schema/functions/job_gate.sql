@@ -111,12 +111,6 @@ begin
             outcome := 'throttled';
             return;
         end if;
-        -- The key makes a new job: the rows of its jobs retention deleted go now.
-        delete from tickq.job_gates g
-        where g.kind = p_kind and g.gate_key = p_key
-          and coalesce(g.user_id, '00000000-0000-0000-0000-000000000000'::uuid)
-              = coalesce(v_owner, '00000000-0000-0000-0000-000000000000'::uuid)
-          and not exists (select from tickq.jobs j where j.id = g.job_id);
     end if;
     insert into tickq.job_gates (job_id, kind, gate_key, user_id, first_at)
     values (p_new_id, p_kind, p_key, v_owner, v_now);

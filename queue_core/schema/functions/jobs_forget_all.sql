@@ -9,5 +9,6 @@ begin
     delete from tickq.job_steps;
     delete from tickq.job_signals;
     delete from tickq.job_dependencies;
+    delete from tickq.job_gates;
     return null;
 end $$;
