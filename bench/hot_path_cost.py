@@ -81,20 +81,29 @@ def child(url: str, jobs: int) -> dict[str, list[float]]:
 
 
 def run_side(admin_url: str, tree: Path, name: str, jobs: int) -> dict[str, list[float]]:
+    with fresh_database(admin_url, f"hotpath_{name}") as url:
+        return run_child(tree, url, jobs)
+
+
+def run_child(
+    tree: Path, url: str, jobs: int, child: str = "bench.hot_path_cost:child"
+) -> dict[str, list[float]]:
+    """`child` (module:function) in a fresh process, with the engine of `tree` first on the
+    path (this tree's bench/ after it)."""
+    module, function = child.split(":")
     code = (
         "import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
-        "from bench.hot_path_cost import child;"
+        f"from {module} import {function} as child;"
         "print(json.dumps(child(sys.argv[3], int(sys.argv[4]))))"
     )
-    with fresh_database(admin_url, f"hotpath_{name}") as url:
-        out = subprocess.run(
-            [sys.executable, "-c", code, str(tree), str(ROOT), url, str(jobs)],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=tree,
-            env={**os.environ, "PYTHONPATH": ""},
-        )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tree), str(ROOT), url, str(jobs)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
     result: dict[str, list[float]] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 

@@ -17,6 +17,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.metrics import MetricUnit
 
 from queue_core import InvalidJob, Job, JobBatch, JobSpec, dependencies
+from queue_core.ports import Store
 from queue_core.steps import MAX_SIGNAL_BYTES
 
 from . import console_routes
@@ -47,11 +48,18 @@ def enqueue_job() -> Response:
         result = store(user_id=owner).enqueue(spec)
     job = result.job or store(user_id=owner).get(result.id)
     logger.info("enqueued", extra={"job_id": str(job.id), "job_type": job.type})
-    if not result.duplicate:
+    if not (result.duplicate or result.debounced):
         metrics.add_metric(name="enqueued", unit=MetricUnit.Count, value=1)
         kick_tick(_time_left())
-    status = HTTPStatus.OK if result.duplicate else HTTPStatus.ACCEPTED
-    return _json(status, _with_family(job), Location=f"/jobs/{job.id}")
+    status = HTTPStatus.OK if result.duplicate or result.debounced else HTTPStatus.ACCEPTED
+    body = _with_family(job)
+    if spec.gate is not None:  # only gated requests pay for reading the gate back
+        body.update(
+            _gate(store(user_id=owner), job.id),
+            debounced=result.debounced,
+            duplicate=result.duplicate,
+        )
+    return _json(status, body, Location=f"/jobs/{job.id}")
 
 
 @router.get("/jobs")
@@ -75,7 +83,8 @@ def get_job(job_id: str) -> Response:
     wait and resumes."""
     scoped = store(user_id=_caller())
     job = scoped.get(job_id)
-    return _json(HTTPStatus.OK, {**_with_family(job), **scoped.steps.show(job.id).to_dict()})
+    body = {**_with_family(job), **_gate(scoped, job.id), **scoped.steps.show(job.id).to_dict()}
+    return _json(HTTPStatus.OK, body)
 
 
 @router.post("/jobs/<job_id>/retry")
@@ -157,6 +166,12 @@ def _with_family(job: Job) -> dict[str, Any]:
     """The job with its parents ("after") and children, each with its type and status."""
     relatives = store(user_id=_caller()).relatives(job.id)
     return {**job.to_dict(), **dependencies.family(relatives)}
+
+
+def _gate(scoped: Store, job_id: UUID) -> dict[str, Any]:
+    """The debounce or throttle that made the job ("debounced 3 times"), under "gate"."""
+    view = scoped.gate_of(job_id)
+    return {"gate": None if view is None else view.to_dict()}
 
 
 def _job(job: Job) -> Response:

@@ -3,7 +3,8 @@
 Event: {"type": ..., "payload": {...}, ...options} or {"jobs": [request, ...]}; options are
 those of POST /jobs plus "user_id"; in "jobs", "after" may also name the position of an
 earlier request, so a whole graph is enqueued by one event (a parent must have the same
-owner). Answer: {"jobs": [{"id", "status", "duplicate"}, ...]}.
+owner). Answer: {"jobs": [{"id", "status", "duplicate", "debounced"}, ...]}; "debounce" and
+"throttle" are those of POST /jobs ({"key", "seconds", "max_seconds"}).
 Bad input is answered ({"error", "message", ...}, with "index" in a batch) rather than raised, so an
 asynchronous caller's retries do not repeat it; database failures are raised and retried.
 Every request of a batch is checked before any is written, so a bad one writes nothing.
@@ -62,11 +63,11 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     except DatabaseError:
         db.discard()
         raise
-    new = sum(not r.duplicate for r in results)
+    new = sum(not (r.duplicate or r.debounced) for r in results)
     metrics.add_metric(name="enqueued", unit=MetricUnit.Count, value=new)
     if new:
         kick_tick(time_left_of(context, RETURN_RESERVE_MS))
-    jobs = [{"id": str(r.id), "status": r.status.value, "duplicate": r.duplicate} for r in results]
+    jobs = [r.to_dict() for r in results]
     return {"jobs": jobs}
 
 

@@ -45,6 +45,9 @@ class EnqueueRequest(BaseModel):
     # A fairness group within the caller's own share: stored as "<caller>/<group>", so no
     # caller can join, or use up the per-group caps of, another caller's group.
     group: str | None = None
+    # {"key", "seconds", "max_seconds"} and {"key", "seconds"}: keys are the caller's own.
+    debounce: dict[str, Any] | None = None
+    throttle: dict[str, Any] | None = None
 
     def spec(self, registry: Registry, *, user_id: UUID | None = None) -> JobSpec:
         run_after: datetime | None = self.run_after
@@ -61,6 +64,8 @@ class EnqueueRequest(BaseModel):
             lease_seconds=self.lease_seconds,
             backoff_policy=self.backoff,
             group=self._group(user_id),
+            debounce=self.debounce,
+            throttle=self.throttle,
         )
 
     def _group(self, user_id: UUID | None) -> str | None:

@@ -147,6 +147,8 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         "run_after": time_arg(args.run_after) if args.run_after else None,
         "user_id": args.user,
         "group": args.group,
+        "debounce": args.debounce,
+        "throttle": args.throttle,
     }
     specs = [reg.spec(args.type, payload, **options) for _ in range(args.count)]
     parents = dependencies.parents(args.after)
@@ -156,11 +158,13 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             results = store.enqueue_after(JobBatch.of(specs), [parents] * len(specs))
         else:
             results = store.enqueue_many(specs)
-    rows = [{"id": str(r.id), "status": r.status.value, "duplicate": r.duplicate} for r in results]
+    rows = [r.to_dict() for r in results]
+    why = "its throttle's window holds it" if args.throttle else "a live job holds this key"
 
     def human() -> None:
         for r in results:
-            note = " (duplicate: a live job holds this key)" if r.duplicate else ""
+            note = f" (duplicate: {why})" if r.duplicate else ""
+            note += " (debounced: the key's waiting job took it)" if r.debounced else ""
             out.print(f"{r.id} {_status(r.status.value)}{note}")
 
     emit(args, rows if args.count > 1 else rows[0], human)
@@ -282,6 +286,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         job = store.get(args.id)
         relatives = store.relatives(job.id)
         durable = StepStore(store).show(job.id)
+        gate = store.gate_of(job.id)
 
     def human() -> None:
         table = Table(show_header=False, title=f"job {job.id}")
@@ -294,6 +299,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             lines = [_relative(r) for r in relatives if r.relation == relation]
             if lines:
                 table.add_row(title, "\n".join(lines))
+        if gate is not None:
+            table.add_row(gate.kind, gate.summary)
         handled = durable.handling()
         if handled:
             table.add_row("handler", "\n".join(handled))
@@ -303,6 +310,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             out.print(steps)
 
     data = {**job.to_dict(), **dependencies.family(relatives)}
+    data["gate"] = None if gate is None else gate.to_dict()
     emit(args, cli_steps.show_data(data, durable), human)
     return 0
 
@@ -677,6 +685,26 @@ def _seconds(raw: str) -> float:
     return value
 
 
+def _gate_arg(kind: str) -> Callable[[str], dict[str, Any]]:
+    """KEY:SECONDS (and :MAX for a debounce) as the enqueue's debounce or throttle object.
+    The numbers are the last fields, so a key may hold colons itself."""
+    numbers = 2 if kind == "debounce" else 1
+
+    def parse(raw: str) -> dict[str, Any]:
+        parts = raw.split(":")
+        for count in range(min(numbers, len(parts) - 1), 0, -1):
+            key, tail = ":".join(parts[:-count]), parts[-count:]
+            try:
+                values = [float(part) for part in tail]
+            except ValueError:
+                continue
+            return dict(zip(("key", "seconds", "max_seconds"), [key, *values], strict=False))
+        shape = "KEY:SECONDS[:MAX]" if kind == "debounce" else "KEY:SECONDS"
+        raise argparse.ArgumentTypeError(f"expected {shape}, got {raw!r}")
+
+    return parse
+
+
 def _port(raw: str) -> int:
     value = _int(raw)
     if not 0 <= value <= 65_535:
@@ -768,7 +796,9 @@ def build_parser() -> argparse.ArgumentParser:
         "  tickq enqueue embed --payload '{\"doc\": 1}' --key doc-1\n"
         "  tickq enqueue reindex --payload @job.json --delay 60 --priority 5\n"
         "  tickq enqueue embed --count 1000 --queue bulk\n"
-        "  tickq enqueue reindex --after 0192f4c3-... --after 0192f4c4-...",
+        "  tickq enqueue reindex --after 0192f4c3-... --after 0192f4c4-...\n"
+        "  tickq enqueue reindex --debounce doc-1:30:300   # 30 s after the last, 300 s at most\n"
+        "  tickq enqueue connector-sync --throttle tenant-7:60  # at most one a minute",
     )
     p.add_argument("type", help="job type (handler name)")
     p.add_argument("--payload", help="JSON object, or @file.json")
@@ -786,6 +816,19 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="ID",
         help="run only after this job succeeds (repeatable); waits as status waiting",
+    )
+    p.add_argument(
+        "--debounce",
+        type=_gate_arg("debounce"),
+        metavar="KEY:SECONDS[:MAX]",
+        help="one job for a burst of this key: it runs SECONDS after the last enqueue, at most "
+        "MAX after the first",
+    )
+    p.add_argument(
+        "--throttle",
+        type=_gate_arg("throttle"),
+        metavar="KEY:SECONDS",
+        help="at most one job of this key per SECONDS; inside the window, the existing job",
     )
     p.add_argument("--tasks", nargs="*", help="handler modules, for defaults and type checks")
 

@@ -37,6 +37,7 @@ from .errors import (
     TickqError,
     UnknownJobType,
 )
+from .gates import Debounce, Throttle
 from .handler_batch import HandlerBatch
 from .jobs import EnqueueResult, Job, JobSpec, Status
 from .partitions import ensure_partitions
@@ -53,6 +54,7 @@ __all__ = [
     "Backoff",
     "ConfigurationError",
     "DatabaseError",
+    "Debounce",
     "EnqueueResult",
     "HandlerBatch",
     "InvalidJob",
@@ -75,6 +77,7 @@ __all__ = [
     "Status",
     "StepStore",
     "Task",
+    "Throttle",
     "TickReport",
     "TickqError",
     "UnknownJobType",

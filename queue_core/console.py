@@ -20,6 +20,7 @@ import psycopg
 
 from . import validation
 from .errors import InvalidJob, InvalidTransition, JobNotFound, TickqError
+from .gates import GateView
 from .jobs import Status
 from .pages import check_page_limit, cursor_at, decode_cursor
 from .ports import Store
@@ -204,7 +205,9 @@ class OperatorConsole:
         rows = self._db.dicts("operator_job", params)
         if not rows:
             raise JobNotFound(job_id)
-        return _jsonable(rows[0])
+        gates = self._db.rows("operator_job_gate", params)
+        gate = [GateView(kind, None, enqueues).to_dict() for kind, enqueues in gates]
+        return {**_jsonable(rows[0]), "gate": gate[0] if gate else None}
 
     def act(
         self, action: BulkAction, ids: Sequence[UUID], *, now: datetime | None = None

@@ -10,6 +10,7 @@ from typing import Any
 from uuid import UUID
 
 from .backoff import Backoff
+from .gates import Gate
 
 
 class Status(enum.StrEnum):
@@ -130,16 +131,28 @@ class JobSpec:
     lease_seconds: int | None = None
     backoff: Backoff = field(default_factory=Backoff)
     group_key: str = ""  # resolved at validation: the group given, else user_id, else ''
+    gate: Gate | None = None  # a debounce or throttle (queue_core/gates.py)
 
 
 @dataclass(frozen=True, slots=True)
 class EnqueueResult:
-    """The job a request landed on; `duplicate` when a live job already held its key."""
+    """The job a request landed on; `duplicate` when a live job already held its key (or a
+    throttle's window its job), `debounced` when a debounce moved the key's waiting job."""
 
     id: UUID
     status: Status
     duplicate: bool
     job: Job | None = None  # the whole row, for callers that show it (single, without after)
+    debounced: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """What the CLI and EnqueueFunction answer for each request."""
+        return {
+            "id": str(self.id),
+            "status": self.status.value,
+            "duplicate": self.duplicate,
+            "debounced": self.debounced,
+        }
 
 
 class Verdict(enum.StrEnum):

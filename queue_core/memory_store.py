@@ -24,6 +24,7 @@ from .batch import JobBatch
 from .derived import DerivedOperations
 from .errors import ConfigurationError, InvalidTransition, JobNotFound, LeaseLost
 from .fairness import GroupStats
+from .gates import GateView
 from .ids import new_id
 from .jobs import (
     DEFAULT_LEASE_SECONDS,
@@ -103,6 +104,8 @@ class MemoryStore(DerivedOperations):
         raise ConfigurationError("jobs enqueued after others need the Postgres store")
 
     def _insert(self, spec: JobSpec, now: datetime) -> EnqueueResult:
+        if spec.gate is not None:
+            raise ConfigurationError(f"{spec.gate.kind} needs the Postgres store")
         holder = self._holder(spec.idempotency_key, spec.user_id)
         if holder is not None:
             return EnqueueResult(holder.id, holder.status, True, holder)
@@ -314,6 +317,10 @@ class MemoryStore(DerivedOperations):
     def relatives(self, job_id: UUID | str) -> list[dependencies.Relative]:
         """Always empty: no job of this store is enqueued after another."""
         return []
+
+    def gate_of(self, job_id: UUID | str) -> GateView | None:
+        """Always None: this store refuses debounce and throttle."""
+        return None
 
     def cancel(self, job_id: UUID | str, *, now: datetime | None = None) -> Job:
         with self._lock:

@@ -17,6 +17,7 @@ from uuid import UUID
 from .batch import JobBatch
 from .dependencies import ParentRef, Relative
 from .fairness import GroupStats
+from .gates import GateView
 from .jobs import EnqueueResult, Job, JobSpec, Outcome, Status
 from .steps import Durable, DurableView, WaitKind
 
@@ -256,6 +257,10 @@ class Store(LeaseKeeper, Protocol):
 
     def relatives(self, job_id: UUID | str) -> list[Relative]:
         """A job's parents, then its children."""
+        ...
+
+    def gate_of(self, job_id: UUID | str) -> GateView | None:
+        """The debounce or throttle that made a job, if one did."""
         ...
 
     def search_jobs(

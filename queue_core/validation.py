@@ -12,6 +12,7 @@ from uuid import UUID
 
 from .backoff import DEFAULT_BACKOFF, Backoff
 from .errors import InvalidJob, UnknownJobType
+from .gates import Debounce, Gate, Throttle
 from .jobs import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobSpec
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]*")
@@ -138,6 +139,8 @@ def job_spec(
     lease_seconds: Any = None,
     backoff_policy: Any = None,
     group: Any = None,
+    debounce: Any = None,
+    throttle: Any = None,
     known_types: Collection[str] | None = None,
     max_payload_bytes: int = MAX_PAYLOAD_BYTES,
 ) -> JobSpec:
@@ -149,6 +152,9 @@ def job_spec(
     if run_after is not None and delay is not None:
         raise InvalidJob("run_after", "give either run_after or delay, not both")
     owner = None if user_id is None else uuid(user_id, "user_id")
+    gated = gate(
+        debounce, throttle, idempotency_key=idempotency_key, run_after=run_after, delay=delay
+    )
     return JobSpec(
         type=type_,
         payload_json=payload_json,
@@ -172,7 +178,82 @@ def job_spec(
         ),
         backoff=DEFAULT_BACKOFF if backoff_policy is None else backoff(backoff_policy),
         group_key=default_group(None if group is None else name(group, "group"), owner),
+        gate=gated,
     )
+
+
+def gate(
+    debounce: Any, throttle: Any, *, idempotency_key: Any, run_after: Any, delay: Any
+) -> Gate | None:
+    """A request's debounce or throttle, refused where it cannot mean anything: both at
+    once, either with an idempotency key (each decides which job an enqueue lands on), and
+    a debounce with its own run_after or delay (the debounce decides when its job runs)."""
+    if debounce is None and throttle is None:
+        return None
+    if debounce is not None and throttle is not None:
+        raise InvalidJob("throttle", "give either debounce or throttle, not both")
+    field = "debounce" if debounce is not None else "throttle"
+    if idempotency_key is not None:
+        raise InvalidJob(
+            field,
+            f"cannot be combined with idempotency_key: each decides which job {field} "
+            "requests land on",
+        )
+    if debounce is not None and (run_after is not None or delay is not None):
+        raise InvalidJob(
+            "debounce",
+            "cannot be combined with run_after or delay: the debounce sets when its job runs",
+        )
+    if debounce is not None:
+        return _gate_value(debounce, Debounce, "debounce")
+    return _gate_value(throttle, Throttle, "throttle")
+
+
+def no_gate_after(specs: Collection[JobSpec]) -> None:
+    """Jobs after parents take no debounce or throttle: an enqueue that lands on an earlier
+    job would leave the parents it names unheeded."""
+    for spec in specs:
+        if spec.gate is not None:
+            raise InvalidJob(
+                spec.gate.kind,
+                "cannot be combined with after: a job that waits for parents "
+                "is its own job, never an earlier one of the key",
+            )
+
+
+def _gate_value(value: Any, kind: type[Debounce] | type[Throttle], field: str) -> Gate:
+    """A Debounce or Throttle, given as one or as an object {"key", "seconds"[, "max_seconds"]}."""
+    if isinstance(value, Debounce | Throttle):
+        if not isinstance(value, kind):
+            raise InvalidJob(field, f"must be a {kind.__name__}, got {type(value).__name__}")
+        fields = {"key": value.key, "seconds": value.seconds, "max_seconds": value.max_seconds}
+    elif isinstance(value, Mapping):
+        allowed = {"key", "seconds", "max_seconds"} if kind is Debounce else {"key", "seconds"}
+        unknown = set(value) - allowed
+        if unknown or not {"key", "seconds"} <= set(value):
+            raise InvalidJob(
+                field,
+                f"must be an object with {', '.join(sorted(allowed))} "
+                f"(key and seconds required), got keys {sorted(value)}",
+            )
+        fields = {"max_seconds": None, **value}
+    else:
+        raise InvalidJob(field, f"must be a {kind.__name__} or an object, got {value!r}"[:120])
+    key = text(fields["key"], f"{field}.key", MAX_KEY)
+    seconds = number(fields["seconds"], f"{field}.seconds", 0, MAX_DELAY_SECONDS)
+    if seconds <= 0:
+        raise InvalidJob(f"{field}.seconds", "must be more than 0")
+    if kind is Throttle:
+        return Throttle(key, seconds)
+    ceiling = fields["max_seconds"]
+    if ceiling is None:
+        return Debounce(key, seconds)
+    ceiling = number(ceiling, "debounce.max_seconds", 0, MAX_DELAY_SECONDS)
+    if ceiling < seconds:
+        raise InvalidJob(
+            "debounce.max_seconds", f"must be at least seconds ({seconds:g}), got {ceiling:g}"
+        )
+    return Debounce(key, seconds, ceiling)
 
 
 def default_group(group: str | None, user_id: UUID | None) -> str:

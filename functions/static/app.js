@@ -353,7 +353,7 @@ async function openDetail(id) {
   $("detail-fields").replaceChildren(...fields.flatMap((name) => [
     el("dt", {}, name.replace(/_/g, " ")),
     el("dd", {}, job[name] === null || job[name] === undefined ? "—" : String(job[name])),
-  ]));
+  ]), ...(job.gate ? [el("dt", {}, job.gate.kind), el("dd", {}, job.gate.summary)] : []));
   const handled = handling(job);
   if (handled.length) {
     $("detail-fields").append(el("dt", {}, "handler"), el("dd", { id: "detail-handling" }, handled.join(" · ")));

@@ -15,13 +15,13 @@ from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
-from .. import dependencies, transitions
+from .. import dependencies, transitions, validation
 from ..batch import JobBatch
 from ..errors import DatabaseError, QueueFull
 from ..ids import new_id, new_ids
 from ..jobs import EnqueueResult, JobSpec, Status
 from ..queries import QUERIES
-from .executor import Executor, jobs_and_flags, rerun, translate_errors
+from .executor import Executor, jobs, jobs_and_flags, rerun, translate_errors
 from .probes import LimitsProbe
 
 # A key whose holder commits between an insert and its lookup makes the request go again.
@@ -57,13 +57,45 @@ class Enqueues:
 
     def enqueue(self, spec: JobSpec, *, now: datetime | None = None) -> EnqueueResult:
         """Insert one job and return it whole (its row included); a live job holding the
-        spec's key is returned instead, as a duplicate."""
+        spec's key is returned instead, as a duplicate; a debounce's or throttle's earlier
+        job of the key, when it takes the enqueue, flagged debounced or duplicate."""
+        if spec.gate is not None:
+            return self._enqueue_gated(spec, now)
         with self._admission((spec,)):
             for _ in range(ENQUEUE_ROUNDS):
-                found = self._enqueue_one(spec, now)
+                found = self._enqueue_one(spec, _one_job_params(spec, now))
                 if found is not None:
                     return found
         raise DatabaseError(UNSETTLED)
+
+    def _enqueue_gated(self, spec: JobSpec, now: datetime | None) -> EnqueueResult:
+        """Ask the key's gate (tickq.job_gate) which job the enqueue lands on, and insert it
+        when it is a new one: one transaction, so the gate's lock on the key covers both."""
+        gate = spec.gate
+        assert gate is not None
+        params = _one_job_params(spec, now)
+        with self._admission((spec,)), self._db.atomic():
+            gated = {
+                "kind": gate.kind,
+                "key": gate.key,
+                "user_id": spec.user_id,
+                "seconds": gate.seconds,
+                "max_seconds": gate.max_seconds,
+                "payload": spec.payload_json,
+                "now": now,
+                "id": params["id"],
+            }
+            ((job_id, outcome, run_after),) = self._db.rows("jobs_gate", gated)
+            if outcome != "created":
+                (job,) = self._db.rows("jobs_get", {"id": job_id}, jobs)
+                return EnqueueResult(
+                    job.id, job.status, outcome == "throttled", job, outcome == "debounced"
+                )
+            if run_after is not None:
+                params["run_after"] = run_after
+            found = self._enqueue_one(spec, params)
+        assert found is not None  # a gated job has no idempotency key to wait for
+        return found
 
     def enqueue_many(
         self, specs: Sequence[JobSpec], *, now: datetime | None = None
@@ -79,6 +111,11 @@ class Enqueues:
         """enqueue_many for a batch as Registry.batch validates it."""
         if not len(batch):
             return []
+        if any(map(attrgetter("gate"), batch.bases)):
+            # Gated jobs go one by one, in order: a later request of a key lands on the job
+            # an earlier one of the batch made.
+            with self._db.atomic():
+                return [replace(self.enqueue(spec, now=now), job=None) for spec in batch.specs()]
         with self._admission(batch.bases):
             return self._enqueue_batch(batch, now)
 
@@ -92,6 +129,7 @@ class Enqueues:
         """Enqueue jobs that wait for parents: `after[i]` names job i's parents, existing
         job ids or positions of earlier jobs of the batch. All or nothing, in the caller's
         transaction when it has one: a bad parent (InvalidParent) writes nothing."""
+        validation.no_gate_after(batch.bases)
         if not len(batch):
             return []
         # Again when a parent moved between partitions under it.
@@ -182,9 +220,8 @@ class Enqueues:
         for queue, depth, max_depth in self._db.rows("queue_limits_admit", params):
             raise QueueFull(queue, depth, max_depth)
 
-    def _enqueue_one(self, spec: JobSpec, now: datetime | None) -> EnqueueResult | None:
+    def _enqueue_one(self, spec: JobSpec, params: dict[str, Any]) -> EnqueueResult | None:
         """One round of a single enqueue; None when the key's holder is not visible yet."""
-        params = _one_job_params(spec, now)
         if spec.idempotency_key is None:
             # Nothing can conflict: the row is the request plus what the database decided.
             with translate_errors(), self._db.scope():

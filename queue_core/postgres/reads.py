@@ -11,6 +11,7 @@ from uuid import UUID
 from ..dependencies import Relative
 from ..errors import InvalidJob, InvalidTransition, JobNotFound
 from ..fairness import GroupStats
+from ..gates import GateView
 from ..jobs import Job, Status
 from ..pages import check_page_limit, decode_cursor, encode_cursor
 from ..ports import Page, StatsRow
@@ -27,6 +28,13 @@ class Reads:
         if not rows:
             raise JobNotFound(job_id)
         return rows[0]
+
+    def gate_of(self, job_id: UUID | str) -> GateView | None:
+        """The debounce or throttle that made a job, if one did (row-level security: only
+        one's own jobs' gates)."""
+        for kind, key, enqueues, first_at in self._db.rows("job_gate_of", {"id": job_uuid(job_id)}):
+            return GateView(kind, key, enqueues, first_at)
+        return None
 
     def relatives(self, job_id: UUID | str) -> list[Relative]:
         """A job's parents, then its children, each with its type and status."""

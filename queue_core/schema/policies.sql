@@ -122,6 +122,17 @@ create policy job_signals_owner_clear on tickq.job_signals for delete to tickq_a
 create policy job_signals_worker on tickq.job_signals to tickq_worker
     using (true) with check (true);
 
+-- Gates: tickq.job_gate (security definer, run as the owner) writes them; an application
+-- user reads its own jobs' gates (their views), a worker everything.
+grant select on tickq.job_gates to tickq_app, tickq_worker;
+
+alter table tickq.job_gates enable row level security;
+alter table tickq.job_gates force row level security;
+
+create policy job_gates_owner on tickq.job_gates for select to tickq_app
+    using (user_id = tickq.current_user_id());
+create policy job_gates_worker on tickq.job_gates for select to tickq_worker using (true);
+
 -- Dependency edges: an application user sees and writes only edges of its own jobs. That
 -- both ends are its own is checked by the enqueue, which reads the parents under row-level
 -- security (jobs_parents_lock): a policy cannot check it, since the ends are usually
@@ -158,7 +169,8 @@ declare
     v_table text;
 begin
     foreach v_table in array array['jobs', 'job_keys', 'job_steps', 'job_signals',
-                                   'job_dependencies', 'job_settlements'] loop
+                                   'job_dependencies', 'job_settlements',
+                                   'job_gates'] loop
         execute format('create policy %I on tickq.%I to %I using (true) with check (true)',
                        v_table || '_table_owner', v_table,
                        (select r.rolname from pg_class c join pg_roles r on r.oid = c.relowner
@@ -192,9 +204,20 @@ grant execute on function tickq.jobs_partitions_ensure(date, integer),
 -- Enqueue from SQL (a trigger, an RPC, another language): applications and workers. It
 -- runs with the caller's own rights, so the grants and row-level security above decide.
 revoke all on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer,
-                                     text) from public;
+                                     text, text, double precision, double precision, text,
+                                     double precision) from public;
 grant execute on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz,
-                                        integer, text) to tickq_app, tickq_worker;
+                                        integer, text, text, double precision,
+                                        double precision, text, double precision)
+    to tickq_app, tickq_worker;
+
+-- Debounce and throttle: every gated enqueue (tickq.enqueue, the Python store's) asks it.
+revoke all on function tickq.job_gate(text, text, uuid, double precision, double precision,
+                                      jsonb, timestamptz, uuid) from public;
+grant execute on function tickq.job_gate(text, text, uuid, double precision, double precision,
+                                         jsonb, timestamptz, uuid) to tickq_app, tickq_worker;
+revoke all on function tickq.operator_job_gate(uuid) from public;
+grant execute on function tickq.operator_job_gate(uuid) to tickq_operator, tickq_worker;
 
 -- Operators read counts across every user.
 revoke all on function tickq.operator_stats(timestamptz),

@@ -211,6 +211,25 @@ create table tickq.job_keys (
     constraint job_keys_key unique nulls not distinct (idempotency_key, user_id)
 );
 
+-- Debounce and throttle (queue_core/gates.py, tickq.job_gate): one row per job a gate
+-- created, the key's latest job being the one an enqueue of the key may land on. A deleted
+-- job takes its row with it (tickq.jobs_forget, jobs_forget_all, jobs_partition_drop): no
+-- foreign key, as for tickq.job_keys.
+create table tickq.job_gates (
+    job_id     uuid primary key,  -- the job's gate, for its views (debounced N times)
+    kind       text not null,
+    gate_key   text not null,
+    user_id    uuid,              -- keys are per owner, as idempotency keys
+    first_at   timestamptz not null,  -- its first enqueue: debounce's bound, throttle's window
+    enqueues   integer not null default 1,  -- the enqueues that landed on the job
+    constraint job_gates_kind_check check (kind in ('debounce', 'throttle'))
+);
+-- The key's latest job, per owner (a null owner, a worker's enqueue, as one owner: the nil
+-- uuid, which no user holds), read by every gated enqueue.
+create index job_gates_key_idx on tickq.job_gates (
+    kind, gate_key, coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid),
+    first_at desc);
+
 -- Durable steps (queue_core/steps.py): one row per completed step, the primary key making
 -- a step's result stored at most once; and the signals sent to a job.
 create table tickq.job_steps (

@@ -62,6 +62,10 @@ select id, queue, type, user_id, group_key, status, attempts, max_attempts, prio
        finished_at
 from tickq.operator_job(%(id)s::uuid);
 
+-- name: operator_job_gate
+-- The debounce or throttle that made one job of any user: its kind and count.
+select kind, enqueues from tickq.operator_job_gate(%(id)s::uuid);
+
 -- name: operator_retry
 -- Retry jobs of any user by id; one row per id saying what happened.
 select id, status, outcome from tickq.operator_retry(%(ids)s::uuid[], %(now)s::timestamptz);

@@ -194,6 +194,18 @@ values (%(id)s, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
         coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
 returning payload, run_after, created_at;
 
+-- name: jobs_gate
+-- Which job a debounced or throttled enqueue lands on (tickq.job_gate): the job's id, the
+-- outcome (created: insert it, with run_after when not null; debounced; throttled).
+select g.job_id, g.outcome, g.run_after
+from tickq.job_gate(%(kind)s, %(key)s, %(user_id)s::uuid, %(seconds)s::float8,
+                    %(max_seconds)s::float8, %(payload)s::jsonb, %(now)s::timestamptz,
+                    %(id)s::uuid) g;
+
+-- name: job_gate_of
+-- A job's gate, for its views: the kind, the key, the enqueues that landed on it.
+select kind, gate_key, enqueues, first_at from tickq.job_gates where job_id = %(id)s;
+
 -- The claim statements are composed of the parts below ("-- part: <name>", spliced in
 -- where a statement says {{name}}, by queue_core/queries.py when it loads this file), so
 -- each rule of the finish and the claim is written once: the finish (persisting a batch's

@@ -810,4 +810,52 @@ MUTANTS: tuple[Mutant, ...] = (
             f"{BATCH_TESTS}::test_120_jobs_go_in_calls_of_at_most_50_each_with_its_own_result_and_one_failure_retries_alone",
         ),
     ),
+    Mutant(
+        "debounce-past-max-seconds",
+        "a debounced job's run time moves past its first enqueue + max_seconds",
+        (
+            Edit(
+                function("job_gate"),
+                "v_gate.first_at + p_max_seconds * interval '1 second');\n",
+                "v_now + p_seconds * interval '1 second');\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_gates.py::test_a_burst_of_debounced_enqueues_makes_one_job_with_the_last_payload",
+            "tests/model/test_gates_match_model.py",
+        ),
+    ),
+    Mutant(
+        "gate-key-not-per-owner",
+        "a gate's key is looked up across owners, not per owner",
+        (
+            Edit(
+                function("job_gate"),
+                "    where g.kind = p_kind and g.gate_key = p_key\n"
+                "      and coalesce(g.user_id, '00000000-0000-0000-0000-000000000000'::uuid)\n"
+                "          = coalesce(v_owner, '00000000-0000-0000-0000-000000000000'::uuid)\n"
+                "    order by g.first_at desc\n",
+                "    where g.kind = p_kind and g.gate_key = p_key\n    order by g.first_at desc\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_gates.py::test_keys_are_per_owner",
+            "tests/integration/test_gates.py::test_an_application_user_gates_only_its_own_key",
+        ),
+    ),
+    Mutant(
+        "debounce-moves-a-started-job",
+        "a debounce replaces the payload of its key's job after the job started",
+        (
+            Edit(
+                function("job_gate"),
+                "              and j.status = 'queued' and j.started_at is null;\n",
+                "              and j.status <> 'dead';\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_gates.py::test_a_debounced_job_that_started_is_left_alone_and_the_next_enqueue_makes_a_new_one",
+            "tests/model/test_gates_match_model.py",
+        ),
+    ),
 )

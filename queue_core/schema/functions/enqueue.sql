@@ -1,6 +1,10 @@
 -- Enqueue one job from SQL: from a trigger in the caller's transaction, a PostgREST or
 -- Supabase RPC, or any language with a PostgreSQL driver. Returns the job's id; with an
--- idempotency key a live or succeeded job of the same owner holds, the holder's id.
+-- idempotency key a live or succeeded job of the same owner holds, the holder's id; with a
+-- debounce or throttle (debounce_key, debounce_seconds[, debounce_max_seconds];
+-- throttle_key, throttle_seconds) whose key's job took the enqueue, that job's id
+-- (tickq.job_gate says which; neither goes with an idempotency key or the other, nor a
+-- debounce with run_after).
 --
 -- The checks are the Python enqueue's (queue_core/validation.py), each refusal SQLSTATE
 -- 22023 (invalid_parameter_value) with the parameter as the error's column name, before
@@ -27,7 +31,12 @@ create function tickq.enqueue(
     priority integer default 0,
     run_after timestamptz default null,
     max_attempts integer default null,
-    group_key text default null
+    group_key text default null,
+    debounce_key text default null,
+    debounce_seconds double precision default null,
+    debounce_max_seconds double precision default null,
+    throttle_key text default null,
+    throttle_seconds double precision default null
 ) returns uuid
     language plpgsql volatile
     set search_path = pg_catalog, pg_temp
@@ -42,6 +51,8 @@ declare
     v_bad      record;
     v_id       uuid := gen_random_uuid();
     v_holder   uuid;
+    v_kind     text;
+    v_gated    record;
 begin
     if v_owner is null
        and not pg_has_role('tickq_worker', 'USAGE')
@@ -86,6 +97,28 @@ begin
         raise exception 'tickq: run_after must be a finite time, got %', v_run
             using errcode = 'invalid_parameter_value', column = 'run_after';
     end if;
+    if enqueue.debounce_key is not null and enqueue.throttle_key is not null then
+        raise exception 'tickq: give either debounce or throttle, not both'
+            using errcode = 'invalid_parameter_value', column = 'throttle_key';
+    end if;
+    v_kind := case when enqueue.debounce_key is not null then 'debounce'
+                   when enqueue.throttle_key is not null then 'throttle' end;
+    if v_kind is null and coalesce(enqueue.debounce_seconds, enqueue.debounce_max_seconds,
+                                   enqueue.throttle_seconds) is not null then
+        raise exception 'tickq: debounce_seconds, debounce_max_seconds and throttle_seconds '
+                        'need their debounce_key or throttle_key'
+            using errcode = 'invalid_parameter_value', column = 'debounce_key';
+    end if;
+    if v_kind is not null and enqueue.idempotency_key is not null then
+        raise exception 'tickq: % cannot be combined with idempotency_key: each decides which '
+                        'job requests land on', v_kind
+            using errcode = 'invalid_parameter_value', column = v_kind || '_key';
+    end if;
+    if v_kind = 'debounce' and enqueue.run_after is not null then
+        raise exception 'tickq: debounce cannot be combined with run_after: the debounce sets '
+                        'when its job runs'
+            using errcode = 'invalid_parameter_value', column = 'debounce_key';
+    end if;
     if v_owner is null then
         v_group := coalesce(enqueue.group_key, '');
         for v_bad in select a.max_depth from tickq.queue_admit(array[v_queue], array[1]) a loop
@@ -102,6 +135,16 @@ begin
                             'the limit of 128', char_length(v_group)
                 using errcode = 'invalid_parameter_value', column = 'group_key';
         end if;
+    end if;
+    if v_kind is not null then
+        select g.job_id, g.outcome, g.run_after into v_gated
+        from tickq.job_gate(v_kind, coalesce(enqueue.debounce_key, enqueue.throttle_key),
+                            v_owner, coalesce(enqueue.debounce_seconds, enqueue.throttle_seconds),
+                            enqueue.debounce_max_seconds, v_payload, null, v_id) g;
+        if v_gated.outcome <> 'created' then
+            return v_gated.job_id;
+        end if;
+        v_run := coalesce(v_gated.run_after, v_run);
     end if;
     -- A key's holder that commits between the key's insert and its lookup, or lets go of
     -- the key meanwhile, makes the enqueue go again, as the Python store does.

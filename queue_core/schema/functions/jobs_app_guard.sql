@@ -1,6 +1,6 @@
 -- Applications may change a job only through the documented operations
--- (docs/threat-model.md), each one a set of columns it may move and how: cancel a job not
--- yet running (a waiting one with an error naming the failed ancestor when the cascade of
+-- (docs/threat-model.md), each one a set of columns it may move and how: debounce a job of
+-- a debounce's key that has not started (tickq.job_gate), cancel a job not yet running (a waiting one with an error naming the failed ancestor when the cascade of
 -- tickq.jobs_settle does it), ask a running job to cancel, send a dead or cancelled job back
 -- to the queue with fresh attempts, mark a parent as having children, deliver a signal, and
 -- forget a finished job's wait and signals before a fresh retry. The guard compares the
@@ -83,6 +83,15 @@ begin
         and new.status = 'queued' and old.status in ('dead', 'cancelled')
         and new.attempts = 0 and not new.cancel_requested and new.finished_at is null
         and new.run_after <= now() + interval '366 days') is true then
+        return new;
+    end if;
+    -- Debounce: a queued job a debounce made, not started yet, takes a new payload (a JSON
+    -- object) and run time.
+    if (v_moved <@ array['payload', 'run_after', 'updated_at']
+        and old.status = 'queued' and old.started_at is null
+        and jsonb_typeof(new.payload) = 'object'
+        and exists (select from tickq.job_gates g
+                    where g.job_id = old.id and g.kind = 'debounce')) is true then
         return new;
     end if;
     -- Mark a parent as having children.

@@ -1,4 +1,4 @@
--- A deleted job takes its key, steps, signals and dependency edges with it, as foreign keys'
+-- A deleted job takes its key, steps, signals, dependency edges and gate with it, as foreign keys'
 -- cascades would (a partitioned tickq.jobs cannot be referenced by id alone). A statement
 -- trigger with the deleted rows (jobs_forget, triggers.sql): one set-based delete per table
 -- and statement, and nothing at all for statements that delete no job. Security definer,
@@ -17,5 +17,6 @@ begin
     delete from tickq.job_signals s using gone g where s.job_id = g.id;
     delete from tickq.job_dependencies d using gone g where d.child_id = g.id;
     delete from tickq.job_dependencies d using gone g where d.parent_id = g.id;
+    delete from tickq.job_gates x using gone g where x.job_id = g.id;
     return null;
 end $$;

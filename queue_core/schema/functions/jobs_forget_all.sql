@@ -10,5 +10,6 @@ begin
     delete from tickq.job_signals;
     delete from tickq.job_dependencies;
     delete from tickq.job_settlements;
+    delete from tickq.job_gates;
     return null;
 end $$;
