@@ -19,6 +19,7 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from queue_core import TickReport
 from queue_core.fairness import GroupStats, most_starved
+from queue_core.outbox import Backlog
 from queue_core.ports import StatsRow
 from queue_core.report import TICK_COUNTERS
 
@@ -107,6 +108,15 @@ def record_depth(rows: Iterable[StatsRow]) -> dict[tuple[str, str], dict[str, fl
     metrics.add_metric(name="queue_depth_total", unit=MetricUnit.Count, value=total)
     metrics.add_metric(name="oldest_runnable_age_max", unit=MetricUnit.Seconds, value=oldest)
     return waiting
+
+
+def record_backlog(backlog: Backlog) -> None:
+    """Emit the outbox's backlog: events waiting to be published and the oldest one's age
+    (0 when none waits). The alarm on the age catches an event bus that stopped taking."""
+    metrics.add_metric(name="outbox_pending", unit=MetricUnit.Count, value=backlog.pending)
+    metrics.add_metric(
+        name="outbox_oldest_age", unit=MetricUnit.Seconds, value=backlog.oldest_seconds or 0.0
+    )
 
 
 def record_starved(groups: Sequence[GroupStats]) -> GroupStats | None:

@@ -38,6 +38,7 @@ from .errors import (
     UnknownJobType,
 )
 from .jobs import EnqueueResult, Job, JobSpec, Status
+from .outbox import publish
 from .partitions import ensure_partitions
 from .postgres import PostgresStore, StepStore
 from .registry import Registry, Task, registry, task
@@ -79,6 +80,7 @@ __all__ = [
     "enqueue",
     "enqueue_many",
     "ensure_partitions",
+    "publish",
     "registry",
     "signal",
     "task",

@@ -166,8 +166,16 @@ class Outcome:
     # The job suspended (steps.suspend): its own fenced statement stored that already, so
     # the batch's statement skips it.
     suspended: bool = False
+    # The lifecycle event the job's task opted into (queue_core/outbox.py), as the finish
+    # statement takes it: JSON text, written into the outbox with this outcome.
+    event_json: str | None = None
 
     @property
     def is_plain_success(self) -> bool:
         """Succeeded with nothing else to store: the store sends these compactly."""
-        return self.status is Status.SUCCEEDED and self.result_json is None and not self.error
+        return (
+            self.status is Status.SUCCEEDED
+            and self.result_json is None
+            and not self.error
+            and self.event_json is None
+        )

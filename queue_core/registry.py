@@ -12,7 +12,8 @@ from . import validation
 from .backoff import Backoff
 from .batch import JobBatch
 from .errors import ConfigurationError
-from .jobs import JobSpec
+from .events import event_statuses
+from .jobs import JobSpec, Status
 
 Handler = Callable[..., Any]
 # The request fields Registry.batch checks on its fast path; any other takes spec's path.
@@ -34,6 +35,9 @@ class Task:
     # Durable steps: the longest a step takes; a step that would not fit in the time left
     # suspends the job first (docs/steps.md). None: steps never suspend on their own.
     step_seconds: float | None = None
+    # The lifecycle events its jobs write into the outbox besides `Job Dead`, by the status
+    # of the outcome (queue_core/outbox.py). Empty: none, and the finish pays nothing.
+    events: frozenset[Status] = frozenset()
 
 
 class Registry:
@@ -50,6 +54,7 @@ class Registry:
         priority: int | None = None,
         backoff: Backoff | Mapping[str, float] | None = None,
         step_seconds: float | None = None,
+        events: Iterable[str] = (),
     ) -> Callable[[Handler], Handler]:
         """Register the decorated function as the handler of job type `name`."""
         # Validate the defaults now, so a bad decorator fails at import rather than at enqueue.
@@ -68,6 +73,8 @@ class Registry:
                 step_seconds, "step_seconds", 0.001, validation.MAX_LEASE_SECONDS
             )
 
+        opted = event_statuses(events)
+
         def register(fn: Handler) -> Handler:
             existing = self.tasks.get(name)
             if existing is not None and existing.fn is not fn:
@@ -85,6 +92,7 @@ class Registry:
                 priority,
                 policy,
                 step_seconds,
+                opted,
             )
             return fn
 

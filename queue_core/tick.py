@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import random
 import threading
@@ -23,6 +24,7 @@ from typing import Any, Protocol
 from . import transitions, worker
 from .context import AsyncJobContext, JobContext
 from .errors import DatabaseError, InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
+from .events import lifecycle_event
 from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, Status
 from .pipeline import Pipeline
 from .ports import NO_JOBS, JobList, Store
@@ -412,8 +414,8 @@ class Runner:
         try:
             result = task.fn(context)
         except BaseException as exc:  # judged below; interrupts are re-raised there
-            return self._judge(job, exc)
-        return self._succeeded(job, result)
+            return with_event(task, job, self._judge(job, exc))
+        return with_event(task, job, self._succeeded(job, result))
 
     def _run_async(self, jobs: Sequence[Job]) -> list[Outcome]:
         async def run_all() -> list[Outcome]:
@@ -429,8 +431,8 @@ class Runner:
                     try:
                         result = await task.fn(context)
                     except BaseException as exc:
-                        return self._judge(job, exc)
-                    return self._succeeded(job, result)
+                        return with_event(task, job, self._judge(job, exc))
+                    return with_event(task, job, self._succeeded(job, result))
 
             return list(await asyncio.gather(*(run(job) for job in jobs)))
 
@@ -473,3 +475,13 @@ class Runner:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="tickq-job")
         return self._pool
+
+
+def with_event(task: Task, job: Job, outcome: Outcome) -> Outcome:
+    """The outcome carrying the lifecycle event its task opted into, if any: the finish that
+    persists it writes the event into the outbox (a task that opts into none pays a test)."""
+    if not task.events or outcome.status not in task.events:
+        return outcome
+    return dataclasses.replace(
+        outcome, event_json=lifecycle_event(job, outcome.status, outcome.error)
+    )
