@@ -102,6 +102,7 @@ class PublishReport:
     failed: int = 0  # sends refused (each retry counts)
     held: int = 0  # jobs or events left for the next run after their retries
     busy: bool = False  # another publisher held the lock
+    stopped: bool = False  # a whole call was refused: the rest waits for the next run
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -136,28 +137,15 @@ def publish(
     """Put an event of the application's own into the outbox on `conn`, inside the caller's
     transaction: it is published once that transaction commits, and never if it rolls back.
     Returns the event's id (in its detail as `event_id`)."""
-    detail_type = _text(detail_type, "detail_type", 128)
-    source = _text(source, "source", 256)
+    detail_type = validation.text(detail_type, "detail_type", 128)
+    source = validation.text(source, "source", 256)
     if source == TICKQ_SOURCE:
         raise InvalidJob("source", f"{TICKQ_SOURCE!r} is tickq's own source")
-    if not isinstance(detail, Mapping):
-        raise InvalidJob("detail", f"must be a JSON object, got {type(detail).__name__}")
-    try:
-        text = json.dumps(dict(detail), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidJob("detail", f"must be JSON: {exc}") from None
-    if len(text.encode()) > _MAX_DETAIL_BYTES:
-        raise InvalidJob("detail", f"is larger than {_MAX_DETAIL_BYTES} bytes")
+    text = validation.json_object(detail, "detail", _MAX_DETAIL_BYTES)
     rows = Executor(conn).rows(
         "outbox_publish", {"source": source, "detail_type": detail_type, "detail": text}
     )
     return UUID(str(rows[0][1]))
-
-
-def _text(value: Any, field: str, longest: int) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > longest:
-        raise InvalidJob(field, f"must be a non-empty string of at most {longest} characters")
-    return value
 
 
 class Outbox:
@@ -176,11 +164,12 @@ class Outbox:
         )
 
     def events(
-        self, *, pending_only: bool = False, job_id: UUID | None = None, limit: int = 50
+        self, *, pending_only: bool = False, job_id: UUID | str | None = None, limit: int = 50
     ) -> list[dict[str, Any]]:
         limit = validation.integer(limit, "limit", 1, 10_000)
+        job = None if job_id is None else validation.uuid(job_id, "job_id")
         return self._db.dicts(
-            "outbox_list", {"pending_only": pending_only, "job_id": job_id, "limit": limit}
+            "outbox_list", {"pending_only": pending_only, "job_id": job, "limit": limit}
         )
 
     def prune(
@@ -239,6 +228,11 @@ def publish_pending(
         for event in refused:
             held.append(event.order_key)
         report.held += len(refused)
+        if len(refused) == len(chunk):
+            # Nothing of a whole call got through its retries: the bus is down or refusing,
+            # and the next call would cost the same retries again. The next run goes on.
+            report.stopped = True
+            break
     return report
 
 

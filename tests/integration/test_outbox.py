@@ -261,7 +261,7 @@ def test_a_refused_event_stays_pending_with_its_reason_and_holds_its_jobs_later_
     assert backlog.pending == 4 and backlog.most_attempts == 4
 
 
-def test_a_send_that_raises_is_a_refusal_and_time_left_stops_the_run(
+def test_a_send_that_raises_is_a_refusal_that_ends_the_run_and_so_does_time(
     conn: psycopg.Connection,
 ) -> None:
     seed_events(conn, jobs=30, per_job=1)
@@ -269,11 +269,11 @@ def test_a_send_that_raises_is_a_refusal_and_time_left_stops_the_run(
     def down(events: Sequence[Event]) -> list[str | None]:
         raise ConnectionError("no route to host")
 
+    # A whole call refused: the bus is down, and the run ends rather than pay every call.
     report = publish_pending(conn, down, retries=0)
-    assert report.held == 30 and report.published == 0
-    assert conn.execute("select distinct last_error from tickq.outbox").fetchall() == [
-        ("ConnectionError: no route to host",)
-    ]
+    assert report.held == 10 and report.published == 0 and report.stopped
+    rows = conn.execute("select last_error, count(*) from tickq.outbox group by 1 order by 1")
+    assert rows.fetchall() == [("ConnectionError: no route to host", 10), (None, 20)]
 
     bus = Bus(refuse=0.0)
     calls = iter([1.0, 0.0])
