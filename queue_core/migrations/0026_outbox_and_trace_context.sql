@@ -3,7 +3,8 @@
 --   transaction of the change they report and published to EventBridge afterwards, so an
 --   outage delays events and loses none. Every path that makes a job dead writes its
 --   `Job Dead` event (trigger jobs_outbox_dead); the finish writes the events a type opted
---   into; applications insert only their own events, which they alone read.
+--   into; applications insert only their own events, which they alone read; operators
+--   see the backlog's size and age (tickq.operator_outbox_backlog), no event.
 -- * tickq.jobs.traceparent: the enqueuer's trace context when OpenTelemetry is on.
 
 alter table tickq.jobs add column traceparent text;
@@ -82,3 +83,22 @@ begin
 end $$;
 
 revoke all on function tickq.outbox_job_dead() from public;
+
+-- The outbox's backlog for the operator console: how many events wait to be published, how
+-- long the oldest has waited at p_now (the database clock when null), and the most sends
+-- one of them has had. Counts only: operators read no event.
+create or replace function tickq.operator_outbox_backlog(p_now timestamptz)
+    returns table (pending bigint, oldest_seconds double precision, most_attempts integer)
+    language sql stable security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+select count(*),
+       extract(epoch from coalesce(p_now, now()) - min(o.created_at))::double precision,
+       coalesce(max(o.attempts), 0)
+from tickq.outbox o
+where o.published_at is null
+$$;
+
+revoke all on function tickq.operator_outbox_backlog(timestamptz) from public;
+grant execute on function tickq.operator_outbox_backlog(timestamptz)
+    to tickq_operator, tickq_worker;

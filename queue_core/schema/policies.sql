@@ -220,7 +220,8 @@ revoke all on function
     tickq.operator_job(uuid),
     tickq.operator_retry(uuid[], timestamptz), tickq.operator_cancel(uuid[], timestamptz),
     tickq.operator_count_dead(text[], text[]),
-    tickq.operator_retry_dead(text[], text[], bigint, timestamptz)
+    tickq.operator_retry_dead(text[], text[], bigint, timestamptz),
+    tickq.operator_outbox_backlog(timestamptz)
     from public;
 grant execute on function
     tickq.queue_pause(text, text, text, timestamptz), tickq.queue_resume(text),
@@ -231,5 +232,6 @@ grant execute on function
     tickq.operator_job(uuid),
     tickq.operator_retry(uuid[], timestamptz), tickq.operator_cancel(uuid[], timestamptz),
     tickq.operator_count_dead(text[], text[]),
-    tickq.operator_retry_dead(text[], text[], bigint, timestamptz)
+    tickq.operator_retry_dead(text[], text[], bigint, timestamptz),
+    tickq.operator_outbox_backlog(timestamptz)
     to tickq_operator, tickq_worker;

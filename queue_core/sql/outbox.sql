@@ -40,13 +40,10 @@ from unnest(%(ids)s::bigint[], %(errors)s::text[]) as f (id, error)
 where o.id = f.id and o.published_at is null
 
 -- name: outbox_backlog
--- How many events wait, and how long the oldest has.
-select count(*) as pending,
-       extract(epoch from coalesce(%(now)s::timestamptz, now()) - min(created_at))
-           as oldest_seconds,
-       coalesce(max(attempts), 0) as most_attempts
-from tickq.outbox
-where published_at is null
+-- How many events wait, how long the oldest has, the most sends one has had
+-- (tickq.operator_outbox_backlog, which operators may call too).
+select pending, oldest_seconds, most_attempts
+from tickq.operator_outbox_backlog(%(now)s::timestamptz)
 
 -- name: outbox_list
 -- Events newest first, pending ones or all, optionally of one job.
