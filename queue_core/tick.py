@@ -20,8 +20,9 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
+from uuid import UUID
 
-from . import transitions, worker
+from . import telemetry, transitions, worker
 from .context import AsyncJobContext, JobContext
 from .errors import DatabaseError, InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
 from .events import lifecycle_event
@@ -134,6 +135,7 @@ class Runner:
         self.lease_seconds = lease_seconds
         self.rand = rand
         self._pool: ThreadPoolExecutor | None = None
+        self._traceparents: dict[UUID, str] = {}  # this batch's, OpenTelemetry on
         self.pipeline = Pipeline()
         self.step_counts = StepCounts()
         self._steps = StepHost(lambda: self.store, time_left, self.step_counts)
@@ -308,11 +310,12 @@ class Runner:
         claimed, pipeline.next = pipeline.next, NO_JOBS
         unsaved, pipeline.unsaved = pipeline.unsaved, None
         if not claimed:
-            claimed = JobList(
-                self.store.claim(
-                    queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds
+            with telemetry.span("tickq claim", **self._span_attributes("receive")):
+                claimed = JobList(
+                    self.store.claim(
+                        queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds
+                    )
                 )
-            )
         if not claimed:
             return 0
         report.batches += 1
@@ -368,12 +371,13 @@ class Runner:
         # ...else one statement now persists this batch and leases the next when it was full.
         more = len(jobs) == self.batch_size and not ahead and claim_next()
         try:
-            held, pipeline.next = self.store.finish_and_claim_unparsed(
-                outcomes,
-                queues=self.queues,
-                limit=self.batch_size if more else 0,
-                lease_seconds=self.lease_seconds,
-            )
+            with telemetry.span("tickq finish", **self._span_attributes("settle", len(jobs))):
+                held, pipeline.next = self.store.finish_and_claim_unparsed(
+                    outcomes,
+                    queues=self.queues,
+                    limit=self.batch_size if more else 0,
+                    lease_seconds=self.lease_seconds,
+                )
         except DatabaseError:
             pipeline.owed.append((jobs, outcomes))  # for the next connection (`resend`)
             raise
@@ -381,9 +385,25 @@ class Runner:
         pipeline.note_parents(jobs, outcomes)
         return len(jobs)
 
+    def _span_attributes(self, operation: str, count: int | None = None) -> dict[str, Any]:
+        """A batch statement's span attributes (only built when OpenTelemetry is on)."""
+        if not telemetry.active():
+            return {}
+        attributes: dict[str, Any] = {
+            "messaging.system": telemetry.SYSTEM,
+            "messaging.operation": operation,
+            "tickq.queues": list(self.queues),
+        }
+        if count is not None:
+            attributes["messaging.batch.message_count"] = count
+        return attributes
+
     # Running handlers
 
     def run_jobs(self, jobs: Sequence[Job]) -> list[Outcome]:
+        if telemetry.active():
+            # The enqueuers' trace contexts, for each run's consumer span: one read a batch.
+            self._traceparents = self.store.traceparents([job.id for job in jobs])
         tasks = [self.registry.get(job.type) for job in jobs]
         outcomes: list[Outcome | None] = [None] * len(jobs)
         sync = [i for i, t in enumerate(tasks) if t is None or not t.is_async]
@@ -403,6 +423,14 @@ class Runner:
         return [o for o in outcomes if o is not None]
 
     def run_one(self, job: Job, task: Task | None) -> Outcome:
+        if not telemetry.active():
+            return self._run_one(job, task)
+        with telemetry.get().job(job, self._traceparents.get(job.id)) as ended:
+            outcome = self._run_one(job, task)
+            ended(outcome.status.value)
+            return outcome
+
+    def _run_one(self, job: Job, task: Task | None) -> Outcome:
         if task is None:
             known = ", ".join(self.registry.names()) or "none"
             return transitions.failed(
@@ -422,6 +450,14 @@ class Runner:
             limit = asyncio.Semaphore(self.concurrency)
 
             async def run(job: Job) -> Outcome:
+                if not telemetry.active():
+                    return await run_untraced(job)
+                with telemetry.get().job(job, self._traceparents.get(job.id)) as ended:
+                    outcome = await run_untraced(job)
+                    ended(outcome.status.value)
+                    return outcome
+
+            async def run_untraced(job: Job) -> Outcome:
                 task = self.registry.get(job.type)
                 assert task is not None
                 async with limit:

@@ -5,11 +5,15 @@
 --   `Job Dead` event (trigger jobs_outbox_dead); the finish writes the events a type opted
 --   into; applications insert only their own events, which they alone read; operators
 --   see the backlog's size and age (tickq.operator_outbox_backlog), no event.
--- * tickq.jobs.traceparent: the enqueuer's trace context when OpenTelemetry is on.
+-- * tickq.jobs.traceparent: the enqueuer's trace context when OpenTelemetry is on, from the
+--   transaction's setting tickq.traceparent (null without it).
 
 alter table tickq.jobs add column traceparent text;
 alter table tickq.jobs
-    add constraint jobs_traceparent_check check (char_length(traceparent) <= 128);
+    alter column traceparent set default nullif(current_setting('tickq.traceparent', true), '');
+alter table tickq.jobs
+    add constraint jobs_traceparent_check check (
+        traceparent ~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$');
 grant insert (traceparent) on tickq.jobs to tickq_app;
 
 create table tickq.outbox (

@@ -85,7 +85,9 @@ create table tickq.jobs (
     group_key        text collate "C" not null default '',
     -- The enqueuer's trace context (W3C traceparent) when OpenTelemetry is on, so the run
     -- continues the caller's trace (queue_core/telemetry.py); null (one bit) otherwise.
-    traceparent      text,
+    -- Taken from the transaction's setting tickq.traceparent, so every insert path (tickq's
+    -- enqueue statements, tickq.enqueue, plain SQL) records the context its caller set.
+    traceparent      text default nullif(current_setting('tickq.traceparent', true), ''),
 
     constraint jobs_status_check check (
         status in ('waiting', 'queued', 'running', 'retrying', 'succeeded', 'dead',
@@ -103,7 +105,8 @@ create table tickq.jobs (
     constraint jobs_wait_kind_check check (wait_kind in ('suspend', 'sleep', 'signal')),
     constraint jobs_pending_parents_check check (pending_parents >= 0),
     constraint jobs_group_key_check check (char_length(group_key) <= 128),
-    constraint jobs_traceparent_check check (char_length(traceparent) <= 128)
+    constraint jobs_traceparent_check check (
+        traceparent ~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$')
 ) partition by list (status);
 
 -- Storage settings of the heap that churns, chosen by `python -m bench.table_health` (1M

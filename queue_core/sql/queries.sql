@@ -77,6 +77,13 @@ select i.id
 from input i
 where not exists (select from inserted where inserted.id = i.id);
 
+-- name: jobs_traceparents
+-- The trace contexts recorded on running jobs, for the runner's consumer spans. Names the
+-- live partition's statuses, so it reads jobs_live alone.
+select id, traceparent from tickq.jobs
+where id = any(%(ids)s::uuid[]) and traceparent is not null
+  and status in ('waiting', 'queued', 'running', 'retrying');
+
 -- name: jobs_key_holders
 -- The jobs holding the given idempotency keys, each (key, owner) pair a request of
 -- jobs_enqueue that lost its key: the key, its owner, the holder's id and status. A pair
