@@ -23,7 +23,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from . import api_routes, console_routes, ui
 from .errors import Problem, problem
-from .observability import log_metrics, logger, tracer
+from .observability import continue_trace, http_trace_headers, log_metrics, logger, tracer
 
 app = APIGatewayHttpResolver()
 app.include_router(api_routes.router)
@@ -42,6 +42,7 @@ def _error(exc: Exception) -> Response:
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
 @log_metrics
 @tracer.capture_lambda_handler
+@continue_trace(http_trace_headers)
 def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     if not _is_http_event(event):
         return _as_dict(_response(Problem(400, "BadRequest", "not an HTTP API (v2) event")))

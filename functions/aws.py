@@ -13,23 +13,19 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any, Protocol
 
 import boto3  # type: ignore[import-untyped]
+import psycopg
 from botocore.config import Config  # type: ignore[import-untyped]
 from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
-from queue_core.report import DeadLetter
+from queue_core.outbox import Event, PublishReport, Send, publish_pending
 
 from .observability import logger
-
-EVENT_SOURCE = "tickq"
-DEAD_DETAIL_TYPE = "Job Dead"
-# put_events accepts at most 10 entries per call.
-EVENTS_PER_CALL = 10
 
 # Limits of one call when time is plentiful; a shorter budget shrinks them.
 CONNECT_SECONDS = 2.0
@@ -131,47 +127,60 @@ def reset() -> None:
     session.cache_clear()
 
 
-def publish_dead_letters(
-    letters: Iterable[DeadLetter], *, time_left: TimeLeft | None = None
-) -> int:
-    """Put one `Job Dead` event per dead job on TICKQ_EVENT_BUS, each call within
-    `time_left()`; returns how many went out.
-
-    A failure to publish is logged, never raised, and ends the publishing (the endpoint is
-    unlikely to answer the next chunk): the jobs are already dead in the table, and the
-    dead-jobs alarm does not depend on these events.
-    """
+def publish_outbox(
+    conn: psycopg.Connection[Any], *, time_left: TimeLeft | None = None
+) -> PublishReport:
+    """Publish the outbox's pending events to TICKQ_EVENT_BUS, each call within
+    `time_left()`, until none is left or the time is (queue_core/outbox.py: in order, retried
+    with backoff, a refused event left pending for the next run). Without a bus, nothing."""
     bus = os.environ.get("TICKQ_EVENT_BUS")
-    entries = [
-        {
-            "Source": EVENT_SOURCE,
-            "DetailType": DEAD_DETAIL_TYPE,
-            "EventBusName": bus,
-            "Detail": json.dumps(d.as_dict()),
-        }
-        for d in letters
-    ]
-    if not bus or not entries:
-        return 0
-    sent = 0
-    for start in range(0, len(entries), EVENTS_PER_CALL):
+    if not bus:
+        return PublishReport()
+    report = publish_pending(
+        conn,
+        eventbridge_sender(bus, time_left),
+        time_left=None if time_left is None else lambda: time_left() - MIN_ATTEMPT_SECONDS,
+    )
+    if report.held:
+        logger.error(
+            "events left in the outbox for the next run", extra={"events": report.as_dict()}
+        )
+    return report
+
+
+def eventbridge_sender(bus: str, time_left: TimeLeft | None = None) -> Send:
+    """Put events on `bus`, at most 10 per call: per event, None when EventBridge accepted
+    it, else its reason. The event's stable id rides in its detail (`event_id`): a
+    PutEvents entry has no id field of its own."""
+
+    def send(events: Sequence[Event]) -> list[str | None]:
         limits = CallLimits.within(None if time_left is None else time_left())
         if limits is None:
-            logger.error(
-                "no time left to publish dead-job events", extra={"unsent": len(entries) - start}
-            )
-            break
-        chunk = entries[start : start + EVENTS_PER_CALL]
+            return ["no time left to publish"] * len(events)
+        entries = [
+            {
+                "Source": e.source,
+                "DetailType": e.detail_type,
+                "EventBusName": bus,
+                "Detail": e.body(),
+            }
+            for e in events
+        ]
         try:
-            answer = clients("events", limits).put_events(Entries=chunk)
+            answer = clients("events", limits).put_events(Entries=entries)
         except (BotoCoreError, ClientError) as exc:
-            logger.error(
-                "cannot publish dead-job events",
-                extra={"error": str(exc), "unsent": len(entries) - start},
-            )
-            break
-        sent += len(chunk) - int(answer.get("FailedEntryCount", 0))
-    return sent
+            return [str(exc)] * len(events)
+        results = answer.get("Entries") or []
+        if len(results) != len(events):
+            return ["EventBridge answered for another number of entries"] * len(events)
+        return [
+            None
+            if r.get("EventId") and not r.get("ErrorCode")
+            else f"{r.get('ErrorCode')}: {r.get('ErrorMessage')}"
+            for r in results
+        ]
+
+    return send
 
 
 def invoke_async(

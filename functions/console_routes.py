@@ -32,6 +32,7 @@ from queue_core.console import (
     job_ids,
 )
 from queue_core.history import QueueHistory
+from queue_core.outbox import Outbox
 from queue_core.pauses import QueuePauses
 
 from . import db
@@ -181,6 +182,15 @@ def charts() -> Response:
         "depth": [d.as_dict() for d in depth],
     }
     return _json(HTTPStatus.OK, body)
+
+
+@router.get("/admin/outbox")
+def outbox_backlog() -> Response:
+    """The events waiting to be published: how many, the oldest one's wait (counts only)."""
+    _operator()
+    with operator_connection() as conn:
+        backlog = Outbox(conn).backlog()
+    return _json(HTTPStatus.OK, backlog.as_dict())
 
 
 @contextmanager

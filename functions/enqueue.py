@@ -1,6 +1,7 @@
 """EnqueueFunction: other functions of the account enqueue jobs by invoking this directly.
 
-Event: {"type": ..., "payload": {...}, ...options} or {"jobs": [request, ...]}; options are
+Event: {"type": ..., "payload": {...}, ...options} or {"jobs": [request, ...]}, either with
+an optional "traceparent" (the caller's W3C trace context, for OpenTelemetry); options are
 those of POST /jobs plus "user_id"; in "jobs", "after" may also name the position of an
 earlier request, so a whole graph is enqueued by one event (a parent must have the same
 owner). Answer: {"jobs": [{"id", "status", "duplicate", "debounced"}, ...]}; "debounce" and
@@ -29,16 +30,25 @@ from queue_core import DatabaseError, InvalidJob, JobBatch, JobSpec, dependencie
 from . import db
 from .aws import RETURN_RESERVE_MS, time_left_of
 from .errors import BadRequest, problem
-from .observability import log_metrics, logger, metrics, tracer
+from .observability import continue_trace, log_metrics, logger, metrics, tracer
 from .requests import TrustedEnqueueRequest, parse
 from .runtime import kick_tick, store, tasks
 
 MAX_JOBS_PER_EVENT = 1000
+# The event key under which an invoking function passes its trace context (W3C traceparent).
+TRACE_KEY = "traceparent"
+
+
+def event_traceparent(event: Any) -> Mapping[str, str] | None:
+    """The caller's trace context the event carries, if any."""
+    found = event.get(TRACE_KEY) if isinstance(event, Mapping) else None
+    return {"traceparent": found} if isinstance(found, str) else None
 
 
 @logger.inject_lambda_context(clear_state=True)
 @log_metrics
 @tracer.capture_lambda_handler
+@continue_trace(event_traceparent)
 def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     index: int | None = None
     batch = False
@@ -75,6 +85,8 @@ def _requests(event: Any) -> tuple[list[Any], bool]:
     """The event's requests, and whether it is a batch (errors then name the index)."""
     if not isinstance(event, Mapping):
         raise BadRequest(f"the event must be a JSON object, got {type(event).__name__}")
+    if TRACE_KEY in event:  # the caller's trace, read by continue_trace
+        event = {k: v for k, v in event.items() if k != TRACE_KEY}
     if "jobs" not in event:
         return [event], False
     if set(event) != {"jobs"}:

@@ -10,7 +10,8 @@ Environment:
                             an AWS call during the drain (the fan-out) never eats into it
   TICKQ_MAX_FANOUT          how many hops of self-invocation a deep backlog may start
                             (default 0: no fan-out; Lambda stops loops after 16 hops anyway)
-  TICKQ_EVENT_BUS           EventBridge bus for "Job Dead" events (optional)
+  TICKQ_EVENT_BUS           EventBridge bus the outbox's events go to (optional; without it
+                            they wait in the outbox)
 Event: {} or {"fanout_depth": n, "queues": [...], "max_batches": n}; other keys are ignored,
 so schedule inputs may carry their own markers.
 """
@@ -29,7 +30,7 @@ from queue_core.postgres.transactional import HandlerConnections
 from queue_core.validation import integer, name
 
 from . import db
-from .aws import RETURN_RESERVE_MS, invoke_async, publish_dead_letters, time_left_of
+from .aws import RETURN_RESERVE_MS, invoke_async, publish_outbox, time_left_of
 from .errors import BadRequest, problem
 from .observability import log_metrics, logger, record_tick, tracer
 from .runtime import settings, store, tasks
@@ -96,16 +97,16 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
             request.max_batches,
         )
     record_tick(report)
-    # After the drain the margin has done its job (room for the last batch): the dead-job
+    # After the drain the margin has done its job (room for the last batch): the outbox's
     # events may use what is left but the time to return.
-    published = publish_dead_letters(
-        report.dead_letters, time_left=time_left_of(context, min(margin_ms, RETURN_RESERVE_MS))
+    published = publish_outbox(
+        db.connection(), time_left=time_left_of(context, min(margin_ms, RETURN_RESERVE_MS))
     )
     outcome = {
         **report.as_dict(),
         "fanned_out": fanned,
         "fanout_depth": request.fanout_depth,
-        "dead_events": published,
+        "events": published.as_dict(),
     }
     logger.info("tick finished", extra={"report": outcome})
     return outcome

@@ -42,6 +42,7 @@ from queue_core.tick import Runner, TickReport
 from . import (
     cli_console,
     cli_db,
+    cli_events,
     cli_policies,
     cli_steps,
     demo,
@@ -967,6 +968,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_policies.register(command)
     cli_steps.register(command)
+    cli_events.register(command)
     cli_console.register(command)
     cli_db.register(command)
     init_app.register(command)

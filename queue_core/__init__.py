@@ -40,6 +40,7 @@ from .errors import (
 from .gates import Debounce, Throttle
 from .handler_batch import HandlerBatch
 from .jobs import EnqueueResult, Job, JobSpec, Status
+from .outbox import publish
 from .partitions import ensure_partitions
 from .postgres import PostgresStore, StepStore
 from .postgres.transactional import complete_in
@@ -86,6 +87,7 @@ __all__ = [
     "enqueue",
     "enqueue_many",
     "ensure_partitions",
+    "publish",
     "registry",
     "signal",
     "task",

@@ -182,6 +182,9 @@ class Outcome:
     # The success committed in the handler's own transaction (transactional handlers):
     # stored by that commit, so the batch's statement skips it too.
     in_transaction: bool = False
+    # The lifecycle event the job's task opted into (queue_core/outbox.py), as the finish
+    # statement takes it: JSON text, written into the outbox with this outcome.
+    event_json: str | None = None
 
     @property
     def is_plain_success(self) -> bool:
@@ -191,6 +194,7 @@ class Outcome:
             and self.result_json is None
             and not self.error
             and not self.in_transaction
+            and self.event_json is None
         )
 
     @property

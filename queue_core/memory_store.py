@@ -248,6 +248,10 @@ class MemoryStore(DerivedOperations):
         with self._lock:
             return self._get(job_id)
 
+    def traceparents(self, ids: Sequence[UUID]) -> dict[UUID, str]:
+        """None: the in-memory store records no trace context."""
+        return {}
+
     def _get(self, job_id: UUID | str) -> Job:
         try:
             job = self._jobs.get(job_id if isinstance(job_id, UUID) else UUID(str(job_id)))

@@ -221,6 +221,11 @@ class Store(LeaseKeeper, Protocol):
 
     def get(self, job_id: UUID | str) -> Job: ...
 
+    def traceparents(self, ids: Sequence[UUID]) -> dict[UUID, str]:
+        """The trace contexts their enqueuers recorded on these live jobs (OpenTelemetry
+        on); a store that keeps none has none."""
+        return {}
+
     def list_jobs(
         self,
         *,

@@ -20,7 +20,7 @@ _NAME = re.compile(r"^-- (name|part): (\w+)\s*$", re.MULTILINE)
 _SPLICE = re.compile(r"\{\{(\w+)\}\}")
 # Whole-line comments only: a "--" after code on a line stays (it could sit in a literal).
 _COMMENT_LINE = re.compile(r"^[ \t]*--.*\n", re.MULTILINE)
-FILES = ("queries.sql", "steps.sql", "console.sql")
+FILES = ("queries.sql", "steps.sql", "console.sql", "outbox.sql")
 
 
 def parse(text: str, file: str = "<text>", into: dict[str, str] | None = None) -> dict[str, str]:

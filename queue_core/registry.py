@@ -12,7 +12,8 @@ from . import validation
 from .backoff import Backoff
 from .batch import JobBatch
 from .errors import ConfigurationError
-from .jobs import JobSpec
+from .events import event_statuses
+from .jobs import JobSpec, Status
 
 Handler = Callable[..., Any]
 # The request fields Registry.batch checks on its fast path; any other takes spec's path.
@@ -40,6 +41,9 @@ class Task:
     # Called as fn(batch) with up to this many claimed jobs of the type at once
     # (queue_core/handler_batch.py). None: one call per job.
     batch_size: int | None = None
+    # The lifecycle events its jobs write into the outbox besides `Job Dead`, by the status
+    # of the outcome (queue_core/outbox.py). Empty: none, and the finish pays nothing.
+    events: frozenset[Status] = frozenset()
 
 
 # The most jobs one batch handler call may hold: as many as one claim may lease.
@@ -68,6 +72,7 @@ class Registry:
         step_seconds: float | None = None,
         transactional: bool = False,
         batch_size: int | None = None,
+        events: Iterable[str] = (),
     ) -> Callable[[Handler], Handler]:
         """Register the decorated function as the handler of job type `name`.
 
@@ -91,6 +96,7 @@ class Registry:
             )
 
         _handler_mode(transactional, batch_size, step_seconds)
+        opted = event_statuses(events)
 
         def register(fn: Handler) -> Handler:
             existing = self.tasks.get(name)
@@ -116,6 +122,7 @@ class Registry:
                 step_seconds,
                 transactional,
                 batch_size,
+                opted,
             )
             return fn
 

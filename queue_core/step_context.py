@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
-from . import steps, validation
+from . import steps, telemetry, validation
 from .errors import InvalidJob
 from .jobs import Job
 from .ports import StepOperations, Store
@@ -114,7 +114,8 @@ class JobSteps:
         self._make_room()
         inside = _IN_STEP.set(self)
         try:
-            result = fn()
+            with telemetry.span(f"step {name}", **{"tickq.step": name}):
+                result = fn()
         finally:
             _IN_STEP.reset(inside)
         return self._store(name, result)
@@ -128,9 +129,10 @@ class JobSteps:
         self._make_room()
         inside = _IN_STEP.set(self)
         try:
-            result = fn()
-            if inspect.isawaitable(result):
-                result = await result
+            with telemetry.span(f"step {name}", **{"tickq.step": name}):
+                result = fn()
+                if inspect.isawaitable(result):
+                    result = await result
         finally:
             _IN_STEP.reset(inside)
         return self._store(name, result)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import random
 import threading
@@ -19,10 +20,12 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
+from uuid import UUID
 
-from . import handler_batch, transitions, worker
+from . import handler_batch, telemetry, transitions, worker
 from .context import AsyncJobContext, JobContext, TransactionalJobContext
 from .errors import DatabaseError, InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
+from .events import lifecycle_event
 from .handler_batch import HandlerBatch
 from .ids import new_id
 from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, Status
@@ -142,6 +145,7 @@ class Runner:
         self._transactions = transactions
         self._owns_transactions = transactions is None
         self._transactions_lock = threading.Lock()
+        self._traceparents: dict[UUID, str] = {}  # this batch's, OpenTelemetry on
         self.pipeline = Pipeline()
         self.step_counts = StepCounts()
         self._steps = StepHost(lambda: self.store, time_left, self.step_counts)
@@ -349,11 +353,12 @@ class Runner:
         claimed, pipeline.next = pipeline.next, NO_JOBS
         unsaved, pipeline.unsaved = pipeline.unsaved, None
         if not claimed:
-            claimed = JobList(
-                self.store.claim(
-                    queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds
+            with telemetry.span("tickq claim", **self._span_attributes("receive")):
+                claimed = JobList(
+                    self.store.claim(
+                        queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds
+                    )
                 )
-            )
         if not claimed:
             return 0
         report.batches += 1
@@ -409,12 +414,13 @@ class Runner:
         # ...else one statement now persists this batch and leases the next when it was full.
         more = len(jobs) == self.batch_size and not ahead and claim_next()
         try:
-            held, pipeline.next = self.store.finish_and_claim_unparsed(
-                outcomes,
-                queues=self.queues,
-                limit=self.batch_size if more else 0,
-                lease_seconds=self.lease_seconds,
-            )
+            with telemetry.span("tickq finish", **self._span_attributes("settle", len(jobs))):
+                held, pipeline.next = self.store.finish_and_claim_unparsed(
+                    outcomes,
+                    queues=self.queues,
+                    limit=self.batch_size if more else 0,
+                    lease_seconds=self.lease_seconds,
+                )
         except DatabaseError:
             pipeline.owed.append((jobs, outcomes))  # for the next connection (`resend`)
             raise
@@ -422,9 +428,25 @@ class Runner:
         pipeline.note_parents(jobs, outcomes)
         return len(jobs)
 
+    def _span_attributes(self, operation: str, count: int | None = None) -> dict[str, Any]:
+        """A batch statement's span attributes (only built when OpenTelemetry is on)."""
+        if not telemetry.active():
+            return {}
+        attributes: dict[str, Any] = {
+            "messaging.system": telemetry.SYSTEM,
+            "messaging.operation": operation,
+            "tickq.queues": list(self.queues),
+        }
+        if count is not None:
+            attributes["messaging.batch.message_count"] = count
+        return attributes
+
     # Running handlers
 
     def run_jobs(self, jobs: Sequence[Job]) -> list[Outcome]:
+        if telemetry.active():
+            # The enqueuers' trace contexts, for each run's consumer span: one read a batch.
+            self._traceparents = self.store.traceparents([job.id for job in jobs])
         tasks = [self.registry.get(job.type) for job in jobs]
         if self.registry.batched:
             return self._run_calls(jobs, tasks)
@@ -487,8 +509,10 @@ class Runner:
         try:
             returned = task.fn(batch)
         except BaseException as exc:  # judged per job below; interrupts are re-raised there
-            return batch.outcomes(None, exc, judge=self._judge, succeed=self._succeeded)
-        return batch.outcomes(returned, None, judge=self._judge, succeed=self._succeeded)
+            settled = batch.outcomes(None, exc, judge=self._judge, succeed=self._succeeded)
+        else:
+            settled = batch.outcomes(returned, None, judge=self._judge, succeed=self._succeeded)
+        return with_events(task, jobs, settled)
 
     def _batch(self, jobs: Sequence[Job]) -> HandlerBatch:
         """The `batch` of one batch handler call, recorded on its jobs (one statement). Its
@@ -503,6 +527,14 @@ class Runner:
         return batch
 
     def run_one(self, job: Job, task: Task | None) -> Outcome:
+        if not telemetry.active():
+            return self._run_one(job, task)
+        with telemetry.get().job(job, self._traceparents.get(job.id)) as ended:
+            outcome = self._run_one(job, task)
+            ended(outcome.status.value)
+            return outcome
+
+    def _run_one(self, job: Job, task: Task | None) -> Outcome:
         if task is None:
             known = ", ".join(self.registry.names()) or "none"
             return transitions.failed(
@@ -516,8 +548,8 @@ class Runner:
         try:
             result = task.fn(context)
         except BaseException as exc:  # judged below; interrupts are re-raised there
-            return self._judge(job, exc)
-        return self._succeeded(job, result)
+            return with_event(task, job, self._judge(job, exc))
+        return with_event(task, job, self._succeeded(job, result))
 
     def _run_in_transaction(self, job: Job, task: Task) -> Outcome:
         """fn(job, conn) and the job's fenced success in one transaction of a connection of
@@ -548,6 +580,15 @@ class Runner:
 
             async def run(jobs: Sequence[Job]) -> list[Outcome]:
                 job = jobs[0]
+                if len(jobs) > 1 or not telemetry.active():
+                    return await run_untraced(jobs)
+                with telemetry.get().job(job, self._traceparents.get(job.id)) as ended:
+                    outcomes = await run_untraced(jobs)
+                    ended(outcomes[0].status.value)
+                    return outcomes
+
+            async def run_untraced(jobs: Sequence[Job]) -> list[Outcome]:
+                job = jobs[0]
                 task = self.registry.get(job.type)
                 assert task is not None
                 async with limit:
@@ -556,20 +597,22 @@ class Runner:
                         try:
                             returned = await task.fn(batch)
                         except BaseException as exc:
-                            return batch.outcomes(
+                            settled = batch.outcomes(
                                 None, exc, judge=self._judge, succeed=self._succeeded
                             )
-                        return batch.outcomes(
-                            returned, None, judge=self._judge, succeed=self._succeeded
-                        )
+                        else:
+                            settled = batch.outcomes(
+                                returned, None, judge=self._judge, succeed=self._succeeded
+                            )
+                        return with_events(task, jobs, settled)
                     context = AsyncJobContext(
                         job, self.store, self.lease_seconds, self._steps, task.step_seconds
                     )
                     try:
                         result = await task.fn(context)
                     except BaseException as exc:
-                        return [self._judge(job, exc)]
-                    return [self._succeeded(job, result)]
+                        return [with_event(task, job, self._judge(job, exc))]
+                    return [with_event(task, job, self._succeeded(job, result))]
 
             return list(await asyncio.gather(*(run(jobs) for jobs in calls)))
 
@@ -612,3 +655,20 @@ class Runner:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="tickq-job")
         return self._pool
+
+
+def with_event(task: Task, job: Job, outcome: Outcome) -> Outcome:
+    """The outcome carrying the lifecycle event its task opted into, if any: the finish that
+    persists it writes the event into the outbox (a task that opts into none pays a test)."""
+    if not task.events or outcome.status not in task.events:
+        return outcome
+    return dataclasses.replace(
+        outcome, event_json=lifecycle_event(job, outcome.status, outcome.error)
+    )
+
+
+def with_events(task: Task, jobs: Sequence[Job], outcomes: Sequence[Outcome]) -> list[Outcome]:
+    """with_event for each job of a batch handler's call, in the call's order."""
+    if not task.events:
+        return list(outcomes)
+    return [with_event(task, job, o) for job, o in zip(jobs, outcomes, strict=True)]

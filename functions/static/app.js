@@ -441,7 +441,16 @@ async function loadOperator() {
   $("chart-queue").replaceChildren(el("option", { value: "" }, "every queue"),
     ...state.queues.map((name) => el("option", { value: name }, name)));
   $("chart-queue").value = state.queues.includes(chosen) ? chosen : "";
-  await loadCharts();
+  await Promise.all([loadCharts(), loadOutbox()]);
+}
+
+// The outbox's backlog: events (Job Dead and the others) not yet on the event bus.
+async function loadOutbox() {
+  const backlog = await api("GET", "admin/outbox");
+  const waiting = backlog.pending === 0 ? "none waiting"
+    : `${backlog.pending} waiting, the oldest for ${age(backlog.oldest_seconds)}`
+      + (backlog.most_attempts ? ` (sent up to ${backlog.most_attempts} times; see tickq events --pending)` : "");
+  $("outbox-backlog").textContent = `Events to publish: ${waiting}.`;
 }
 
 function queueRow(q, pause) {

@@ -15,7 +15,7 @@ from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
-from .. import dependencies, transitions, validation
+from .. import dependencies, telemetry, transitions, validation
 from ..batch import JobBatch
 from ..errors import DatabaseError, QueueFull
 from ..ids import new_id, new_ids
@@ -203,7 +203,15 @@ class Enqueues:
     @contextmanager
     def _admission(self, specs: Sequence[JobSpec]) -> Iterator[None]:
         """A target queue with a maximum depth is checked in the insert's transaction, under
-        a lock on its limit row: QueueFull refuses the whole batch and nothing is written."""
+        a lock on its limit row: QueueFull refuses the whole batch and nothing is written.
+        With OpenTelemetry on, the insert records the caller's trace context."""
+        if telemetry.active():
+            with telemetry.get().recording(self._db.conn):
+                yield from self._admitted(specs)
+            return
+        yield from self._admitted(specs)
+
+    def _admitted(self, specs: Sequence[JobSpec]) -> Iterator[None]:
         if self._db.user_id is not None or not self._limits.current().queues:
             # Application users' inserts are admitted by the jobs_app_admit trigger.
             yield

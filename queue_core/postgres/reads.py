@@ -36,6 +36,11 @@ class Reads:
             return GateView(kind, key, enqueues, first_at)
         return None
 
+    def traceparents(self, ids: Sequence[UUID]) -> dict[UUID, str]:
+        """The enqueuers' trace contexts of these live jobs (the runner's, OpenTelemetry on:
+        one read per batch)."""
+        return dict(self._db.rows("jobs_traceparents", {"ids": list(ids)}))
+
     def relatives(self, job_id: UUID | str) -> list[Relative]:
         """A job's parents, then its children, each with its type and status."""
         rows = self._db.rows("job_relatives", {"id": job_uuid(job_id)})

@@ -43,7 +43,7 @@ grant usage on schema tickq to tickq_app, tickq_worker, tickq_operator;
 grant select, insert, update, delete on tickq.jobs to tickq_worker;
 grant select on tickq.jobs to tickq_app;
 grant insert (id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
-              created_at, updated_at,
+              created_at, updated_at, traceparent,
               run_after, lease_seconds, backoff_base, backoff_factor, backoff_max,
               backoff_jitter,
               status, pending_parents, has_children, group_key)
@@ -163,6 +163,27 @@ create policy job_settlements_owner on tickq.job_settlements to tickq_app
 create policy job_settlements_worker on tickq.job_settlements to tickq_worker
     using (true) with check (true);
 
+-- The outbox: workers publish every event and mark it published. An application user
+-- reads only its own events and inserts only its own (queue_core.publish): never under
+-- tickq's source or for a job (tickq's lifecycle events, which consumers trust), never
+-- already published or with attempts of its own; it neither updates nor deletes one, so it
+-- can neither forge another owner's event nor hide or resend one. A new event's job
+-- lifecycle rows come from the trigger jobs_outbox_dead and the finish, as the schema
+-- owner or a worker.
+grant select, insert, update, delete on tickq.outbox to tickq_worker;
+grant select on tickq.outbox to tickq_app;
+grant insert (user_id, source, detail_type, detail) on tickq.outbox to tickq_app;
+
+alter table tickq.outbox enable row level security;
+alter table tickq.outbox force row level security;
+
+create policy outbox_owner on tickq.outbox for select to tickq_app
+    using (user_id = tickq.current_user_id());
+create policy outbox_owner_publish on tickq.outbox for insert to tickq_app
+    with check (user_id = tickq.current_user_id() and job_id is null
+                and source <> 'tickq' and published_at is null and attempts = 0);
+create policy outbox_worker on tickq.outbox to tickq_worker using (true) with check (true);
+
 -- The owner of each table that forces row-level security keeps every row of it.
 do $$
 declare
@@ -170,7 +191,7 @@ declare
 begin
     foreach v_table in array array['jobs', 'job_keys', 'job_steps', 'job_signals',
                                    'job_dependencies', 'job_settlements',
-                                   'job_gates'] loop
+                                   'job_gates', 'outbox'] loop
         execute format('create policy %I on tickq.%I to %I using (true) with check (true)',
                        v_table || '_table_owner', v_table,
                        (select r.rolname from pg_class c join pg_roles r on r.oid = c.relowner
@@ -191,6 +212,7 @@ grant select (queue) on tickq.queue_pauses to tickq_app;
 -- Functions that only their triggers, maintenance or the migrator call: nobody else.
 revoke all on function tickq.job_keys_free(), tickq.job_keys_take(),
     tickq.job_keys_truncate(), tickq.jobs_forget(), tickq.jobs_forget_all(),
+    tickq.outbox_job_dead(),
     tickq.jobs_live_id_statistics(), tickq.job_dependencies_app_admit(),
     tickq.job_signals_app_admit() from public;
 
@@ -235,7 +257,8 @@ revoke all on function
     tickq.operator_job(uuid),
     tickq.operator_retry(uuid[], timestamptz), tickq.operator_cancel(uuid[], timestamptz),
     tickq.operator_count_dead(text[], text[]),
-    tickq.operator_retry_dead(text[], text[], bigint, timestamptz)
+    tickq.operator_retry_dead(text[], text[], bigint, timestamptz),
+    tickq.operator_outbox_backlog(timestamptz)
     from public;
 grant execute on function
     tickq.queue_pause(text, text, text, timestamptz), tickq.queue_resume(text),
@@ -246,5 +269,6 @@ grant execute on function
     tickq.operator_job(uuid),
     tickq.operator_retry(uuid[], timestamptz), tickq.operator_cancel(uuid[], timestamptz),
     tickq.operator_count_dead(text[], text[]),
-    tickq.operator_retry_dead(text[], text[], bigint, timestamptz)
+    tickq.operator_retry_dead(text[], text[], bigint, timestamptz),
+    tickq.operator_outbox_backlog(timestamptz)
     to tickq_operator, tickq_worker;

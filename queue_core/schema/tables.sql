@@ -95,6 +95,11 @@ create table tickq.jobs (
     -- committed in the handler's own transaction (null: not).
     batch_id                 uuid,
     completed_in_transaction boolean,
+    -- The enqueuer's trace context (W3C traceparent) when OpenTelemetry is on, so the run
+    -- continues the caller's trace (queue_core/telemetry.py); null (one bit) otherwise.
+    -- Taken from the transaction's setting tickq.traceparent, so every insert path (tickq's
+    -- enqueue statements, tickq.enqueue, plain SQL) records the context its caller set.
+    traceparent      text default nullif(current_setting('tickq.traceparent', true), ''),
 
     constraint jobs_status_check check (
         status in ('waiting', 'queued', 'running', 'retrying', 'succeeded', 'dead',
@@ -111,7 +116,9 @@ create table tickq.jobs (
         and backoff_jitter between 0 and 1),
     constraint jobs_wait_kind_check check (wait_kind in ('suspend', 'sleep', 'signal')),
     constraint jobs_pending_parents_check check (pending_parents >= 0),
-    constraint jobs_group_key_check check (char_length(group_key) <= 128)
+    constraint jobs_group_key_check check (char_length(group_key) <= 128),
+    constraint jobs_traceparent_check check (
+        traceparent ~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$')
 ) partition by list (status);
 
 -- Storage settings of the heap that churns (docs/operations.md, "Table bloat and
@@ -428,3 +435,37 @@ create table tickq.queue_depth_samples (
 
     primary key (sampled_at, queue)
 );
+
+-- The outbox (queue_core/outbox.py): lifecycle events of jobs (`Job Dead` always, written by
+-- the trigger jobs_outbox_dead on every path to dead; others a type opts into, written by
+-- the finish) and applications' own events (queue_core.publish), each inserted in the
+-- transaction of the change it reports, then published to EventBridge by ticks and
+-- MaintenanceFunction in id order. A row stays pending (published_at null) until a
+-- publication succeeded; published rows are pruned after a retention period. event_id is
+-- the event's stable id, sent in its detail: delivery is at least once, consumers drop
+-- repeats by it.
+create table tickq.outbox (
+    id           bigint generated always as identity primary key,
+    event_id     uuid not null default gen_random_uuid(),
+    job_id       uuid,
+    user_id      uuid,
+    source       text not null default 'tickq',
+    detail_type  text not null,
+    detail       jsonb not null,
+    created_at   timestamptz not null default now(),
+    published_at timestamptz,
+    attempts     integer not null default 0,
+    last_error   text,
+
+    constraint outbox_source_check check (char_length(source) between 1 and 256),
+    constraint outbox_detail_type_check check (char_length(detail_type) between 1 and 128),
+    -- EventBridge takes an entry of at most 256 KB: a bigger one could never be published.
+    constraint outbox_detail_check check (
+        jsonb_typeof(detail) = 'object' and octet_length(detail::text) <= 200000),
+    constraint outbox_attempts_check check (attempts >= 0)
+);
+
+-- The publisher reads the pending events oldest first; the backlog's count and age too.
+create index outbox_pending_idx on tickq.outbox (id) where published_at is null;
+-- Retention deletes the events published before its cut-off.
+create index outbox_published_idx on tickq.outbox (published_at) where published_at is not null;

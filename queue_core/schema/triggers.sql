@@ -44,6 +44,16 @@ create trigger jobs_key_free before update on tickq.jobs
           and old.status not in ('dead', 'cancelled'))
     execute function tickq.job_keys_free();
 
+-- A job that becomes dead, by any path (finish, reclaim of an expired lease at its last
+-- attempt, dependency settlement, a step, the operator functions), writes its `Job Dead`
+-- event into the outbox in the same statement (tickq.outbox_job_dead). BEFORE, as
+-- jobs_key_free, since the update usually moves the row to the finished partition; every
+-- other update evaluates the condition and nothing else.
+create trigger jobs_outbox_dead before update on tickq.jobs
+    for each row
+    when (new.status = 'dead' and old.status <> 'dead')
+    execute function tickq.outbox_job_dead();
+
 -- A dead or cancelled job sent back to the queue (jobs_retry, operator_retry) takes its key
 -- again, or the statement fails with a unique violation and changes nothing.
 create trigger jobs_key_take before update on tickq.jobs

@@ -77,6 +77,13 @@ select i.id
 from input i
 where not exists (select from inserted where inserted.id = i.id);
 
+-- name: jobs_traceparents
+-- The trace contexts recorded on running jobs, for the runner's consumer spans. Names the
+-- live partition's statuses, so it reads jobs_live alone.
+select id, traceparent from tickq.jobs
+where id = any(%(ids)s::uuid[]) and traceparent is not null
+  and status in ('waiting', 'queued', 'running', 'retrying');
+
 -- name: jobs_key_holders
 -- The jobs holding the given idempotency keys, each (key, owner) pair a request of
 -- jobs_enqueue that lost its key: the key, its owner, the holder's id and status. A pair
@@ -223,11 +230,11 @@ with clock as materialized (
     select *
     from jsonb_to_recordset(%(outcomes)s::jsonb)
         as o (id uuid, lease_token uuid, status text, result jsonb, error text,
-              delay float8, extra_attempt boolean)
-    -- Plain successes (no result, no error), the bulk of any batch, come as two binary
-    -- uuid arrays: spelling each as JSON text cost more client time than its update.
+              delay float8, extra_attempt boolean, event jsonb)
+    -- Plain successes (no result, no error, no event), the bulk of any batch, come as two
+    -- binary uuid arrays: spelling each as JSON text cost more client time than its update.
     union all
-    select s.id, s.lease_token, 'succeeded', null, null, null, null
+    select s.id, s.lease_token, 'succeeded', null, null, null, null, null
     from unnest(%(succeeded_ids)b::uuid[], %(succeeded_tokens)b::uuid[])
         as s (id, lease_token)
 ), finished as (
@@ -261,6 +268,15 @@ with clock as materialized (
       and j.lease_token = o.lease_token
       and j.status in ('waiting', 'queued', 'running', 'retrying')
     returning j.id, j.status, j.has_children
+), evented as (
+    -- The lifecycle events that the finished jobs' types opted into (the runner puts them
+    -- on their outcomes; `Job Dead` is the trigger jobs_outbox_dead's), in the outbox in
+    -- this transaction, only for jobs whose lease held. A batch without one tests a null
+    -- per outcome: the lookup among the finished runs only for an outcome that has one.
+    insert into tickq.outbox (job_id, user_id, detail_type, detail)
+    select o.id, (o.event->>'user_id')::uuid, o.event->>'detail_type', o.event->'detail'
+    from outcome o
+    where o.event is not null and o.id in (select id from finished)
 )
 
 -- part: finish_report

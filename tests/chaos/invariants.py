@@ -353,6 +353,18 @@ ALWAYS: dict[str, str] = {
     "a job deleted": """
         select job_id, old_status from chaos.versions where op = 'delete'
     """,
+    # The trigger writes the event in the dying statement's transaction, as the versions
+    # trigger writes its row: at any snapshot, one `Job Dead` event per death, never none
+    # (an event lost) nor two (an event written twice).
+    "a death without exactly one Job Dead event in the outbox": """
+        select coalesce(d.job_id, e.job_id), d.deaths, e.events
+        from (select job_id, count(*) as deaths from chaos.versions
+              where op = 'update' and new_status = 'dead' and old_status <> 'dead'
+              group by job_id) d
+        full join (select job_id, count(*) as events from tickq.outbox
+                   where detail_type = 'Job Dead' group by job_id) e using (job_id)
+        where d.deaths is distinct from e.events
+    """,
 }
 
 AT_END: dict[str, str] = {

@@ -123,6 +123,9 @@ def summary(url: str, supervisor: Supervisor, enqueuer: Enqueuer, **extra: Any) 
             "executions_by_report": reports,
             "stale_reports_refused": one(STALE_REPORTS),
             "row_versions": one("select count(*) from chaos.versions"),
+            "job_dead_events": one(
+                "select count(*) from tickq.outbox where detail_type = 'Job Dead'"
+            ),
             "worker_kills": supervisor.kills,
             "worker_exits": dict(supervisor.exits),
             "worker_processes_started": supervisor.started,
@@ -219,3 +222,5 @@ def test_no_job_is_lost_under_kills_crashes_and_a_database_restart(tmp_path: Pat
     assert report["partitions_created"] >= 2 and report["partitions_dropped"] >= 1, report
     assert report["stale_reports_refused"] > 0, "no execution outlived its lease: fence untested"
     assert Counter(report["outcomes"]).keys() <= {"succeeded", "dead", "cancelled"}
+    # Deaths happened, each with its one event (the invariant above): the outbox was tested.
+    assert report["job_dead_events"] >= report["outcomes"].get("dead", 0) > 0, report

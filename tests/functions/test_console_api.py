@@ -224,3 +224,18 @@ def test_the_job_list_filters_by_creation_time(call, conn) -> None:
     assert [j["id"] for j in body["jobs"]] == [str(new)]
     code, body = call("GET", "/jobs", query={"to": since}, sub=ALICE)
     assert [j["id"] for j in body["jobs"]] == [str(old)]
+
+
+def test_an_operator_sees_the_outbox_backlog_and_no_event(call, conn) -> None:
+    assert call("GET", "/admin/outbox", sub=OLIVIA) == (
+        200,
+        {"pending": 0, "oldest_seconds": None, "most_attempts": 0},
+    )
+    kill(conn, ALICE)
+    kill(conn, BOB)
+
+    status_code, backlog = call("GET", "/admin/outbox", sub=OLIVIA)
+
+    assert status_code == 200
+    assert backlog["pending"] == 2 and backlog["oldest_seconds"] >= 0
+    assert call("GET", "/admin/outbox", sub=ALICE)[0] == 403

@@ -57,7 +57,10 @@ def test_the_functions_are_tickqs_with_the_users_folder_as_code(app: Path) -> No
     assert template["Globals"]["Function"]["CodeUri"] == "."
     assert tick.handler == "tickq.functions.tick.handler"
     assert tick.environment["TICKQ_TASK_MODULES"] == "tasks"  # the sample module's name
-    assert "Layers" not in template["Globals"]["Function"]  # requirements.txt brings tickq
+    # requirements.txt brings tickq: the only layer is OpenTelemetry's, when asked for.
+    assert template["Globals"]["Function"]["Layers"] == {
+        "Fn::If": ["OtelOn", [{"Ref": "OtelLayerArn"}], {"Ref": "AWS::NoValue"}]
+    }
 
 
 def test_the_template_is_the_reference_one_but_for_where_the_code_comes_from(app: Path) -> None:
@@ -68,7 +71,9 @@ def test_the_template_is_the_reference_one_but_for_where_the_code_comes_from(app
     # the code), the sample tasks module, and the descriptions that say so.
     expected = copy.deepcopy(reference)
     del expected["Resources"]["DependenciesLayer"]
-    del expected["Globals"]["Function"]["Layers"]
+    expected["Globals"]["Function"]["Layers"] = {
+        "Fn::If": ["OtelOn", [{"Ref": "OtelLayerArn"}], {"Ref": "AWS::NoValue"}]
+    }
     for resource in expected["Resources"].values():
         if resource["Type"] == "AWS::Serverless::Function":
             del resource["Metadata"]

@@ -21,6 +21,7 @@ from queue_core import (
     enqueue,
     enqueue_many,
 )
+from queue_core.outbox import Outbox
 from tickq.functions import tick
 from tickq.functions.aws import session
 
@@ -181,12 +182,15 @@ def test_a_job_going_dead_puts_a_job_dead_event_on_the_bus(
 
     report = tick.handler({"queues": ["media"]}, lambda_context)
 
-    assert report["dead"] == 1 and report["dead_events"] == 1
+    assert report["dead"] == 1 and report["events"]["published"] == 1
     messages = boto3.client("sqs").receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)
     [message] = messages["Messages"]
     event = json.loads(message["Body"])
     assert event["source"] == "tickq" and event["detail-type"] == "Job Dead"
+    [stored] = Outbox(conn).events(job_id=job.id)
+    assert stored["published_at"] is not None
     assert event["detail"] == {
+        "event_id": str(stored["event_id"]),
         "id": str(job.id),
         "type": "convert",
         "queue": "media",
@@ -267,8 +271,12 @@ def test_a_dead_job_event_that_cannot_be_published_never_fails_the_tick(
 
     report = tick.handler({"queues": ["media"]}, lambda_context)
 
-    assert report["dead"] == 1 and report["dead_events"] == 0
+    assert report["dead"] == 1 and report["events"]["published"] == 0
     assert PostgresStore(conn).get(job.id).status == "dead"
+    # The event waits in the outbox for a run that can publish it.
+    [stored] = Outbox(conn).events(job_id=job.id, pending_only=True)
+    assert stored["detail_type"] == "Job Dead" and stored["attempts"] >= 1
+    assert "no-such-bus" in stored["last_error"] or stored["last_error"]
 
 
 @pytest.mark.usefixtures("aws")

@@ -858,4 +858,52 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/model/test_gates_match_model.py",
         ),
     ),
+    Mutant(
+        "dead-without-outbox-event",
+        "only a permanent failure writes its Job Dead event: a job dead of its last attempt or of a"
+        " lease expired at its last attempt writes none",
+        (
+            Edit(
+                TRIGGERS,
+                "    when (new.status = 'dead' and old.status <> 'dead')\n",
+                "    when (new.status = 'dead' and old.status <> 'dead'\n"
+                "          and new.attempts < new.max_attempts)\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_outbox.py::test_every_path_to_dead_writes_exactly_one_job_dead_event",
+            "tests/functions/test_outbox_delivery.py",
+        ),
+    ),
+    Mutant(
+        "refused-event-marked-published",
+        "the publisher marks every event of a call published, those the bus refused too",
+        (
+            Edit(
+                "queue_core/outbox.py",
+                "        accepted = [e.id for e, answer in zip(todo, answers, strict=True)"
+                " if answer is None]\n",
+                "        accepted = [e.id for e in todo]\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_outbox.py",
+            "tests/functions/test_outbox_delivery.py",
+        ),
+    ),
+    Mutant(
+        "job-events-overtake",
+        "a call carries several events of one job, so a refused event is overtaken by its job's"
+        " next one",
+        (
+            Edit(
+                "queue_core/outbox.py",
+                "        if event.order_key in seen:\n            continue\n",
+                "",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_outbox.py::test_a_flaky_bus_delays_events_but_every_one_arrives_once_in_order_per_job",
+        ),
+    ),
 )

@@ -1,0 +1,82 @@
+"""`tickq events`: the outbox's events, newest first, and its backlog (queue_core/outbox.py).
+
+The backlog is what waits to be published: how many events, and how long the oldest has
+waited. Events that EventBridge refused show their attempts and the last reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from rich.table import Table
+
+from queue_core.outbox import Outbox
+
+from .cli_common import database, emit, out, positive
+
+Command = Callable[..., argparse.ArgumentParser]
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    with database() as conn:
+        outbox = Outbox(conn)
+        backlog = outbox.backlog()
+        events = outbox.events(pending_only=args.pending, job_id=args.job, limit=args.limit)
+    data = {"backlog": backlog.as_dict(), "events": events}
+
+    def human() -> None:
+        oldest = (
+            "" if backlog.oldest_seconds is None else f", the oldest {backlog.oldest_seconds:.0f} s"
+        )
+        out.print(f"{backlog.pending} event(s) waiting to be published{oldest}")
+        if not events:
+            out.print("no events" + (" pending" if args.pending else ""))
+            return
+        table = Table()
+        for column in (
+            "id",
+            "event id",
+            "type",
+            "job",
+            "created",
+            "published",
+            "attempts",
+            "last error",
+        ):
+            table.add_column(column)
+        for e in events:
+            table.add_row(*_row(e))
+        out.print(table)
+
+    emit(args, data, human)
+    return 0
+
+
+def _row(e: dict[str, Any]) -> list[str]:
+    return [
+        str(e["id"]),
+        str(e["event_id"]),
+        e["detail_type"] if e["source"] == "tickq" else f"{e['detail_type']} ({e['source']})",
+        "" if e["job_id"] is None else str(e["job_id"]),
+        f"{e['created_at']:%Y-%m-%d %H:%M:%S %Z}",
+        "pending" if e["published_at"] is None else f"{e['published_at']:%Y-%m-%d %H:%M:%S %Z}",
+        str(e["attempts"]),
+        e["last_error"] or "",
+    ]
+
+
+def register(command: Command) -> None:
+    """Add `tickq events` through cli.build_parser's `command` factory."""
+    p = command(
+        "events",
+        cmd_events,
+        "list the outbox's events (newest first) and how many wait to be published",
+        "  tickq events                                the latest events and the backlog\n"
+        "  tickq events --pending                      only those not yet published\n"
+        "  tickq events --job 0192f4c3-...             one job's events",
+    )
+    p.add_argument("--pending", action="store_true", help="only events not yet published")
+    p.add_argument("--job", metavar="ID", help="only this job's events")
+    p.add_argument("--limit", type=positive, default=50, help="how many (default 50)")

@@ -1,0 +1,17 @@
+-- The `Job Dead` event of a job that becomes dead (trigger jobs_outbox_dead, triggers.sql),
+-- in the outbox in the same transaction: an EventBridge outage delays it, never loses it.
+-- The detail is what the event always carried (id, type, queue, attempts, error); the
+-- publisher adds the event's id. Security definer: the insert is the schema owner's, so a
+-- path to dead that an application's transaction takes still writes it, while
+-- applications may not write tickq's own events themselves (policies.sql).
+create function tickq.outbox_job_dead() returns trigger
+    language plpgsql volatile security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+begin
+    insert into tickq.outbox (job_id, user_id, detail_type, detail)
+    values (new.id, new.user_id, 'Job Dead', jsonb_build_object(
+        'id', new.id, 'type', new.type, 'queue', new.queue, 'attempts', new.attempts,
+        'error', left(new.error, 4000)));
+    return new;
+end $$;

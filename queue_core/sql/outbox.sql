@@ -1,0 +1,72 @@
+-- The outbox's statements (queue_core/outbox.py): applications' own events, the publisher's
+-- pass over pending events, the backlog, the listing and the pruning of published events.
+
+-- name: outbox_publish
+-- An event of the caller's own, in the caller's transaction: the transaction's user owns it
+-- (none on a worker's connection). Returns its stable id.
+insert into tickq.outbox (user_id, source, detail_type, detail)
+values (tickq.current_user_id(), %(source)s, %(detail_type)s, %(detail)s::jsonb)
+returning id, event_id
+
+-- name: outbox_lock
+-- One publisher at a time, for the rest of its transaction: events leave in id order, and a
+-- job's next event never overtakes one another publisher is still sending. A publisher that
+-- finds the lock taken leaves the backlog to the one that holds it.
+select pg_try_advisory_xact_lock(%(key)s) as locked
+
+-- name: outbox_pending
+-- The oldest pending events, but for the jobs (or events) whose earlier event failed in
+-- this run: those wait for the next one, so a job's events stay in order.
+select id, event_id, job_id, source, detail_type, detail, attempts
+from tickq.outbox
+where published_at is null
+  and coalesce(job_id, event_id) <> all(%(held)s::uuid[])
+order by id
+limit %(limit)s
+
+-- name: outbox_published
+-- Events the bus accepted, after `tries` sends in this run. Only pending ones: a row published once is never touched again.
+update tickq.outbox
+set published_at = coalesce(%(now)s::timestamptz, now()), attempts = attempts + %(tries)s,
+    last_error = null
+where id = any(%(ids)s::bigint[]) and published_at is null
+
+-- name: outbox_failed
+-- Events the bus refused `tries` times in this run, or did not answer for: they stay
+-- pending, with the last reason.
+update tickq.outbox o
+set attempts = o.attempts + %(tries)s, last_error = left(f.error, 1000)
+from unnest(%(ids)s::bigint[], %(errors)s::text[]) as f (id, error)
+where o.id = f.id and o.published_at is null
+
+-- name: outbox_backlog
+-- How many events wait, how long the oldest has, the most sends one has had
+-- (tickq.operator_outbox_backlog, which operators may call too).
+select pending, oldest_seconds, most_attempts
+from tickq.operator_outbox_backlog(%(now)s::timestamptz)
+
+-- name: outbox_list
+-- Events newest first, pending ones or all, optionally of one job.
+select id, event_id, job_id, user_id, source, detail_type, detail, created_at, published_at,
+       attempts, last_error
+from tickq.outbox
+where (not %(pending_only)s or published_at is null)
+  and (%(job_id)s::uuid is null or job_id = %(job_id)s::uuid)
+order by id desc
+limit %(limit)s
+
+-- name: outbox_prune
+-- Published events older than the cut-off, a batch at a time. Pending ones always stay.
+with gone as (
+    delete from tickq.outbox
+    where id in (select id from tickq.outbox
+                 where published_at < %(before)s::timestamptz
+                 order by published_at
+                 limit %(limit)s)
+    returning 1
+)
+select count(*) from gone
+
+-- name: outbox_now
+-- The database clock, which the retention's cut-off is measured by.
+select now()
