@@ -182,6 +182,12 @@ revoke all on function tickq.enqueue(text, jsonb, text, text, integer, timestamp
 grant execute on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz,
                                         integer, text) to tickq_app, tickq_worker;
 
+-- The views of one job (its durable side, its parents and children): applications read
+-- their own jobs' through row-level security, workers every job's.
+revoke all on function tickq.job_durable(uuid), tickq.job_relatives(uuid) from public;
+grant execute on function tickq.job_durable(uuid), tickq.job_relatives(uuid)
+    to tickq_app, tickq_worker;
+
 -- Operators read counts across every user.
 revoke all on function tickq.operator_stats(timestamptz),
     tickq.operator_group_stats(timestamptz) from public;
@@ -195,7 +201,8 @@ revoke all on function
     tickq.depth_history(timestamptz, text),
     tickq.operator_jobs(text[], text[], text[], text[], text, timestamptz, timestamptz,
                         timestamptz, uuid, integer),
-    tickq.operator_job(uuid),
+    tickq.operator_job(uuid), tickq.operator_job_durable(uuid),
+    tickq.operator_job_relatives(uuid),
     tickq.operator_retry(uuid[], timestamptz), tickq.operator_cancel(uuid[], timestamptz),
     tickq.operator_count_dead(text[], text[]),
     tickq.operator_retry_dead(text[], text[], bigint, timestamptz)
@@ -206,7 +213,8 @@ grant execute on function
     tickq.depth_history(timestamptz, text),
     tickq.operator_jobs(text[], text[], text[], text[], text, timestamptz, timestamptz,
                         timestamptz, uuid, integer),
-    tickq.operator_job(uuid),
+    tickq.operator_job(uuid), tickq.operator_job_durable(uuid),
+    tickq.operator_job_relatives(uuid),
     tickq.operator_retry(uuid[], timestamptz), tickq.operator_cancel(uuid[], timestamptz),
     tickq.operator_count_dead(text[], text[]),
     tickq.operator_retry_dead(text[], text[], bigint, timestamptz)

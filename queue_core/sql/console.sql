@@ -62,6 +62,15 @@ select id, queue, type, user_id, group_key, status, attempts, max_attempts, prio
        finished_at
 from tickq.operator_job(%(id)s::uuid);
 
+-- name: operator_job_durable
+-- The durable side of one job of any user: step and signal names, times and sizes, its wait.
+select status, resumes, wait_kind, wait_name, wait_until, steps, signals
+from tickq.operator_job_durable(%(id)s::uuid);
+
+-- name: operator_job_relatives
+-- The parents and children of one job of any user, with their type and status.
+select relation, id, type, status from tickq.operator_job_relatives(%(id)s::uuid);
+
 -- name: operator_retry
 -- Retry jobs of any user by id; one row per id saying what happened.
 select id, status, outcome from tickq.operator_retry(%(ids)s::uuid[], %(now)s::timestamptz);
