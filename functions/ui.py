@@ -38,6 +38,7 @@ ASSETS = {
     "app.js": "text/javascript; charset=utf-8",
     "charts.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
+    "time.js": "text/javascript; charset=utf-8",
 }
 # The page loads only its own assets and talks only to its own origin.
 SECURITY_HEADERS = {

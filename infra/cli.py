@@ -66,6 +66,7 @@ from .cli_common import (
     out,
     positive,
     time_arg,
+    when,
 )
 
 # Rendering
@@ -86,10 +87,6 @@ def _status(value: str) -> str:
     return f"[{STATUS_STYLE.get(value, '')}]{value}[/]"
 
 
-def _when(value: datetime | None) -> str:
-    return "" if value is None else value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-
-
 def jobs_table(jobs: Sequence[Job], title: str | None = None) -> Table:
     table = Table(title=title, show_lines=False)
     for column in ("id", "type", "queue", "status", "attempts", "priority", "created", "error"):
@@ -102,8 +99,8 @@ def jobs_table(jobs: Sequence[Job], title: str | None = None) -> Table:
             _status(job.status.value),
             f"{job.attempts}/{job.max_attempts}",
             str(job.priority),
-            _when(job.created_at),
-            (job.error or "")[:80],
+            when(job.created_at),
+            (job.standing_error or "")[:80],
         )
     return table
 
@@ -421,7 +418,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         out.print(_stats_table(rows))
         for p in paused:
             out.print(
-                f"[yellow]queue {p.queue} is paused[/] by {p.paused_by} at {_when(p.paused_at)}"
+                f"[yellow]queue {p.queue} is paused[/] by {p.paused_by} at {when(p.paused_at)}"
             )
 
     data = _stats_data(rows)
@@ -482,7 +479,7 @@ def _stats_data(rows: Sequence[StatsRow]) -> list[dict[str, Any]]:
 
 def _stats_table(rows: Sequence[StatsRow], at: datetime | None = None) -> Table:
     title = "jobs by queue, type and status"
-    table = Table(title=title if at is None else f"{title} at {_when(at)}")
+    table = Table(title=title if at is None else f"{title} at {when(at)}")
     for column in ("queue", "type", "status", "count", "oldest runnable"):
         table.add_column(column)
     for r in rows:

@@ -146,6 +146,24 @@ def emit(args: argparse.Namespace, data: Any, human: Callable[[], None]) -> None
 # Argument parsing
 
 
+def when(value: datetime | None) -> str:
+    """A time as every human table writes it: local, with its zone named as an offset
+    ("2026-12-02 09:27:37 UTC+9"), the way the console page writes it."""
+    if value is None:
+        return ""
+    local = value.astimezone()
+    return f"{local:%Y-%m-%d %H:%M:%S} {_zone(local)}"
+
+
+def _zone(local: datetime) -> str:
+    offset = local.utcoffset()
+    minutes = 0 if offset is None else int(offset.total_seconds() // 60)
+    if minutes == 0:
+        return "UTC"
+    hours, rest = divmod(abs(minutes), 60)
+    return f"UTC{'-' if minutes < 0 else '+'}{hours}" + (f":{rest:02d}" if rest else "")
+
+
 def json_arg(raw: str | None, flag: str) -> Any:
     if raw is None:
         return {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import getpass
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from rich.table import Table
@@ -20,7 +21,7 @@ from queue_core.pauses import QueuePause, QueuePauses
 from queue_core.postgres import PostgresStore
 from queue_core.tick import Runner, TickReport
 
-from .cli_common import database, emit, load_registry, out
+from .cli_common import database, emit, load_registry, out, when
 
 Command = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
@@ -86,8 +87,7 @@ def _who() -> str:
 
 def _paused_line(pause: QueuePause) -> str:
     why = f": {pause.reason}" if pause.reason else ""
-    at = pause.paused_at.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    return f"paused {pause.queue} (by {pause.paused_by} at {at}){why}"
+    return f"paused {pause.queue} (by {pause.paused_by} at {when(pause.paused_at)}){why}"
 
 
 def _queue_data(
@@ -112,7 +112,8 @@ def _queues_table(data: list[dict[str, Any]]) -> Table:
         table.add_column(column)
     for q in data:
         oldest = q["oldest_runnable_seconds"]
-        paused = f"[yellow]paused by {q['paused_by']} at {q['paused_at']}[/]" if q["paused"] else ""
+        at = when(datetime.fromisoformat(q["paused_at"])) if q["paused"] else ""
+        paused = f"[yellow]paused by {q['paused_by']} at {at}[/]" if q["paused"] else ""
         table.add_row(
             q["queue"],
             str(q["depth"]),

@@ -2,8 +2,8 @@
 
 Users act on their own jobs (row-level security, one statement per job, as a single
 retry or cancel would); operators act on every user's jobs through the security-definer
-functions of queue_core/schema/functions/, which return what identifies a job and how it went, never
-its payload or result.
+functions of queue_core/schema/functions/, which return what identifies a job, how it went,
+its graph and its steps by name, never its payload, its result or a step's result.
 """
 
 from __future__ import annotations
@@ -19,12 +19,15 @@ from uuid import UUID
 import psycopg
 
 from . import validation
+from .dependencies import family
 from .errors import InvalidJob, InvalidTransition, JobNotFound, TickqError
 from .gates import GateView
 from .jobs import Status
 from .pages import check_page_limit, cursor_at, decode_cursor
 from .ports import Store
 from .postgres.executor import Executor, StaleCount, translate_errors
+from .postgres.reads import relatives_of
+from .postgres.steps import durable_view
 from .queries import QUERIES
 
 MAX_BULK = 500  # ids in one bulk request: a page of the list
@@ -200,14 +203,24 @@ class OperatorConsole:
         return OperatorJobs([_jsonable(r) for r in rows], next_cursor)
 
     def job(self, job_id: UUID | str) -> dict[str, Any]:
-        """One job of any user, as the operator list shows it, with its error history."""
+        """One job of any user as its detail shows it, in the shape of the owner's: the
+        list's columns and the error history, its parents and children ("after",
+        "children") and its durable side (resumes, the wait, steps and signals by name, time
+        and size). Never the payload, the result, a step's result or a signal's payload."""
         params = {"id": validation.uuid(job_id, "id")}
         rows = self._db.dicts("operator_job", params)
         if not rows:
             raise JobNotFound(job_id)
         gates = self._db.rows("operator_job_gate", params)
         gate = [GateView(kind, None, enqueues).to_dict() for kind, enqueues in gates]
-        return {**_jsonable(rows[0]), "gate": gate[0] if gate else None}
+        durable = durable_view(self._db.rows("operator_job_durable", params), job_id)
+        relatives = relatives_of(self._db.rows("operator_job_relatives", params))
+        return {
+            **_jsonable(rows[0]),
+            **family(relatives),
+            **durable.to_dict(),
+            "gate": gate[0] if gate else None,
+        }
 
     def act(
         self, action: BulkAction, ids: Sequence[UUID], *, now: datetime | None = None

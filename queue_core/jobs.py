@@ -83,6 +83,12 @@ class Job:
     def is_terminal(self) -> bool:
         return self.status in TERMINAL
 
+    @property
+    def standing_error(self) -> str | None:
+        """The failure that stands on the job, for lists: none once it succeeded, whose
+        `error` is an earlier attempt's (kept, with the others, in `errors`)."""
+        return None if self.status is Status.SUCCEEDED else self.error
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view for the CLI and the HTTP API."""
         out: dict[str, Any] = {}

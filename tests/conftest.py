@@ -188,6 +188,12 @@ def app_login_url(database_url: str) -> Iterator[str]:
     yield from _login_role(database_url, "tickq_app")
 
 
+@pytest.fixture
+def operator_url(database_url: str) -> Iterator[str]:
+    """A login of the operator role: it may call the console's functions and read no row."""
+    yield from _login_role(database_url, "tickq_operator")
+
+
 @pytest.fixture(scope="session")
 def worker_login_url(database_url: str) -> Iterator[str]:
     """A login of the worker role: sees every row."""

@@ -100,13 +100,8 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
-function when(iso) {
-  if (!iso) return "";
-  const date = new Date(iso);
-  return date.toLocaleString(undefined, {
-    month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit",
-  });
-}
+// Every time on the page, in the list, the detail and the operator view (time.js).
+const when = (iso) => window.tickqTime.when(iso);
 
 function age(seconds) {
   if (seconds === null || seconds === undefined) return "";
@@ -115,7 +110,12 @@ function age(seconds) {
   return `${(seconds / 3600).toFixed(1)} h`;
 }
 
-function progress(value) {
+// A succeeded job's last report is history (it may have stopped at 7/10 before the end),
+// and so is the failure of an earlier attempt: the list shows neither as the job's state.
+const SETTLED = "succeeded";
+
+function progress(value, status) {
+  if (status === SETTLED) return el("span", { className: "muted" }, "done");
   if (value === null || value === undefined) return "";
   if (typeof value === "number") return value <= 1 ? `${Math.round(value * 100)} %` : String(value);
   if (typeof value === "object") {
@@ -243,12 +243,14 @@ function jobRow(job, index) {
     el("td", {}, el("a", { href: "#", className: "job-link", title: job.id }, "…" + job.id.slice(-8))),
     el("td", {}, job.type),
     el("td", {}, job.queue),
+    el("td", { className: "owner", title: job.user_id || "" }, job.user_id ? "…" + job.user_id.slice(-8) : "—"),
+    el("td", { className: "group", title: job.group_key || "" }, job.group_key || ""),
     el("td", {}, el("span", { className: `status status-${job.status}` }, job.status)),
     el("td", { className: "num" }, `${job.attempts}/${job.max_attempts}`),
-    el("td", {}, progress(job.progress)),
+    el("td", {}, progress(job.progress, job.status)),
     el("td", { title: job.created_at }, when(job.created_at)),
     el("td", { title: job.updated_at }, when(job.updated_at)),
-    el("td", { className: "error-text", title: job.error || "" }, job.error || ""),
+    el("td", { className: "error-text", title: job.error || "" }, standingError(job)),
     actions);
   row.querySelector(".job-link").addEventListener("click", (event) => {
     event.preventDefault();
@@ -256,6 +258,11 @@ function jobRow(job, index) {
   });
   row.addEventListener("focus", () => { state.focus = index; });
   return row;
+}
+
+// The failure that stands on the job: none once it succeeded (the error history keeps it).
+function standingError(job) {
+  return job.status === SETTLED ? "" : job.error || "";
 }
 
 function select(id, on) {
@@ -339,20 +346,33 @@ function onListKey(event) {
   }
 }
 
-// The job detail, with steps and dependencies when the API reports them.
+// The job detail, with its steps and its graph. In the "every user's" list it comes from
+// the operator's route, which shows any user's job without its payload or results; the
+// caller's own list asks for the caller's job, payload included.
+
+const DETAIL_FIELDS = [["status"], ["queue"], ["user_id", "owner"], ["group_key", "group"],
+  ["attempts"], ["max_attempts"], ["priority"], ["idempotency_key"], ["run_after"],
+  ["lease_until"], ["created_at"], ["started_at"], ["finished_at"], ["error"]];
+const TIMES = new Set(["run_after", "lease_until", "created_at", "started_at", "finished_at"]);
+const HIDDEN = "(not shown to operators)";
+
+function detailPath(id) {
+  const path = `jobs/${encodeURIComponent(id)}`;
+  return state.scope === "all" ? `admin/${path}` : path;
+}
+
+function fieldText(job, name) {
+  const value = name === "error" ? standingError(job) : job[name];
+  if (value === null || value === undefined || value === "") return "—";
+  return TIMES.has(name) ? when(value) : String(value);
+}
 
 async function openDetail(id) {
-  const path = `jobs/${encodeURIComponent(id)}`;
-  const job = await api("GET", path).catch(async (error) => {
-    if (error.status !== 404 || state.scope !== "all") throw error;
-    return api("GET", `admin/jobs/${encodeURIComponent(id)}`);
-  });
+  const job = await api("GET", detailPath(id));
   $("detail-title").textContent = `${job.type} ${job.id}`;
-  const fields = ["status", "queue", "attempts", "max_attempts", "priority", "idempotency_key",
-    "run_after", "lease_until", "created_at", "started_at", "finished_at", "error"];
-  $("detail-fields").replaceChildren(...fields.flatMap((name) => [
-    el("dt", {}, name.replace(/_/g, " ")),
-    el("dd", {}, job[name] === null || job[name] === undefined ? "—" : String(job[name])),
+  $("detail-fields").replaceChildren(...DETAIL_FIELDS.flatMap(([name, label]) => [
+    el("dt", {}, label || name.replace(/_/g, " ")),
+    el("dd", { dataField: name, title: job[name] ? String(job[name]) : "" }, fieldText(job, name)),
   ]), ...(job.gate ? [el("dt", {}, job.gate.kind), el("dd", {}, job.gate.summary)] : []));
   const handled = handling(job);
   if (handled.length) {
@@ -360,15 +380,16 @@ async function openDetail(id) {
   }
   renderSteps(job);
   renderGraph(job);
-  $("detail-payload").textContent = job.payload === undefined ? "(not shown to operators)" : JSON.stringify(job.payload, null, 2);
-  $("detail-result").textContent = job.result === null || job.result === undefined ? "—" : JSON.stringify(job.result, null, 2);
+  $("detail-payload").textContent = "payload" in job ? JSON.stringify(job.payload, null, 2) : HIDDEN;
+  $("detail-result").textContent = !("result" in job) ? HIDDEN
+    : job.result === null ? "—" : JSON.stringify(job.result, null, 2);
   $("detail-errors").textContent = (job.errors || []).length
-    ? job.errors.map((e) => `#${e.attempt} ${e.at}  ${e.error}`).join("\n")
+    ? job.errors.map((e) => `#${e.attempt} ${when(e.at)}  ${e.error}`).join("\n")
     : "—";
   if (!$("detail").open) $("detail").showModal();
 }
 
-// How the job's handler ran it (GET /jobs/{id} adds batch_id and completed_in_transaction),
+// How the job's handler ran it (both detail routes add batch_id and completed_in_transaction),
 // in the words of `tickq show`.
 function handling(job) {
   const notes = [];
@@ -377,9 +398,8 @@ function handling(job) {
   return notes;
 }
 
-// A job's durable steps (GET /jobs/{id} adds steps, waiting_for and resumes).
+// A job's durable steps (both detail routes add steps, waiting_for and resumes).
 function renderSteps(job) {
-  // Only jobs the API reports steps for (the caller's own; not the operator's view).
   $("detail-steps-section").hidden = job.steps === undefined;
   const steps = job.steps || [];
   $("detail-steps").tBodies[0].replaceChildren(...steps.map((step) => el("tr", { dataStep: step.name },
@@ -394,8 +414,8 @@ function renderSteps(job) {
   $("detail-waiting").textContent = notes.join(" · ");
 }
 
-// The jobs around one job (GET /jobs/{id} adds "after" and "children"): each a link that
-// opens that job in the same dialog, with its status.
+// The jobs around one job (both detail routes add "after" and "children"): each a link
+// that opens that job in the same dialog, with its status.
 function renderGraph(job) {
   $("detail-graph-section").hidden = job.after === undefined;
   $("detail-parents").replaceChildren(...relatives(job.after));
@@ -436,7 +456,8 @@ async function loadOperator() {
     el("td", { className: "num" }, g.waiting),
     el("td", { className: "num" }, g.running),
     el("td", { className: "num" }, age(g.oldest_runnable_seconds))));
-  $("groups").tBodies[0].replaceChildren(...groups);
+  $("groups").tBodies[0].replaceChildren(...(groups.length ? groups
+    : [el("tr", { className: "none" }, el("td", { colspan: "5", className: "muted" }, "none"))]));
   const chosen = $("chart-queue").value || state.chartQueue || "";
   $("chart-queue").replaceChildren(el("option", { value: "" }, "every queue"),
     ...state.queues.map((name) => el("option", { value: name }, name)));
@@ -487,6 +508,7 @@ async function loadCharts() {
   const data = await api("GET", "admin/charts", { window: window_, queue: $("chart-queue").value });
   const charts = window.tickqCharts;
   const perHour = window_ === "day";
+  $("chart-zone").textContent = `times in ${window.tickqTime.zone(new Date())}, this browser's time zone`;
   const buckets = data.throughput || [];
   const sum = (key) => buckets.reduce((total, b) => total + (b[key] || 0), 0);
   $("throughput-totals").textContent =
@@ -575,7 +597,7 @@ async function refresh() {
   try {
     if (state.view === "operator") await loadOperator();
     else await loadJobs(false);
-    $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
+    $("updated").textContent = `updated ${when(new Date().toISOString())}`;
     if ($("message").className === "error") show("");
   } catch (error) {
     show(error.message, true);

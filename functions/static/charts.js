@@ -22,20 +22,24 @@ function niceMax(value) {
   return 10 * power;
 }
 
-function clockLabel(iso) {
-  return new Date(iso).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
-}
+// Axis and tooltip times (time.js): a chart over the last day names the day of each label,
+// as it crosses midnight.
+const clockLabel = (iso, withDay) => window.tickqTime.clock(iso, withDay);
+const DAY_SPAN_MS = 6 * 3600e3;
 
 const SIZE = { width: 720, height: 180, left: 44, right: 12, top: 10, bottom: 24 };
+// The finished jobs' chart spans the page's width above the other two: twice as wide in
+// the same height, so its text is drawn at the size of theirs.
+const WIDE = { ...SIZE, width: 1440 };
 
 // Whole-number steps where the axis is small (1, 2 ... 5), else five steps.
 function tickCount(max) {
   return max >= 1 && max <= 5 ? max : 5;
 }
 
-function frame(title, max) {
+function frame(title, max, size) {
   const ticks = tickCount(max);
-  const { width, height, left, right, top, bottom } = SIZE;
+  const { width, height, left, right, top, bottom } = size;
   const svg = svgEl("svg", {
     viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": title, class: "chart",
   });
@@ -59,10 +63,10 @@ const SERIES = [
 ];
 
 function throughputChart(buckets, perHour) {
-  const { width, height, left, right, top, bottom } = SIZE;
+  const { width, height, left, right, top, bottom } = WIDE;
   const totals = buckets.map((b) => SERIES.reduce((sum, s) => sum + (b[s.key] || 0), 0));
   const max = niceMax(Math.max(0, ...totals));
-  const svg = frame(perHour ? "jobs finished per hour" : "jobs finished per minute", max);
+  const svg = frame(perHour ? "jobs finished per hour" : "jobs finished per minute", max, WIDE);
   const plotWidth = width - left - right;
   const plotHeight = height - top - bottom;
   const slot = plotWidth / Math.max(1, buckets.length);
@@ -79,13 +83,13 @@ function throughputChart(buckets, perHour) {
       group.append(svgEl("rect", {
         x: x.toFixed(1), y: base.toFixed(1), width: barWidth.toFixed(1), height: h.toFixed(1),
         class: `bar-${series.key}`, "data-series": series.key, "data-count": count,
-      }, svgEl("title", {}, `${clockLabel(bucket.start)}: ${count} ${series.label}`)));
+      }, svgEl("title", {}, `${clockLabel(bucket.start, perHour)}: ${count} ${series.label}`)));
     }
     svg.append(group);
-    const every = Math.ceil(buckets.length / 8);
+    const every = Math.ceil(buckets.length / 12);
     if (i % every === 0) {
-      svg.append(svgEl("text", { x: x + barWidth / 2, y: height - 6, class: "axis", "text-anchor": "middle" },
-        clockLabel(bucket.start)));
+      svg.append(svgEl("text", { x: x + barWidth / 2, y: height - 6, class: "axis time", "text-anchor": "middle" },
+        clockLabel(bucket.start, perHour)));
     }
   });
   return svg;
@@ -96,11 +100,12 @@ function lineChart(title, samples, series, start, end) {
   const { width, height, left, right, top, bottom } = SIZE;
   const values = samples.flatMap((s) => series.map((line) => s[line.key] || 0));
   const max = niceMax(Math.max(0, ...values));
-  const svg = frame(title, max);
+  const svg = frame(title, max, SIZE);
   const plotWidth = width - left - right;
   const plotHeight = height - top - bottom;
   const t0 = start.getTime();
   const span = Math.max(1, end.getTime() - t0);
+  const withDay = span >= DAY_SPAN_MS;
   const xOf = (iso) => left + (plotWidth * (new Date(iso).getTime() - t0)) / span;
   const yOf = (v) => top + plotHeight - (plotHeight * (v || 0)) / max;
   for (const line of series) {
@@ -113,14 +118,14 @@ function lineChart(title, samples, series, start, end) {
         cx: xOf(s.sampled_at).toFixed(1), cy: yOf(s[line.key]).toFixed(1), r: 2.5,
         class: `dot-${line.key}`, "data-series": line.key, "data-value": s[line.key] ?? 0,
         "data-at": s.sampled_at,
-      }, svgEl("title", {}, `${clockLabel(s.sampled_at)}: ${line.label} ${s[line.key] ?? 0}`)));
+      }, svgEl("title", {}, `${clockLabel(s.sampled_at, withDay)}: ${line.label} ${s[line.key] ?? 0}`)));
     }
   }
   for (let i = 0; i <= 4; i++) {
     const at = new Date(t0 + (span * i) / 4);
     const anchor = i === 0 ? "start" : i === 4 ? "end" : "middle";
-    svg.append(svgEl("text", { x: left + (plotWidth * i) / 4, y: height - 6, class: "axis", "text-anchor": anchor },
-      clockLabel(at.toISOString())));
+    svg.append(svgEl("text", { x: left + (plotWidth * i) / 4, y: height - 6, class: "axis time", "text-anchor": anchor },
+      clockLabel(at.toISOString(), withDay)));
   }
   return svg;
 }

@@ -43,10 +43,7 @@ class Reads:
 
     def relatives(self, job_id: UUID | str) -> list[Relative]:
         """A job's parents, then its children, each with its type and status."""
-        rows = self._db.rows("job_relatives", {"id": job_uuid(job_id)})
-        return [
-            Relative(relation, id_, type_, Status(status)) for relation, id_, type_, status in rows
-        ]
+        return relatives_of(self._db.rows("job_relatives", {"id": job_uuid(job_id)}))
 
     def list_jobs(
         self,
@@ -152,6 +149,12 @@ class Reads:
             now=now,
         )
         return self._db.rows("jobs_retry", params, jobs)
+
+
+def relatives_of(rows: Iterable[Sequence[Any]]) -> list[Relative]:
+    """Relatives from rows of (relation, id, type, status), the columns of every view's
+    graph statement (the owner's and the operator's)."""
+    return [Relative(relation, id_, type_, Status(status)) for relation, id_, type_, status in rows]
 
 
 def job_uuid(value: UUID | str) -> UUID:

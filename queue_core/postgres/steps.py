@@ -3,6 +3,7 @@ on the store's executor (so user scope and error translation are the store's own
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -140,13 +141,7 @@ class StepStore:
         return bool(woke)
 
     def show(self, job_id: UUID | str) -> DurableView:
-        rows = self._db.rows("job_durable_show", {"id": job_uuid(job_id)})
-        if not rows:
-            raise JobNotFound(job_id)
-        status, resumes, kind, name, until, batch_id, in_transaction, stored, signals = rows[0]
-        waiting = kind is not None and Status(status) in RUNNABLE
-        wait = Wait(WaitKind(kind), name, until) if waiting else None
-        return DurableView(resumes, wait, stored, signals, batch_id, in_transaction)
+        return durable_view(self._db.rows("job_durable_show", {"id": job_uuid(job_id)}), job_id)
 
     def retry(self, job_id: UUID | str, *, fresh: bool, now: datetime | None = None) -> Job:
         """Operator retry of a dead or cancelled job: its completed steps are kept (it
@@ -157,3 +152,15 @@ class StepStore:
         with self._db.conn.transaction():
             self._db.rows("job_durable_clear", {"id": job_uuid(job_id)})
             return self.store.retry(job_id, now=now)
+
+
+def durable_view(rows: Sequence[Sequence[Any]], job_id: UUID | str) -> DurableView:
+    """The durable side of a job from the row of every view's durable statement (the
+    owner's and the operator's); JobNotFound when there is none. A wait is shown only while
+    the job is runnable: a finished job waits for nothing."""
+    if not rows:
+        raise JobNotFound(job_id)
+    status, resumes, kind, name, until, batch_id, in_transaction, stored, signals = rows[0]
+    waiting = kind is not None and Status(status) in RUNNABLE
+    wait = Wait(WaitKind(kind), name, until) if waiting else None
+    return DurableView(resumes, wait, stored, signals, batch_id, in_transaction)

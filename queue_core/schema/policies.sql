@@ -241,6 +241,12 @@ grant execute on function tickq.job_gate(text, text, uuid, double precision, dou
 revoke all on function tickq.operator_job_gate(uuid) from public;
 grant execute on function tickq.operator_job_gate(uuid) to tickq_operator, tickq_worker;
 
+-- The views of one job (its durable side, its parents and children): applications read
+-- their own jobs' through row-level security, workers every job's.
+revoke all on function tickq.job_durable(uuid), tickq.job_relatives(uuid) from public;
+grant execute on function tickq.job_durable(uuid), tickq.job_relatives(uuid)
+    to tickq_app, tickq_worker;
+
 -- Operators read counts across every user.
 revoke all on function tickq.operator_stats(timestamptz),
     tickq.operator_group_stats(timestamptz) from public;
@@ -254,7 +260,8 @@ revoke all on function
     tickq.depth_history(timestamptz, text),
     tickq.operator_jobs(text[], text[], text[], text[], text, timestamptz, timestamptz,
                         timestamptz, uuid, integer),
-    tickq.operator_job(uuid),
+    tickq.operator_job(uuid), tickq.operator_job_durable(uuid),
+    tickq.operator_job_relatives(uuid),
     tickq.operator_retry(uuid[], timestamptz), tickq.operator_cancel(uuid[], timestamptz),
     tickq.operator_count_dead(text[], text[]),
     tickq.operator_retry_dead(text[], text[], bigint, timestamptz),
@@ -266,7 +273,8 @@ grant execute on function
     tickq.depth_history(timestamptz, text),
     tickq.operator_jobs(text[], text[], text[], text[], text, timestamptz, timestamptz,
                         timestamptz, uuid, integer),
-    tickq.operator_job(uuid),
+    tickq.operator_job(uuid), tickq.operator_job_durable(uuid),
+    tickq.operator_job_relatives(uuid),
     tickq.operator_retry(uuid[], timestamptz), tickq.operator_cancel(uuid[], timestamptz),
     tickq.operator_count_dead(text[], text[]),
     tickq.operator_retry_dead(text[], text[], bigint, timestamptz),

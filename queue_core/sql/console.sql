@@ -66,6 +66,16 @@ from tickq.operator_job(%(id)s::uuid);
 -- The debounce or throttle that made one job of any user: its kind and count.
 select kind, enqueues from tickq.operator_job_gate(%(id)s::uuid);
 
+-- name: operator_job_durable
+-- The durable side of one job of any user: step and signal names, times and sizes, its wait.
+select status, resumes, wait_kind, wait_name, wait_until, batch_id, completed_in_transaction,
+       steps, signals
+from tickq.operator_job_durable(%(id)s::uuid);
+
+-- name: operator_job_relatives
+-- The parents and children of one job of any user, with their type and status.
+select relation, id, type, status from tickq.operator_job_relatives(%(id)s::uuid);
+
 -- name: operator_retry
 -- Retry jobs of any user by id; one row per id saying what happened.
 select id, status, outcome from tickq.operator_retry(%(ids)s::uuid[], %(now)s::timestamptz);

@@ -963,16 +963,7 @@ where d.child_id = %(id)s;
 
 -- name: job_relatives
 -- A job's parents and children with their type and status, for `tickq show` and the API.
-select 'parent' as relation, p.id, p.type, p.status
-from tickq.job_dependencies d
-join tickq.jobs p on p.id = d.parent_id
-where d.child_id = %(id)s
-union all
-select 'child', c.id, c.type, c.status
-from tickq.job_dependencies d
-join tickq.jobs c on c.id = d.child_id
-where d.parent_id = %(id)s
-order by relation desc, id;
+select relation, id, type, status from tickq.job_relatives(%(id)s::uuid);
 
 -- Retention (queue_core/retention.py)
 

@@ -103,22 +103,12 @@ select job.status, held.taken, held.bytes, held.held, exists (select from sent),
 from job, held;
 
 -- name: job_durable_show
--- What the views of one job show of its durable side: resumes, wait, steps and signals
--- (names, times and sizes, not results), and how its handler ran it: the batch handler
--- call it was last handed to, and whether its success committed in the handler's own
--- transaction. No row: no such job (or one of another user).
-select j.status, coalesce(j.resumes, 0), j.wait_kind, j.wait_name, j.wait_until,
-       j.batch_id, coalesce(j.completed_in_transaction, false),
-       (select coalesce(jsonb_agg(jsonb_build_object(
-                   'name', s.name, 'finished_at', s.finished_at, 'size', s.size)
-               order by s.finished_at, s.name), '[]'::jsonb)
-        from tickq.job_steps s where s.job_id = j.id),
-       (select coalesce(jsonb_agg(jsonb_build_object(
-                   'name', g.name, 'sent_at', g.sent_at, 'size', g.size)
-               order by g.sent_at, g.name), '[]'::jsonb)
-        from tickq.job_signals g where g.job_id = j.id)
-from tickq.jobs j
-where j.id = %(id)s;
+-- What the views of one job show of its durable side (tickq.job_durable: resumes, wait,
+-- how its handler ran it, steps and signals by name, time and size, not results). No
+-- row: no such job (or one of another user).
+select status, resumes, wait_kind, wait_name, wait_until, batch_id, completed_in_transaction,
+       steps, signals
+from tickq.job_durable(%(id)s::uuid);
 
 -- name: job_durable_clear
 -- Forget the steps, signals and wait of a finished job, before a fresh retry sends it back.

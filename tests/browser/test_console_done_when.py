@@ -5,8 +5,8 @@
 2. pausing the default queue leaves newly enqueued jobs queued through a `tickq tick`, and
    resuming lets the next tick run them;
 3. a bulk retry of two dead jobs from the page re-queues both;
-4. the detail page of the demo's long job lists its steps, and the pipeline's last job
-   shows its three parents.
+4. in the operator's view of every user's jobs, the detail of the demo's long job lists
+   its steps, and the pipeline's last job shows its three parents.
 """
 
 from __future__ import annotations
@@ -127,18 +127,20 @@ def test_the_long_jobs_steps_and_the_pipelines_three_parents(
     demo = tickq("demo", "--user", "alice")
     (long_job,) = [j for j in demo["jobs"] if j["type"] == "transcribe-long"]
     parts = long_job["payload"]["parts"]
-    page.goto(f"{serve_as(ALICE).url}/ui")
+    page.goto(f"{serve_as(OPERATOR).url}/ui?scope=all")
 
-    # When Alice opens the long job's detail
+    # When the operator opens Alice's long job from every user's list
     page.wait_for_selector(f'tr[data-job-id="{long_job["id"]}"]')
     page.click(f'tr[data-job-id="{long_job["id"]}"] a.job-link')
 
-    # Then it lists its steps: the fetch and every part, each with its result's size
+    # Then it lists its steps: the fetch and every part, each with its result's size, and
+    # keeps Alice's payload to herself
     steps = page.locator("#detail-steps tbody tr")
     expect(steps).to_have_count(parts + 1)
     names = steps.evaluate_all("rows => rows.map(r => r.dataset.step)")
     assert sorted(names) == sorted(["fetch", *(f"part:{i}" for i in range(parts))])
     expect(page.locator("#detail-waiting")).to_contain_text("resumed")
+    expect(page.locator("#detail-payload")).to_have_text("(not shown to operators)")
     page.screenshot(path=ARTIFACTS / "job-steps.png")
     page.click("#detail-close")
 
@@ -148,7 +150,7 @@ def test_the_long_jobs_steps_and_the_pipelines_three_parents(
         " having count(*) = 3"
     ).fetchone()
 
-    # When Alice opens the pipeline's last job
+    # When the operator opens the pipeline's last job
     page.wait_for_selector(f'tr[data-job-id="{last}"]')
     page.click(f'tr[data-job-id="{last}"] a.job-link')
 

@@ -128,7 +128,7 @@ def test_detail_view_links_a_job_to_its_parents_and_children(
     expect(page.locator("#detail-parents")).to_contain_text(str(extract)[-8:])
     expect(page.locator("#detail-fields")).to_contain_text("waiting")
     expect(page.locator("#detail-children")).to_have_text("none")
-    page.screenshot(path=ARTIFACTS / "job-graph.png")
+    page.screenshot(path=ARTIFACTS / "job-list-graph.png")
     page.click(f'#detail-parents a[data-job-id="{extract}"]')
 
     # Then the dialog shows the parent, with the waiting job among its children
@@ -181,7 +181,7 @@ def test_operator_view_counts_every_users_jobs_per_queue(
     assert sorted((g[1], g[2], g[3]) for g in groups) == sorted(
         (str(who.owner_id()), "1", "0") for who in (ALICE, BOB)
     )
-    page.screenshot(path=ARTIFACTS / "operator-view.png")
+    page.screenshot(path=ARTIFACTS / "operator-queues.png")
 
 
 def stored_token(page: Page) -> Any:

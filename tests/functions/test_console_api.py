@@ -18,6 +18,7 @@ from psycopg.conninfo import make_conninfo
 
 from queue_core import PostgresStore
 from queue_core.validation import job_spec
+from tests.operator_scenes import durable_pipeline, leaked
 from tickq.functions import api
 
 from .conftest import FakeContext, http_event
@@ -98,6 +99,7 @@ def test_users_may_not_use_the_operator_routes(call, conn) -> None:
         ("POST", "/admin/jobs/actions", {"action": "retry", "ids": [dead]}),
         ("POST", "/admin/queues/default/pause", None),
         ("GET", "/admin/jobs", None),
+        ("GET", f"/admin/jobs/{dead}", None),
         ("GET", "/admin/charts", None),
         ("POST", "/admin/dead/retry", {"expected": 1}),
     ):
@@ -120,6 +122,25 @@ def test_an_operator_acts_on_every_users_jobs(call, conn) -> None:
     code, listing = call("GET", "/admin/jobs", query={"status": "queued"}, sub=OLIVIA)
     assert {j["id"] for j in listing["jobs"]} == set(dead)
     assert all("payload" not in j for j in listing["jobs"])
+
+
+def test_an_operator_reads_any_users_job_with_steps_and_graph_and_no_payload(call, conn) -> None:
+    # Given Alice's durable job between a parent and a child, secrets everywhere
+    pipeline = durable_pipeline(conn, ALICE)
+
+    # When the operator and Bob ask for its detail
+    code, detail = call("GET", f"/admin/jobs/{pipeline.job}", sub=OLIVIA)
+    refused, _ = call("GET", f"/admin/jobs/{pipeline.job}", sub=BOB)
+
+    # Then the operator gets its steps, wait and graph, and none of Alice's data; Bob nothing
+    assert code == 200 and refused == 403
+    assert [s["name"] for s in detail["steps"]] == ["fetch", "part:0"]
+    assert detail["waiting_for"]["name"] == "approve"
+    assert [p["id"] for p in detail["after"]] == [str(pipeline.parent)]
+    assert [c["id"] for c in detail["children"]] == [str(pipeline.child)]
+    assert leaked(json.dumps(detail)) == []
+    missing, _ = call("GET", f"/admin/jobs/{uuid4()}", sub=OLIVIA)
+    assert missing == 404
 
 
 def test_an_operator_pauses_and_resumes_a_queue(call, conn) -> None:

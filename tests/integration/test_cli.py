@@ -4,6 +4,8 @@ that is refused with a clear message and writes nothing."""
 from __future__ import annotations
 
 import json
+import re
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -165,6 +167,37 @@ def test_cancel_cancels_a_waiting_job(cli: Cli, conn: psycopg.Connection) -> Non
     assert code == 0
     assert [row["status"] for row in data] == ["cancelled"]
     assert PostgresStore(conn).get(job_id).status == Status.CANCELLED
+
+
+def test_jobs_shows_no_error_on_a_job_that_succeeded_after_failing(
+    cli: Cli, conn: psycopg.Connection
+) -> None:
+    # Given a job that failed once and then succeeded, and one that failed for good
+    store = PostgresStore(conn)
+    now = store.now()
+    later = now + timedelta(minutes=10)
+    recovered = store.enqueue(job_spec("embed", max_attempts=2), now=now).id
+    (first,) = store.claim(limit=1, now=now)
+    store.fail(first, "boom-then-fine", now=now)
+    (second,) = store.claim(limit=1, now=later)
+    store.complete(second, {"ok": True}, now=later)
+    dead = store.enqueue(job_spec("embed", max_attempts=1), now=later).id
+    (third,) = store.claim(limit=1, now=later)
+    store.fail(third, "boom-for-good", now=later)
+
+    # When the jobs are listed for a person and for a machine
+    code, table, _ = cli("jobs")
+    _, data, _ = cli("jobs", "--json")
+
+    # Then the succeeded job's row has no error; the dead one's keeps its own
+    lines = {UUID(line.split()[1]): line for line in table.splitlines() if "embed" in line}
+    assert code == 0 and "succeeded" in lines[recovered] and "boom" not in lines[recovered]
+    assert "boom-for-good" in lines[dead]
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", lines[recovered])
+    # And the JSON keeps the data as stored: the earlier failure, and in the history
+    (job,) = [j for j in data["jobs"] if j["id"] == str(recovered)]
+    assert job["error"] == "boom-then-fine"
+    assert [e["error"] for e in job["errors"]] == ["boom-then-fine"]
 
 
 def test_stats_counts_jobs(cli: Cli, conn: psycopg.Connection) -> None:

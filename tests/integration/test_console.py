@@ -3,7 +3,6 @@ and depth history, and bulk actions by users and by operators."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
 
@@ -22,7 +21,6 @@ from queue_core.history import QueueHistory
 from queue_core.pauses import QueueNotPaused, QueuePauses
 from queue_core.postgres import PostgresStore
 from queue_core.validation import job_spec
-from tests.conftest import _login_role
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 ALICE = UUID("00000000-0000-0000-0000-00000000a11c")
@@ -304,11 +302,6 @@ def test_a_user_search_pages_through_their_own_jobs(conn, app_login_url):
     assert len(first.jobs) == 2 and len(rest.jobs) == 1 and rest.next_cursor is None
     assert {j.user_id for j in first.jobs + rest.jobs} == {ALICE}
     app.close()
-
-
-@pytest.fixture
-def operator_url(database_url: str) -> Iterator[str]:
-    yield from _login_role(database_url, "tickq_operator")
 
 
 def test_an_operator_login_reads_no_job_row_but_may_use_the_console(conn, operator_url):

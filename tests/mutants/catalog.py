@@ -54,6 +54,7 @@ HANDLER_BATCH = "queue_core/handler_batch.py"
 TRANSACTIONAL_TESTS = "tests/integration/test_transactional.py"
 BATCH_TESTS = "tests/integration/test_handler_batches.py"
 HANDLER_PROCESSES = "tests/e2e/test_handler_semantics_done_when.py"
+OPERATOR_VIEW = "tests/integration/test_operator_job_view.py"
 
 
 def function(name: str) -> str:
@@ -904,6 +905,76 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         targeted=(
             "tests/integration/test_outbox.py::test_a_flaky_bus_delays_events_but_every_one_arrives_once_in_order_per_job",
+        ),
+    ),
+    Mutant(
+        "operator-sees-step-results",
+        "every view of a job's steps, the operator's too, carries each step's stored result",
+        (
+            Edit(
+                function("job_durable"),
+                "'name', s.name, 'finished_at', s.finished_at, 'size', s.size)",
+                "'name', s.name, 'finished_at', s.finished_at, 'size', s.size, 'result', s.result)",
+            ),
+        ),
+        targeted=(
+            f"{OPERATOR_VIEW}::test_an_operator_reads_another_users_steps_wait_and_graph_and_no_payload",
+        ),
+    ),
+    Mutant(
+        "job-views-past-row-level-security",
+        "the owner's view of a job's steps runs as the schema owner, past row-level security",
+        (
+            Edit(
+                function("job_durable"),
+                "    language sql stable\n",
+                "    language sql stable security definer\n",
+            ),
+        ),
+        targeted=(
+            f"{OPERATOR_VIEW}::test_the_shared_views_keep_an_application_user_to_their_own_jobs",
+        ),
+    ),
+    Mutant(
+        "console-functions-for-applications",
+        "the application role may call the operator console's functions",
+        (
+            Edit(
+                "queue_core/schema/policies.sql",
+                "    to tickq_operator, tickq_worker;\n",
+                "    to tickq_operator, tickq_worker, tickq_app;\n",
+            ),
+        ),
+        targeted=(
+            f"{OPERATOR_VIEW}::test_roles_other_than_the_operators_and_workers_may_not_call_the_operator_functions",
+        ),
+    ),
+    Mutant(
+        "operator-detail-through-the-owners-route",
+        "the page opens a job of the every-user list through the owner's route",
+        (
+            Edit(
+                "functions/static/app.js",
+                'return state.scope === "all" ? `admin/${path}` : path;',
+                "return path;",
+            ),
+        ),
+        targeted=(
+            "tests/browser/test_operator_job_view.py::test_the_operator_sees_another_users_steps_and_none_of_their_data",
+        ),
+    ),
+    Mutant(
+        "succeeded-jobs-keep-their-old-error",
+        "tickq jobs shows a succeeded job's earlier failure as its error",
+        (
+            Edit(
+                "queue_core/jobs.py",
+                "        return None if self.status is Status.SUCCEEDED else self.error\n",
+                "        return self.error\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_cli.py::test_jobs_shows_no_error_on_a_job_that_succeeded_after_failing",
         ),
     ),
 )

@@ -1,0 +1,20 @@
+-- A job's parents, then its children, each with its type and status: the graph every view
+-- of one job shows. Security invoker: an application's call reads through row-level
+-- security (edges join only jobs of one owner); tickq.operator_job_relatives reads any
+-- job's through it.
+create function tickq.job_relatives(p_id uuid)
+    returns table (relation text, id uuid, type text, status text)
+    language sql stable
+    set search_path = pg_catalog, pg_temp
+    as $$
+select 'parent' as relation, p.id, p.type, p.status
+from tickq.job_dependencies d
+join tickq.jobs p on p.id = d.parent_id
+where d.child_id = p_id
+union all
+select 'child', c.id, c.type, c.status
+from tickq.job_dependencies d
+join tickq.jobs c on c.id = d.child_id
+where d.parent_id = p_id
+order by relation desc, id
+$$;

@@ -1,0 +1,14 @@
+-- The durable side of one job of any user for the operator's detail view: what its owner
+-- sees of it (tickq.job_durable: step and signal names, times and sizes), never a step's
+-- result or a signal's payload, which carry the user's data. No row: no such job.
+create function tickq.operator_job_durable(p_id uuid)
+    returns table (status text, resumes integer, wait_kind text, wait_name text,
+                   wait_until timestamptz, batch_id uuid,
+                   completed_in_transaction boolean, steps jsonb, signals jsonb)
+    language sql stable security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+select d.status, d.resumes, d.wait_kind, d.wait_name, d.wait_until, d.batch_id,
+       d.completed_in_transaction, d.steps, d.signals
+from tickq.job_durable(p_id) d
+$$;
