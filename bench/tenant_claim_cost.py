@@ -15,19 +15,11 @@ the backend, so a superuser on this machine: TICKQ_DATABASE_URL or a throwaway s
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
-from typing import Any
 
-from .dependencies_cost import tree_at
-from .server import env_or_local_server, fresh_database
+from .sides import alternate
 
-ROOT = Path(__file__).resolve().parents[1]
 # Group keys of each shape, by job number g: a tenant's groups are "<tenant>/<group>".
 SHAPES = {
     "one tenant": "'solo'",
@@ -92,27 +84,6 @@ def child(url: str, backlog: int, samples: int) -> dict[str, list[float]]:
     return found
 
 
-def run_side(
-    admin_url: str, tree: Path, name: str, backlog: int, samples: int
-) -> dict[str, list[float]]:
-    code = (
-        "import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
-        "from bench.tenant_claim_cost import child;"
-        "print(json.dumps(child(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))))"
-    )
-    with fresh_database(admin_url, f"tenants_{name}") as url:
-        out = subprocess.run(
-            [sys.executable, "-c", code, str(tree), str(ROOT), url, str(backlog), str(samples)],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=tree,
-            env={**os.environ, "PYTHONPATH": ""},
-        )
-    result: dict[str, list[float]] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
-
-
 def render(runs: dict[str, list[dict[str, list[float]]]], before: str) -> str:
     lines = [
         f"| operation | ms @{before} | ms | ratio | server CPU ms @{before} | server CPU ms "
@@ -139,15 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=150, help="claims per shape and round")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
-    runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
-    with tree_at(args.before) as before, env_or_local_server() as admin_url:
-        trees = {"before": before, "after": ROOT}
-        for round_ in range(args.rounds):
-            order = ["before", "after"] if round_ % 2 == 0 else ["after", "before"]
-            for side in order:
-                runs[side].append(
-                    run_side(admin_url, trees[side], side, args.backlog, args.samples)
-                )
+    runs = alternate(args.before, args.rounds, "tenant_claim_cost", args.backlog, args.samples)
     print(render(runs, args.before))
     return 0
 

@@ -977,4 +977,48 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/integration/test_cli.py::test_jobs_shows_no_error_on_a_job_that_succeeded_after_failing",
         ),
     ),
+    # Bounded fan-out.
+    Mutant(
+        "settle-unbounded",
+        "the statement that finishes a parent settles all its children, whatever the budget",
+        (
+            Edit(
+                function("jobs_settle"),
+                "coalesce(nullif(current_setting('tickq.settle_budget', true), '')::integer, 1000)",
+                "2147483646",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_fan_out.py::test_a_parents_success_releases_a_budget_of_children_and_later_transactions_the_rest",
+        ),
+    ),
+    Mutant(
+        "settlement-forgotten",
+        "the children past the budget are never recorded, so never settled",
+        (
+            Edit(
+                function("jobs_settle_run"),
+                "    from unnest(v_work) w\n",
+                "    from unnest(v_work) w where false\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_fan_out.py::test_a_parents_success_releases_a_budget_of_children_and_later_transactions_the_rest",
+        ),
+    ),
+    Mutant(
+        "settle-uncounted-edges",
+        "a parent's success releases a child that did not count it (enqueued after it succeeded)",
+        (
+            Edit(
+                function("jobs_settle_run"),
+                "            where d.parent_id = v_item.parent_id and d.child_id = c.id"
+                " and d.counted\n",
+                "            where d.parent_id = v_item.parent_id and d.child_id = c.id\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_fan_out.py::test_a_child_enqueued_after_its_parent_succeeded_is_not_released_by_it_again",
+        ),
+    ),
 )
