@@ -234,11 +234,11 @@ def _gate_value(value: Any, kind: type[Debounce] | type[Throttle], field: str) -
             raise InvalidJob(
                 field,
                 f"must be an object with {', '.join(sorted(allowed))} "
-                f"(key and seconds required), got keys {sorted(value)}",
+                f"(key and seconds required), got keys {sorted(map(str, value))}",
             )
         fields = {"max_seconds": None, **value}
     else:
-        raise InvalidJob(field, f"must be a {kind.__name__} or an object, got {value!r}"[:120])
+        raise InvalidJob(field, f"must be a {kind.__name__} or an object, got {_preview(value)}")
     key = text(fields["key"], f"{field}.key", MAX_KEY)
     seconds = number(fields["seconds"], f"{field}.seconds", 0, MAX_DELAY_SECONDS)
     if seconds <= 0:

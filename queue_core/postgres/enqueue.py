@@ -70,11 +70,13 @@ class Enqueues:
 
     def _enqueue_gated(self, spec: JobSpec, now: datetime | None) -> EnqueueResult:
         """Ask the key's gate (tickq.job_gate) which job the enqueue lands on, and insert it
-        when it is a new one: one transaction, so the gate's lock on the key covers both."""
+        when it is a new one: one transaction, so the gate's lock on the key covers both. Only
+        a new job is admitted to a queue with a maximum depth: one that lands on an earlier
+        job adds none."""
         gate = spec.gate
         assert gate is not None
         params = _one_job_params(spec, now)
-        with self._admission((spec,)), self._db.atomic():
+        with self._db.atomic(), telemetry.recording(self._db.conn):
             gated = {
                 "kind": gate.kind,
                 "key": gate.key,
@@ -93,6 +95,8 @@ class Enqueues:
                 )
             if run_after is not None:
                 params["run_after"] = run_after
+            if self._admits_here():
+                self._admit((spec,))
             found = self._enqueue_one(spec, params)
         assert found is not None  # a gated job has no idempotency key to wait for
         return found
@@ -212,13 +216,17 @@ class Enqueues:
         yield from self._admitted(specs)
 
     def _admitted(self, specs: Sequence[JobSpec]) -> Iterator[None]:
-        if self._db.user_id is not None or not self._limits.current().queues:
-            # Application users' inserts are admitted by the jobs_app_admit trigger.
+        if not self._admits_here():
             yield
             return
         with self._db.conn.transaction():
             self._admit(specs)
             yield
+
+    def _admits_here(self) -> bool:
+        """Whether this store checks queue depth itself: some queue has a limit, and the
+        store is not an application user's (the jobs_app_admit trigger admits those)."""
+        return self._db.user_id is None and bool(self._limits.current().queues)
 
     def _admit(self, specs: Sequence[JobSpec]) -> None:
         incoming: dict[str, int] = {}

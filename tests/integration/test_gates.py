@@ -13,7 +13,8 @@ import psycopg
 import pytest
 
 import queue_core
-from queue_core import Debounce, InvalidJob, PostgresStore, Status, Throttle
+from queue_core import Debounce, InvalidJob, PostgresStore, QueueFull, Status, Throttle
+from queue_core.limits import Limits, queue_limit
 from queue_core.validation import job_spec
 from tests.integration.test_dependency_races import blocked_on_locks, wait_until
 
@@ -208,6 +209,19 @@ def test_an_application_user_gates_only_its_own_key(
         assert ids[0].id == ids[2].id != ids[1].id and ids[2].debounced
         assert PostgresStore(app, user_id=bob).gate_of(ids[0].id) is None
         assert PostgresStore(app, user_id=alice).gate_of(ids[0].id) is not None
+
+
+def test_a_full_queue_refuses_a_new_gated_job_but_not_one_landing_on_the_keys_job(
+    conn: psycopg.Connection,
+) -> None:
+    first = PostgresStore(conn).enqueue(job_spec("t", debounce=Debounce("a", 5)))
+    Limits(conn).set_queue(queue_limit("default", max_depth=1))
+    store = PostgresStore(conn)  # its look at the limit tables sees the new limit
+    again = store.enqueue(job_spec("t", debounce=Debounce("a", 5)))
+    with pytest.raises(QueueFull):
+        store.enqueue(job_spec("t", debounce=Debounce("b", 5)))
+    assert again.debounced and again.id == first.id
+    assert counts(conn) == (1, 1)
 
 
 def test_a_deleted_job_takes_its_gate_row_with_it(conn: psycopg.Connection) -> None:
