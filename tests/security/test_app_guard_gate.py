@@ -10,7 +10,7 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from queue_core import StepStore
+from queue_core import StepStore, partitions
 from queue_core.postgres import PostgresStore
 from queue_core.validation import job_spec
 from tests.security.conftest import RoleConnect
@@ -24,7 +24,9 @@ def test_the_guard_fires_on_the_gate_alone_on_the_table_and_every_partition(
     conn: psycopg.Connection,
 ) -> None:
     # A worker's statement compiles the trigger's condition, never the guard's body: the
-    # condition must stay this one comparison (see queue_core/schema/triggers.sql).
+    # condition must stay this one comparison (see queue_core/schema/triggers.sql). Another
+    # test on this database may have dropped every day partition (retention): make today's.
+    partitions.ensure(conn, days_ahead=0)
     rows = conn.execute(
         "select c.relname, pg_get_triggerdef(t.oid) from pg_trigger t"
         " join pg_class c on c.oid = t.tgrelid"
