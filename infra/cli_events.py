@@ -12,21 +12,33 @@ from typing import Any
 
 from rich.table import Table
 
+from queue_core.errors import ConfigurationError
 from queue_core.outbox import Outbox
 
+from . import extras
 from .cli_common import database, emit, out, positive
 
 Command = Callable[..., argparse.ArgumentParser]
 
 
 def cmd_events(args: argparse.Namespace) -> int:
+    if args.publish:
+        extras.require("tickq events --publish", "boto3")
     with database() as conn:
+        published = _publish(conn) if args.publish else None
         outbox = Outbox(conn)
         backlog = outbox.backlog()
         events = outbox.events(pending_only=args.pending, job_id=args.job, limit=args.limit)
     data = {"backlog": backlog.as_dict(), "events": events}
+    if published is not None:
+        data["published"] = published
 
     def human() -> None:
+        if published is not None:
+            out.print(
+                f"published {published['published']} event(s) to {published['bus']}"
+                + (", the bus refused some: see the last errors" if published["held"] else "")
+            )
         oldest = (
             "" if backlog.oldest_seconds is None else f", the oldest {backlog.oldest_seconds:.0f} s"
         )
@@ -54,6 +66,18 @@ def cmd_events(args: argparse.Namespace) -> int:
     return 0
 
 
+def _publish(conn: Any) -> dict[str, Any]:
+    """One publisher run, as a tick's (for `tickq work` deployments, which run no tick)."""
+    import os
+
+    from tickq.functions.aws import publish_outbox
+
+    bus = os.environ.get("TICKQ_EVENT_BUS")
+    if not bus:
+        raise ConfigurationError("tickq events --publish needs TICKQ_EVENT_BUS (the bus name)")
+    return {"bus": bus, **publish_outbox(conn).as_dict()}
+
+
 def _row(e: dict[str, Any]) -> list[str]:
     return [
         str(e["id"]),
@@ -75,8 +99,14 @@ def register(command: Command) -> None:
         "list the outbox's events (newest first) and how many wait to be published",
         "  tickq events                                the latest events and the backlog\n"
         "  tickq events --pending                      only those not yet published\n"
-        "  tickq events --job 0192f4c3-...             one job's events",
+        "  tickq events --job 0192f4c3-...             one job's events\n"
+        "  tickq events --publish                      send the pending ones to TICKQ_EVENT_BUS",
     )
     p.add_argument("--pending", action="store_true", help="only events not yet published")
     p.add_argument("--job", metavar="ID", help="only this job's events")
     p.add_argument("--limit", type=positive, default=50, help="how many (default 50)")
+    p.add_argument(
+        "--publish",
+        action="store_true",
+        help="first publish the pending events to TICKQ_EVENT_BUS (needs tickq[aws])",
+    )

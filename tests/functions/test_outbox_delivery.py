@@ -142,3 +142,29 @@ def test_an_outage_delays_the_events_of_1000_dead_jobs_and_loses_none(
         ("Job Retrying", "Job Dead"),
     ]
     assert all(e["Source"] == "tickq" and e["EventBusName"] == "jobs" for e in recorder.accepted)
+
+
+@pytest.mark.usefixtures("as_worker")
+def test_tickq_events_publish_sends_the_backlog_where_no_tick_runs(
+    conn: psycopg.Connection,
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tickq.infra.cli import main
+
+    conn.execute(
+        "insert into tickq.outbox (job_id, detail_type, detail)"
+        " values (gen_random_uuid(), 'Job Dead', '{\"id\": \"x\"}')"
+    )
+    assert main(["events", "--publish"]) != 0  # no bus named: a clear error, nothing sent
+    assert "TICKQ_EVENT_BUS" in capsys.readouterr().err
+    boto3.client("events").create_event_bus(Name="jobs")
+    monkeypatch.setenv("TICKQ_EVENT_BUS", "jobs")
+    capsys.readouterr()
+
+    assert main(["events", "--publish", "--json"]) == 0
+
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["published"]["published"] == 1 and answer["backlog"]["pending"] == 0
+    assert [e["DetailType"] for e in recorder.accepted] == ["Job Dead"]

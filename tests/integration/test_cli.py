@@ -12,7 +12,7 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from queue_core import PostgresStore, Status
+from queue_core import PostgresStore, Status, publish
 from queue_core.migrate import versions as migrate_versions
 from queue_core.registry import registry as process_registry
 from queue_core.validation import job_spec
@@ -361,3 +361,41 @@ def test_show_says_how_the_handler_ran_the_job(cli: Cli, conn: psycopg.Connectio
     assert (charge_view["batch_id"], charge_view["completed_in_transaction"]) == (None, True)
     assert "completed in the handler's transaction" in charge_text
     assert "part of batch" not in charge_text
+
+
+# tickq events: the outbox's latest events and its backlog; a bad job id is refused.
+
+
+def dead_job(conn: psycopg.Connection) -> str:
+    store = PostgresStore(conn)
+    job_id = store.enqueue(job_spec("embed", {}, max_attempts=1)).id
+    (job,) = store.claim(limit=1)
+    store.fail(job, "boom")
+    return str(job_id)
+
+
+def test_events_lists_the_latest_and_the_backlog(cli: Cli, conn: psycopg.Connection) -> None:
+    dead = dead_job(conn)
+    publish(conn, "Invoice Paid", {"invoice": 7})
+    conn.execute("update tickq.outbox set published_at = now() where detail_type <> 'Job Dead'")
+
+    code, data, _ = cli("events", "--json")
+    assert code == 0
+    assert data["backlog"]["pending"] == 1 and data["backlog"]["oldest_seconds"] >= 0
+    assert [(e["detail_type"], e["job_id"]) for e in data["events"]] == [
+        ("Invoice Paid", None),
+        ("Job Dead", dead),
+    ]
+
+    code, data, _ = cli("events", "--pending", "--json")
+    assert [e["detail_type"] for e in data["events"]] == ["Job Dead"]
+    code, data, _ = cli("events", "--job", UNKNOWN, "--json")
+    assert data["events"] == []
+
+    code, text, _ = cli("events")
+    assert code == 0 and "1 event(s) waiting to be published" in text and "Job Dead" in text
+
+
+def test_events_refuses_a_bad_job_id(cli: Cli, conn: psycopg.Connection) -> None:
+    code, _, err = cli("events", "--job", "nope")
+    assert code != 0 and "job_id" in err and "UUID" in err
