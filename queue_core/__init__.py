@@ -41,7 +41,7 @@ from .jobs import EnqueueResult, Job, JobSpec, Status
 from .partitions import ensure_partitions
 from .postgres import PostgresStore, StepStore
 from .registry import Registry, Task, registry, task
-from .steps import InvalidStep, WaitTimeout
+from .steps import ChildFailed, InvalidStep, Retry, WaitTimeout
 from .tick import Runner, TickReport
 
 # Libraries stay quiet unless the application configures logging.
@@ -49,6 +49,7 @@ logging.getLogger("tickq").addHandler(logging.NullHandler())
 
 __all__ = [
     "Backoff",
+    "ChildFailed",
     "ConfigurationError",
     "DatabaseError",
     "EnqueueResult",
@@ -67,6 +68,7 @@ __all__ = [
     "PostgresStore",
     "QueueFull",
     "Registry",
+    "Retry",
     "RetryAfter",
     "Runner",
     "Status",

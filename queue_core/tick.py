@@ -28,7 +28,7 @@ from .pipeline import Pipeline
 from .ports import NO_JOBS, JobList, Store
 from .registry import Registry, Task
 from .report import TICK_COUNTERS, DeadLetter, TickReport, log_fields
-from .step_context import StepCounts, StepHost, Suspended
+from .step_context import Compensating, StepCounts, StepHost, Suspended
 from .steps import suspended
 
 log = logging.getLogger("tickq")
@@ -134,7 +134,7 @@ class Runner:
         self._pool: ThreadPoolExecutor | None = None
         self.pipeline = Pipeline()
         self.step_counts = StepCounts()
-        self._steps = StepHost(lambda: self.store, time_left, self.step_counts)
+        self._steps = StepHost(lambda: self.store, time_left, self.step_counts, spec=registry.spec)
 
     @property
     def leased_ahead(self) -> bool:
@@ -412,8 +412,8 @@ class Runner:
         try:
             result = task.fn(context)
         except BaseException as exc:  # judged below; interrupts are re-raised there
-            return self._judge(job, exc)
-        return self._succeeded(job, result)
+            return self._settle(context, self._judge(job, exc))
+        return self._settle(context, self._succeeded(job, result))
 
     def _run_async(self, jobs: Sequence[Job]) -> list[Outcome]:
         async def run_all() -> list[Outcome]:
@@ -429,12 +429,30 @@ class Runner:
                     try:
                         result = await task.fn(context)
                     except BaseException as exc:
-                        return self._judge(job, exc)
-                    return self._succeeded(job, result)
+                        return self._settle(context, self._judge(job, exc))
+                    return self._settle(context, self._succeeded(job, result))
 
             return list(await asyncio.gather(*(run(job) for job in jobs)))
 
         return asyncio.run(run_all())
+
+    @staticmethod
+    def _settle(context: JobContext, outcome: Outcome) -> Outcome:
+        """A job whose handler used steps may owe undos before it ends (compensation): a
+        job ending dead or cancelled after steps with an undo, or one replayed to finish
+        its compensation, whatever its handler did this time."""
+        steps = context.steps_used
+        if steps is None or outcome.suspended:
+            return outcome
+        if steps.compensating is None and not steps.undos:
+            return outcome
+        try:
+            return steps.compensate(outcome)
+        except (LeaseLost, DatabaseError) as exc:
+            # Nothing more may be written for this attempt: the next one (after the
+            # reclaim) finds the compensation and the undos done so far, and goes on.
+            log.warning("compensation interrupted: %s", exc, extra={"job_id": str(context.id)})
+            return outcome
 
     def _succeeded(self, job: Job, result: Any) -> Outcome:
         try:
@@ -448,6 +466,8 @@ class Runner:
     def _judge(self, job: Job, exc: BaseException) -> Outcome:
         if isinstance(exc, Suspended):
             return suspended(job)
+        if isinstance(exc, Compensating):  # judged by the compensation (_settle)
+            return transitions.failed(job, "compensating", permanent=True)
         if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
             raise exc
         if isinstance(exc, RetryAfter):

@@ -899,6 +899,17 @@ select 'child', c.id, c.type, c.status
 from tickq.job_dependencies d
 join tickq.jobs c on c.id = d.child_id
 where d.parent_id = %(id)s
+-- Workflow children (job.map, job.call) and the parent that awaits them.
+union all
+select 'spawned', c.id, c.type, c.status
+from tickq.job_children k
+join tickq.jobs c on c.id = k.child_id
+where k.parent_id = %(id)s
+union all
+select 'spawned_by', p.id, p.type, p.status
+from tickq.job_children k
+join tickq.jobs p on p.id = k.parent_id
+where k.child_id = %(id)s
 order by relation desc, id;
 
 -- Retention (queue_core/retention.py)
@@ -970,6 +981,10 @@ with clock as materialized (
           select from tickq.job_dependencies d join tickq.jobs c on c.id = d.child_id
           where d.parent_id = j.id
             and c.status not in ('succeeded', 'dead', 'cancelled')))
+      -- A workflow child (job.map, job.call) goes with its parent, never before: the
+      -- parent reads its result when it resumes.
+      and not (j.has_children and exists (
+          select from tickq.job_children k where k.child_id = j.id))
     limit %(batch)s
     for update of j skip locked
 )
@@ -1021,6 +1036,10 @@ with clock as materialized (
           select from tickq.job_dependencies d join tickq.jobs c on c.id = d.child_id
           where d.parent_id = j.id
             and c.status not in ('succeeded', 'dead', 'cancelled')))
+      -- A workflow child (job.map, job.call) goes with its parent, never before: the
+      -- parent reads its result when it resumes.
+      and not (j.has_children and exists (
+          select from tickq.job_children k where k.child_id = j.id))
 )
 select j.status, count(*)
 from tickq.jobs j

@@ -9,5 +9,7 @@ begin
     delete from tickq.job_steps;
     delete from tickq.job_signals;
     delete from tickq.job_dependencies;
+    delete from tickq.job_step_tries;
+    delete from tickq.job_children;
     return null;
 end $$;

@@ -86,5 +86,6 @@ begin
         get diagnostics touched = row_count;
         settled := settled + touched;
     end if;
-    return settled;
+    -- Jobs that are workflow children or parents (job.map, job.call) settle that side too.
+    return settled + tickq.job_children_settle(parents, statuses, at);
 end $$;
