@@ -178,7 +178,9 @@ class JobSteps:
         children = self._db().children(self.job.id, name)
         if children:  # resumed: enqueued by an earlier run, never again
             if any(status not in TERMINAL for _, status, _, _ in children):
-                self._suspend(WaitKind.SUSPEND, None, delay=1.0)  # woken early: look again
+                # Woken before they all ended (an operator's nudge): wait on for them; the
+                # last one's finish wakes the job.
+                self._suspend(WaitKind.CHILDREN, name, until=steps.FOREVER)
             for index, (child, status, _, error) in enumerate(children):
                 if status is not Status.SUCCEEDED:
                     raise ChildFailed(name, index, child, status.value, error)
