@@ -48,6 +48,8 @@ CONNECTION_FAULTS = "tests/faults/test_connection_faults.py"
 # targeted tests run each variant (tests/integration/test_claim_variants.py).
 LEASE = "queue_core/schema/functions/jobs_lease.sql"
 VARIANTS = "tests/integration/test_claim_variants.py"
+WORKFLOWS = "tests/integration/test_workflows.py"
+WORKFLOWS_E2E = "tests/e2e/test_workflows_done_when.py"
 
 
 def function(name: str) -> str:
@@ -588,6 +590,68 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         targeted=(
             "tests/security/test_tenancy_bounds.py::test_the_app_role_cannot_insert_signals_past_the_bound_in_sql",
+        ),
+    ),
+    Mutant(
+        "workflow-child-enqueued-again-on-resume",
+        "a resumed map step does not look for the children it enqueued and enqueues again",
+        (
+            Edit(
+                "queue_core/step_context.py",
+                "        children = self._db().children(self.job.id, name)\n",
+                "        children = []\n",
+            ),
+        ),
+        targeted=(
+            f"{WORKFLOWS}::test_map_returns_the_children_results_in_order_and_enqueues_them_once",
+            f"{WORKFLOWS_E2E}::test_a_parent_maps_200_children_20_at_a_time_and_resumes_once_with_their_results",
+        ),
+    ),
+    Mutant(
+        "workflow-undo-forward-order",
+        "undos run in the order their steps completed instead of the reverse",
+        (
+            Edit(
+                "queue_core/step_context.py",
+                "        for name, undo, result in reversed(self.undos):\n",
+                "        for name, undo, result in self.undos:\n",
+            ),
+        ),
+        targeted=(
+            f"{WORKFLOWS}::test_undos_run_in_reverse_order_once_each_though_the_worker_dies_during_one",
+            f"{WORKFLOWS_E2E}::test_a_saga_undoes_its_completed_steps_in_reverse_once_each_across_a_sigkill",
+        ),
+    ),
+    Mutant(
+        "workflow-undo-twice-after-crash",
+        "a compensation resumed after a crash runs again the undos it had already recorded",
+        (
+            Edit(
+                "queue_core/step_context.py",
+                "            if state.undone(name):\n                continue\n",
+                "",
+            ),
+        ),
+        targeted=(
+            f"{WORKFLOWS}::test_undos_run_in_reverse_order_once_each_though_the_worker_dies_during_one",
+            f"{WORKFLOWS_E2E}::test_a_saga_undoes_its_completed_steps_in_reverse_once_each_across_a_sigkill",
+        ),
+    ),
+    Mutant(
+        "workflow-step-retry-spends-an-attempt",
+        "a step's failed try goes to the job's own retry (an attempt spent) instead of suspending",
+        (
+            Edit(
+                "queue_core/step_context.py",
+                "        if run_after is not None:\n"
+                "            self.host.counts.add(\"suspended\")\n"
+                "            raise Suspended(self.job.id, run_after)\n",
+                "",
+            ),
+        ),
+        targeted=(
+            f"{WORKFLOWS}::test_a_step_retries_alone_and_spends_a_job_attempt_only_when_its_tries_run_out",
+            f"{WORKFLOWS_E2E}::test_a_step_that_fails_twice_then_succeeds_retries_alone_and_spends_one_attempt",
         ),
     ),
 )
