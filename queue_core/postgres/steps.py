@@ -14,6 +14,9 @@ from ..jobs import RUNNABLE, Job, JobSpec, Status
 from ..steps import Durable, DurableView, Wait, WaitKind
 from .reads import Reads, job_uuid
 
+# The parameters of jobs_suspend that count a failed try, for a suspension that counts none.
+NO_TRY: dict[str, Any] = {"try_kind": None, "try_name": None, "try_error": None, "try_add": 0}
+
 
 class StepStore:
     """The durable-step operations of one PostgresStore (its connection and user scope):
@@ -81,10 +84,12 @@ class StepStore:
         until: datetime | None = None,
         delay: float = 0.0,
         now: datetime | None = None,
+        tried: dict[str, Any] | None = None,
     ) -> datetime:
         """Send the job back to the queue until `until` (or `delay` seconds from now);
         returns when it may run again. JobCancelled when someone asked it to cancel,
-        LeaseLost when the lease is gone."""
+        LeaseLost when the lease is gone. `tried`: a failed try counted in the same
+        statement (step_failed)."""
         params = {
             "id": job_id,
             "lease_token": lease_token,
@@ -93,6 +98,7 @@ class StepStore:
             "wait_until": until,
             "delay": delay,
             "now": now,
+            **(tried or NO_TRY),
         }
         rows = self._db.rows("jobs_suspend", params)
         if rows:
@@ -193,11 +199,13 @@ class StepStore:
         and keep its error; with a `delay`, suspend the job
         until its next try, in one transaction; returns when it runs again (None without a
         delay). LeaseLost when another attempt holds the job."""
-        with self._db.conn.transaction():
+        if delay is None:
             self._add_try(job_id, lease_token, kind=kind, name=name, error=error, add=add, now=now)
-            if delay is None:
-                return None
-            return self.suspend(job_id, lease_token, kind=WaitKind.SUSPEND, delay=delay, now=now)
+            return None
+        tried = {"try_kind": kind, "try_name": name, "try_error": error, "try_add": add}
+        return self.suspend(
+            job_id, lease_token, kind=WaitKind.SUSPEND, delay=delay, now=now, tried=tried
+        )
 
     def undo_started(
         self, job_id: UUID, lease_token: UUID, name: str, *, now: datetime | None = None
@@ -227,19 +235,16 @@ class StepStore:
     ) -> None:
         """Record that the job compensates (the status it ends in, the error that ended it)
         and leave it `spare` attempts for a worker dying during its undos."""
-        with self._db.conn.transaction():
-            self._add_try(
-                job_id,
-                lease_token,
-                kind="compensation",
-                name=ends.value,
-                error=error,
-                add=0,
-                now=now,
-            )
-            params = {"id": job_id, "lease_token": lease_token, "spare": spare}
-            if not self._db.rows("jobs_compensation_spare", params):
-                raise LeaseLost(job_id)
+        params = {
+            "id": job_id,
+            "lease_token": lease_token,
+            "ends": ends.value,
+            "error": error,
+            "spare": spare,
+            "now": now,
+        }
+        if not self._db.rows("jobs_compensation_begin", params):
+            raise LeaseLost(job_id)
 
     def enqueue_children(
         self,

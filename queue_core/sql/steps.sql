@@ -40,7 +40,8 @@ returning finished_at;
 
 -- name: jobs_suspend
 -- Leave the worker: back to queued at the wake time, the attempt given back, steps kept,
--- resumes + 1. Fenced by the lease token; a job asked to cancel is left to the runner.
+-- resumes + 1, and with %(try_kind)s a failed try counted. Fenced by the lease token; a
+-- job asked to cancel is left to the runner.
 -- `signals` is read from the row being updated: a signal committed while this statement
 -- waited for the row lock is seen (see tickq.jobs.signals), so the job wakes at once.
 with clock as materialized (
@@ -49,23 +50,36 @@ with clock as materialized (
            coalesce(%(wait_until)s::timestamptz,
                     coalesce(%(now)s::timestamptz, now())
                     + %(delay)s::float8 * interval '1 second') as wake
+), suspended as (
+    update tickq.jobs j
+    set status = 'queued',
+        attempts = j.attempts - 1,
+        resumes = coalesce(j.resumes, 0) + 1,
+        run_after = case when %(wait_kind)s = 'signal' and %(wait_name)s::text = any(j.signals)
+                         then clock.now else clock.wake end,
+        wait_kind = %(wait_kind)s,
+        wait_name = %(wait_name)s::text,
+        wait_until = clock.wake,
+        lease_until = null,
+        lease_token = null,
+        updated_at = clock.now
+    from clock
+    where j.id = %(id)s and j.lease_token = %(lease_token)s and j.status = 'running'
+      and not j.cancel_requested
+    returning j.id, j.run_after, j.wait_until
+), tried as (
+    -- A step's failed try (its own retry policy), counted with the suspension that waits
+    -- for the next one, so a crash cannot keep one without the other.
+    insert into tickq.job_step_tries (job_id, kind, name, tries, error, at)
+    select suspended.id, %(try_kind)s, %(try_name)s, %(try_add)s, %(try_error)s, clock.now
+    from suspended, clock
+    where %(try_kind)s::text is not null
+    on conflict (job_id, kind, name) do update
+    set tries = tickq.job_step_tries.tries + excluded.tries,
+        error = coalesce(excluded.error, tickq.job_step_tries.error),
+        at = excluded.at
 )
-update tickq.jobs j
-set status = 'queued',
-    attempts = j.attempts - 1,
-    resumes = coalesce(j.resumes, 0) + 1,
-    run_after = case when %(wait_kind)s = 'signal' and %(wait_name)s::text = any(j.signals)
-                     then clock.now else clock.wake end,
-    wait_kind = %(wait_kind)s,
-    wait_name = %(wait_name)s::text,
-    wait_until = clock.wake,
-    lease_until = null,
-    lease_token = null,
-    updated_at = clock.now
-from clock
-where j.id = %(id)s and j.lease_token = %(lease_token)s and j.status = 'running'
-  and not j.cancel_requested
-returning j.run_after, j.wait_until;
+select run_after, wait_until from suspended;
 
 -- name: job_signals_send
 -- Keep a signal for a live job and wake it when it waits for that name. The job row is
@@ -192,14 +206,27 @@ from holder
 where t.job_id = holder.id and t.kind = 'undo' and t.name = %(name)s and t.done_at is null
 returning t.done_at;
 
--- name: jobs_compensation_spare
--- A compensating job's attempts may run out before its undos: a worker that dies during
--- one is reclaimed as any job, and must come back to finish them. Raises max_attempts to
--- leave %(spare)s attempts (the undos' own tries bound them). Fenced by the lease token.
-update tickq.jobs
-set max_attempts = greatest(max_attempts, attempts + %(spare)s)
-where id = %(id)s and lease_token = %(lease_token)s and status = 'running'
-returning max_attempts;
+-- name: jobs_compensation_begin
+-- Record that a job compensates: the status it ends in and the error that ended it (kept
+-- from the first time). Its attempts may run out before its undos: a worker that dies
+-- during one is reclaimed as any job, and must come back to finish them, so max_attempts
+-- leaves %(spare)s attempts (the undos' own tries bound them), and a cancel asked of it is
+-- taken as done (the compensation ends it cancelled) lest the reclaim cancel it before its
+-- undos. Fenced by the lease token; no row: the lease is lost.
+with raised as (
+    update tickq.jobs
+    set max_attempts = greatest(max_attempts, attempts + %(spare)s),
+        cancel_requested = false
+    where id = %(id)s and lease_token = %(lease_token)s and status = 'running'
+    returning id
+), kept as (
+    insert into tickq.job_step_tries (job_id, kind, name, tries, error, at)
+    select raised.id, 'compensation', %(ends)s, 0, %(error)s,
+           coalesce(%(now)s::timestamptz, now())
+    from raised
+    on conflict (job_id, kind, name) do nothing
+)
+select id from raised;
 
 -- name: job_children_enqueue
 -- Enqueue a step's child jobs and suspend their parent until they have ended, in one

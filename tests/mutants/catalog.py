@@ -643,10 +643,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 "queue_core/step_context.py",
-                "        if run_after is not None:\n"
-                "            self.host.counts.add(\"suspended\")\n"
-                "            raise Suspended(self.job.id, run_after)\n",
-                "",
+                "        delay = retry.delay(tries)\n",
+                "        delay = None  # every failed try goes on to the job\n",
             ),
         ),
         targeted=(
