@@ -652,4 +652,18 @@ MUTANTS: tuple[Mutant, ...] = (
             f"{WORKFLOWS_E2E}::test_a_step_that_fails_twice_then_succeeds_retries_alone_and_spends_one_attempt",
         ),
     ),
+    Mutant(
+        "workflow-release-one-child-too-many",
+        "a child's end releases one waiting sibling more than its step's bound allows",
+        (
+            Edit(
+                function("job_children_settle"),
+                "            and k.idx < x.max_running + x.siblings - x.left_after\n",
+                "            and k.idx <= x.max_running + x.siblings - x.left_after\n",
+            ),
+        ),
+        targeted=(
+            f"{WORKFLOWS_E2E}::test_a_parent_maps_200_children_20_at_a_time_and_resumes_once_with_their_results",
+        ),
+    ),
 )
