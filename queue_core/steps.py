@@ -140,7 +140,7 @@ class DurableView:
                 ),
                 None,
             ),
-            "children": self.children,
+            "maps": self.children,  # each map step: its children, how many ended
         }
 
 

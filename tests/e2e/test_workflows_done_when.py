@@ -96,7 +96,7 @@ def test_a_parent_maps_200_children_20_at_a_time_and_resumes_once_with_their_res
     shown = ticks.tickq("show", str(parent))
     assert shown["resumes"] == 1
     assert len(shown["spawned"]) == 200
-    assert shown["children"] == [
+    assert shown["maps"] == [
         {"step": "chunks", "children": 200, "max_running": 20, "ended": 200}
     ]
     children = conn.execute(
