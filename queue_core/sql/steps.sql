@@ -299,8 +299,8 @@ order by k.idx;
 -- Replay from a step: a dead or cancelled job forgets the step %(name)s and every step
 -- stored after it (by finish time, then name, the order its views list them in), with
 -- their tries and child links; its compensation and undo records go too, since it runs
--- again. The earlier steps stay. Returns the names forgotten; no row: no such step, or
--- the job is not dead or cancelled.
+-- again. The earlier steps stay, but for those its undos undid. Returns the names
+-- forgotten; no row: no such step, or the job is not dead or cancelled.
 with target as materialized (
     select j.id, s.finished_at, s.name
     from tickq.jobs j
@@ -308,10 +308,14 @@ with target as materialized (
     where j.id = %(id)s and j.status in ('dead', 'cancelled')
     for update of j
 ), later as materialized (
+    -- And the earlier steps its undos undid: they are no longer in effect.
     select s.name
     from tickq.job_steps s, target
     where s.job_id = target.id
-      and (s.finished_at, s.name) >= (target.finished_at, target.name)
+      and ((s.finished_at, s.name) >= (target.finished_at, target.name)
+           or exists (select from tickq.job_step_tries t
+                      where t.job_id = s.job_id and t.kind = 'undo' and t.name = s.name
+                        and t.done_at is not null))
 ), steps as (
     delete from tickq.job_steps s using target
     where s.job_id = target.id and s.name in (select name from later)

@@ -96,9 +96,7 @@ def test_a_parent_maps_200_children_20_at_a_time_and_resumes_once_with_their_res
     shown = ticks.tickq("show", str(parent))
     assert shown["resumes"] == 1
     assert len(shown["spawned"]) == 200
-    assert shown["maps"] == [
-        {"step": "chunks", "children": 200, "max_running": 20, "ended": 200}
-    ]
+    assert shown["maps"] == [{"step": "chunks", "children": 200, "max_running": 20, "ended": 200}]
     children = conn.execute(
         "select status, count(*) from tickq.jobs where type = 'wf-chunk' group by status"
     ).fetchall()
@@ -136,6 +134,13 @@ def test_a_saga_undoes_its_completed_steps_in_reverse_once_each_across_a_sigkill
         ("charge", 2, True),
     ]
     assert shown["compensation"]["ends"] == "dead"
+
+    # Replay from the step that failed: it and the later ones are forgotten, and so are the
+    # steps the compensation undid; nothing is left to compensate.
+    (retried,) = ticks.tickq("retry", str(saga), "--from-step", "reserve")
+    assert retried["status"] == "queued"
+    shown = ticks.tickq("show", str(saga))
+    assert (shown["steps"], shown["undone"], shown["compensation"]) == ([], [], None)
 
 
 def test_a_step_that_fails_twice_then_succeeds_retries_alone_and_spends_one_attempt(

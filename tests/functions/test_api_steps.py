@@ -94,3 +94,30 @@ def test_a_malformed_retry_body_is_refused_and_changes_nothing(
         assert status == 400
     _, shown = call_api("GET", f"/jobs/{job_id}", sub=ALICE)
     assert shown["status"] == "dead" and len(shown["steps"]) == 1
+
+
+def test_retry_from_a_step_forgets_it_and_the_later_steps_and_keeps_the_earlier(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    _, job = call_api("POST", "/jobs", body={"type": "transcribe"}, sub=ALICE)
+    worker = PostgresStore(conn)
+    (claimed,) = worker.claim()
+    assert claimed.lease_token is not None
+    for name in ("fetch", "split", "transcribe"):
+        StepStore(worker).complete(claimed.id, claimed.lease_token, name, '"done"')
+    worker.fail(claimed, "speech API down", permanent=True)
+    path = f"/jobs/{job['id']}/retry"
+
+    status, body = call_api("POST", path, body={"from_step": "nope"}, sub=ALICE)
+    assert status == 422 and "no step 'nope'" in body["message"]
+    status, _ = call_api("POST", path, body={"from_step": "split", "fresh": True}, sub=ALICE)
+    assert status == 400
+    assert call_api("GET", f"/jobs/{job['id']}", sub=ALICE)[1]["status"] == "dead"
+    status, _ = call_api("POST", path, body={"from_step": "split"}, sub=BOB)
+    assert status == 404
+
+    status, retried = call_api("POST", path, body={"from_step": "split"}, sub=ALICE)
+
+    assert status == 200 and retried["status"] == "queued"
+    shown = call_api("GET", f"/jobs/{job['id']}", sub=ALICE)[1]
+    assert [s["name"] for s in shown["steps"]] == ["fetch"]
