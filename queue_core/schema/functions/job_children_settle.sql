@@ -36,7 +36,11 @@ begin
         with gone as (
             update tickq.jobs c
             set status = 'cancelled',
-                error = 'parent ' || k.parent_id || ' is ' || p.status,
+                -- Named on the children that were waiting, as the dependency cascade names
+                -- them (the only error an application's cancel may write).
+                error = case when c.status = 'waiting'
+                             then 'parent ' || k.parent_id || ' is ' || p.status
+                             else c.error end,
                 updated_at = p_at,
                 finished_at = p_at
             from tickq.job_children k
@@ -52,7 +56,14 @@ begin
         end if;
     end if;
 
-    if not exists (select from tickq.job_children k where k.child_id = any(v_ended)) then
+    -- Only children of a parent waiting for their step count it down; the others stop
+    -- here (a parent's cascade above among them, which an application may run: it may
+    -- not write the columns below).
+    if not exists (select from tickq.job_children k
+                   join tickq.jobs p on p.id = k.parent_id
+                   where k.child_id = any(v_ended)
+                     and p.status in ('waiting', 'queued', 'running', 'retrying')
+                     and p.wait_kind = 'children' and p.wait_name = k.step) then
         return v_touched;
     end if;
 
