@@ -140,10 +140,13 @@ def _cancel_children(
                 if child.status is Status.RUNNING and not child.cancel_requested:
                     jobs[child.id] = replace(child, cancel_requested=True, updated_at=now)
                 elif child.status in (Status.WAITING, Status.QUEUED, Status.RETRYING):
+                    named = child.status is Status.WAITING  # as the dependency cascade
                     gone = replace(
                         child,
                         status=Status.CANCELLED,
-                        error=f"parent {parent.id} is {parent.status.value}",
+                        error=f"parent {parent.id} is {parent.status.value}"
+                        if named
+                        else child.error,
                         updated_at=now,
                         finished_at=now,
                     )
