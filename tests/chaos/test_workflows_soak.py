@@ -168,6 +168,6 @@ def _summary(conn: psycopg.Connection[Any], supervisor: Supervisor) -> dict[str,
             "select count(*) from tickq.job_step_tries where kind = 'undo' and done_at is not null"
         ),
         "kills": supervisor.kills,
-        "crashes": supervisor.exits.get("crash", 0),
+        "crashes": supervisor.exits.get("handler os._exit", 0),
         "exits": dict(supervisor.exits),
     }
