@@ -90,18 +90,24 @@ def get_job(job_id: str) -> Response:
 @router.post("/jobs/<job_id>/retry")
 def retry_job(job_id: str) -> Response:
     """Completed steps are kept (the job resumes where it failed) unless the body says
-    {"fresh": true}."""
+    {"fresh": true} (forget them all) or {"from_step": NAME} (forget NAME and every step
+    stored after it)."""
     body = _optional_json_body()
     if body is None:
         body = {}
     if (
         not isinstance(body, dict)
-        or set(body) - {"fresh"}
+        or set(body) - {"fresh", "from_step"}
         or type(body.get("fresh", False)) is not bool
+        or not isinstance(body.get("from_step", ""), str)
+        or (body.get("fresh") and "from_step" in body)
     ):
-        raise BadRequest('the retry body may only be {"fresh": true|false}')
+        raise BadRequest(
+            'the retry body may only be {"fresh": true|false} or {"from_step": "<step name>"}'
+        )
     fresh = body.get("fresh", False)
-    return _job(store(user_id=_caller()).steps.retry(job_id, fresh=fresh))
+    from_step = body.get("from_step")
+    return _job(store(user_id=_caller()).steps.retry(job_id, fresh=fresh, from_step=from_step))
 
 
 @router.post("/jobs/<job_id>/signals/<name>")

@@ -293,7 +293,12 @@ def cmd_show(args: argparse.Namespace) -> int:
         for key, value in job.to_dict().items():
             shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
             table.add_row(key, _status(shown) if key == "status" else shown)
-        for relation, title in (("parent", "after"), ("child", "children")):
+        for relation, title in (
+            ("parent", "after"),
+            ("child", "children"),
+            ("spawned_by", "spawned by"),
+            ("spawned", "spawned"),
+        ):
             lines = [_relative(r) for r in relatives if r.relation == relation]
             if lines:
                 table.add_row(title, "\n".join(lines))
@@ -329,13 +334,17 @@ def cmd_retry(args: argparse.Namespace) -> int:
         raise UsageError("give job ids, or --dead (with optional --type/--queue filters)")
     if args.fresh and args.dead:
         raise UsageError("--fresh takes job ids (it forgets each job's completed steps)")
+    if args.from_step is not None and (args.dead or args.fresh):
+        raise UsageError("--from-step takes job ids, without --fresh (it keeps earlier steps)")
     with database() as conn:
         store = PostgresStore(conn)
         if args.ids:
             with _progress(args, "retrying", len(args.ids)) as advance:
                 jobs = []
                 for job_id in args.ids:
-                    jobs.append(StepStore(store).retry(job_id, fresh=args.fresh))
+                    jobs.append(
+                        StepStore(store).retry(job_id, fresh=args.fresh, from_step=args.from_step)
+                    )
                     advance(1)
         else:
             jobs = _retry_dead_in_chunks(args, store)
@@ -893,6 +902,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dead", action="store_true", help="retry dead jobs matching the filters")
     p.add_argument(
         "--fresh", action="store_true", help="forget completed steps: start over (with IDs)"
+    )
+    p.add_argument(
+        "--from-step",
+        metavar="NAME",
+        help="forget step NAME and every step stored after it, keep the earlier ones (with IDs)",
     )
     p.add_argument("--type", action="append")
     p.add_argument("--queue", action="append")

@@ -30,7 +30,7 @@ def cmd_signal(args: argparse.Namespace) -> int:
 
 def durable_table(view: DurableView) -> Table | None:
     """Steps, wait and resumes of one job for `tickq show`; None for a job without any."""
-    if not (view.steps or view.signals or view.wait or view.resumes):
+    if not (view.steps or view.signals or view.wait or view.resumes or view.tries):
         return None
     table = Table(title=f"durable steps ({len(view.steps)} stored, resumed {view.resumes}x)")
     for column in ("step", "finished at", "result bytes"):
@@ -44,6 +44,16 @@ def durable_table(view: DurableView) -> Table | None:
         captions.append(f"waiting: {view.wait.describe()}")
     if view.signals:
         captions.append("signals: " + ", ".join(s["name"] for s in view.signals))
+    shown = view.to_dict()
+    for step in shown["retrying_steps"]:
+        captions.append(f"step {step['name']!r} tried {step['tries']}x: {step['error']}")
+    if shown["compensation"] is not None:
+        undone = ", ".join(u["name"] for u in shown["undone"] if u["undone_at"]) or "nothing"
+        captions.append(f"compensating ({shown['compensation']['ends']}); undone: {undone}")
+    for child in view.children:
+        captions.append(
+            f"step {child['step']!r}: {child['ended']} of {child['children']} children ended"
+        )
     table.caption = "; ".join(captions) or None
     return table
 

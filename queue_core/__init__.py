@@ -45,7 +45,7 @@ from .partitions import ensure_partitions
 from .postgres import PostgresStore, StepStore
 from .postgres.transactional import complete_in
 from .registry import Registry, Task, registry, task
-from .steps import InvalidStep, WaitTimeout
+from .steps import ChildFailed, InvalidStep, Retry, WaitTimeout
 from .tick import Runner, TickReport
 
 # Libraries stay quiet unless the application configures logging.
@@ -53,6 +53,7 @@ logging.getLogger("tickq").addHandler(logging.NullHandler())
 
 __all__ = [
     "Backoff",
+    "ChildFailed",
     "ConfigurationError",
     "DatabaseError",
     "Debounce",
@@ -73,6 +74,7 @@ __all__ = [
     "PostgresStore",
     "QueueFull",
     "Registry",
+    "Retry",
     "RetryAfter",
     "Runner",
     "Status",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import UUID
 
@@ -10,6 +10,7 @@ from .errors import ConfigurationError, JobCancelled
 from .jobs import DEFAULT_LEASE_SECONDS, Job, Outcome
 from .ports import LeaseKeeper
 from .step_context import JobSteps, StepHost
+from .steps import Retry
 
 
 class JobContext:
@@ -104,10 +105,33 @@ class JobContext:
 
     # Durable steps (docs/steps.md)
 
-    def step(self, name: str, fn: Callable[[], Any]) -> Any:
+    def step(
+        self,
+        name: str,
+        fn: Callable[[], Any],
+        *,
+        retry: Retry | None = None,
+        undo: Callable[..., Any] | None = None,
+    ) -> Any:
         """Run `fn()` once per job: its JSON result is stored (fenced by the lease) before
-        this returns, and every later run of the handler gets the stored result instead."""
-        return self._durable().step(name, fn)
+        this returns, and every later run of the handler gets the stored result instead.
+
+        `retry`: the step's own retries, the job suspended between tries, its attempts not
+        spent. `undo(result)`: run once, in reverse step order, if the job ends dead or
+        cancelled after this step completed."""
+        return self._durable().step(name, fn, retry=retry, undo=undo)
+
+    def map(
+        self, name: str, type: str, payloads: Iterable[Any], max_concurrency: int | None = None
+    ) -> list[Any]:
+        """Enqueue one child job of `type` per payload (at most `max_concurrency` runnable at
+        once), leave the worker until all have ended, and return their results in order;
+        ChildFailed names a child that ended dead or cancelled."""
+        return self._durable().map(name, type, payloads, max_concurrency)
+
+    def call(self, name: str, type: str, payload: Any = None) -> Any:
+        """One child job, awaited as `map` awaits many: its result."""
+        return self._durable().call(name, type, payload)
 
     def sleep(self, name: str, seconds: float) -> None:
         """Leave the worker for `seconds`; on the run after the wake time, returns at once."""
@@ -126,6 +150,11 @@ class JobContext:
     def time_left(self) -> float:
         """Seconds until this invocation ends, or without one until the lease expires."""
         return self._durable().time_left()
+
+    @property
+    def steps_used(self) -> JobSteps | None:
+        """The job's steps when its handler used any during this run (else None)."""
+        return self._steps
 
     def _durable(self) -> JobSteps:
         if self._steps is None:
@@ -166,9 +195,24 @@ class AsyncJobContext(JobContext):
 
     __slots__ = ()
 
-    async def step(self, name: str, fn: Callable[[], Any]) -> Any:
+    async def step(
+        self,
+        name: str,
+        fn: Callable[[], Any],
+        *,
+        retry: Retry | None = None,
+        undo: Callable[..., Any] | None = None,
+    ) -> Any:
         """`fn` may be a coroutine function; its result is awaited before being stored."""
-        return await self._durable().step_async(name, fn)
+        return await self._durable().step_async(name, fn, retry=retry, undo=undo)
+
+    async def map(  # type: ignore[override]
+        self, name: str, type: str, payloads: Iterable[Any], max_concurrency: int | None = None
+    ) -> list[Any]:
+        return self._durable().map(name, type, payloads, max_concurrency)
+
+    async def call(self, name: str, type: str, payload: Any = None) -> Any:
+        return self._durable().call(name, type, payload)
 
     async def sleep(self, name: str, seconds: float) -> None:  # type: ignore[override]
         self._durable().sleep(name, seconds)

@@ -93,18 +93,25 @@ def resolve(refs: Sequence[ParentRef], results: Sequence[EnqueueResult | None]) 
 class Relative:
     """A parent or child of a job, as `tickq show`, the API and the job page list them."""
 
-    relation: str  # "parent" or "child"
+    relation: str  # "parent", "child", or a workflow's "spawned" / "spawned_by"
     id: UUID
     type: str
     status: Status
 
 
 def family(relatives: Iterable[Relative]) -> dict[str, list[dict[str, str]]]:
-    """A job's parents ("after", as enqueue names them) and its children, JSON-ready."""
+    """A job's parents ("after", as enqueue names them) and its children, JSON-ready; a
+    workflow's children (job.map, job.call) and the parent awaiting it are listed apart."""
+    keys = {
+        "parent": "after",
+        "child": "children",
+        "spawned": "spawned",
+        "spawned_by": "spawned_by",
+    }
     out: dict[str, list[dict[str, str]]] = {"after": [], "children": []}
     for r in relatives:
         entry = {"id": str(r.id), "type": r.type, "status": r.status.value}
-        out["after" if r.relation == "parent" else "children"].append(entry)
+        out.setdefault(keys[r.relation], []).append(entry)
     return out
 
 

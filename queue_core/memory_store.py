@@ -473,7 +473,65 @@ class NoSteps:
     def show(self, job_id: UUID | str) -> DurableView:
         _no_steps()
 
-    def retry(self, job_id: UUID | str, *, fresh: bool, now: datetime | None = None) -> Job:
+    def retry(
+        self,
+        job_id: UUID | str,
+        *,
+        fresh: bool,
+        from_step: str | None = None,
+        now: datetime | None = None,
+    ) -> Job:
+        _no_steps()
+
+    def step_failed(
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        *,
+        kind: str,
+        name: str,
+        error: str,
+        delay: float | None,
+        add: int = 1,
+        now: datetime | None = None,
+    ) -> datetime | None:
+        _no_steps()
+
+    def undo_started(
+        self, job_id: UUID, lease_token: UUID, name: str, *, now: datetime | None = None
+    ) -> int:
+        _no_steps()
+
+    def undo_done(
+        self, job_id: UUID, lease_token: UUID, name: str, *, now: datetime | None = None
+    ) -> None:
+        _no_steps()
+
+    def compensation_begin(
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        *,
+        ends: Status,
+        error: str,
+        spare: int,
+        now: datetime | None = None,
+    ) -> None:
+        _no_steps()
+
+    def enqueue_children(
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        *,
+        step: str,
+        specs: Sequence[JobSpec],
+        max_running: int,
+        now: datetime | None = None,
+    ) -> datetime:
+        _no_steps()
+
+    def children(self, job_id: UUID, step: str) -> list[tuple[UUID, Status, Any, str | None]]:
         _no_steps()
 
 

@@ -334,4 +334,62 @@ class StepOperations(Protocol):
 
     def show(self, job_id: UUID | str) -> DurableView: ...
 
-    def retry(self, job_id: UUID | str, *, fresh: bool, now: datetime | None = None) -> Job: ...
+    def retry(
+        self,
+        job_id: UUID | str,
+        *,
+        fresh: bool,
+        from_step: str | None = None,
+        now: datetime | None = None,
+    ) -> Job: ...
+
+    # Durable workflows (docs/steps.md): step retries, undos, child jobs
+
+    def step_failed(
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        *,
+        kind: str,
+        name: str,
+        error: str,
+        delay: float | None,
+        add: int = 1,
+        now: datetime | None = None,
+    ) -> datetime | None:
+        """Count a failed try and, with a delay, suspend until the next one (one commit)."""
+        ...
+
+    def undo_started(
+        self, job_id: UUID, lease_token: UUID, name: str, *, now: datetime | None = None
+    ) -> int: ...
+
+    def undo_done(
+        self, job_id: UUID, lease_token: UUID, name: str, *, now: datetime | None = None
+    ) -> None: ...
+
+    def compensation_begin(
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        *,
+        ends: Status,
+        error: str,
+        spare: int,
+        now: datetime | None = None,
+    ) -> None: ...
+
+    def enqueue_children(
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        *,
+        step: str,
+        specs: Sequence[JobSpec],
+        max_running: int,
+        now: datetime | None = None,
+    ) -> datetime:
+        """Enqueue a step's children and suspend the parent until they end (one commit)."""
+        ...
+
+    def children(self, job_id: UUID, step: str) -> list[tuple[UUID, Status, Any, str | None]]: ...

@@ -18,11 +18,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
-from . import steps, telemetry, validation
-from .errors import InvalidJob
-from .jobs import Job
+from . import steps, telemetry, transitions, validation
+from .errors import InvalidJob, JobCancelled, LeaseLost, PermanentError
+from .jobs import TERMINAL, Job, JobSpec, Outcome, Status
 from .ports import StepOperations, Store
-from .steps import Durable, InvalidStep, WaitKind, WaitTimeout
+from .steps import ChildFailed, Durable, InvalidStep, Retry, WaitKind, WaitTimeout
+
+# How often one undo is tried before its job is left dead with the undo's error.
+UNDO_TRIES = 5
+# The most children one map step may start.
+MAX_CHILDREN = 10_000
 
 # A job leased ahead by the runner waits up to a quick batch before its handler starts: the
 # lease it sees at the start is taken to be this much shorter than claimed.
@@ -31,6 +36,12 @@ LEASED_AHEAD_SECONDS = 1.0
 # The job whose step is running in this thread or task: a step inside it is refused. A
 # context variable, so steps an async handler gathers side by side are not taken as nested.
 _IN_STEP: ContextVar[JobSteps | None] = ContextVar("tickq_in_step", default=None)
+
+
+class Compensating(BaseException):
+    """Unwinds a handler replayed to compensate its job: it reached a step that never
+    completed, so every step with an undo it will ever pass has been passed. A
+    BaseException, as Suspended, so `except Exception` does not swallow it."""
 
 
 class Suspended(BaseException):
@@ -73,6 +84,8 @@ class StepHost:
     store: Callable[[], Store]  # the runner's store, which a reconnect may replace
     deadline: Callable[[], float] | None
     counts: StepCounts
+    # Validates a child job's request with its task's defaults (the runner's registry).
+    spec: Callable[..., JobSpec] | None = None
 
 
 class JobSteps:
@@ -103,39 +116,141 @@ class JobSteps:
         self.clock: tuple[datetime, float] | None = None  # database now at load, monotonic
         self.names: set[str] = set()  # names used by this run of the handler
         self.ran = 0  # steps whose fn ran and was stored during this claim
+        # Completed steps with an undo, in the order this run passed them: (name, undo, result).
+        self.undos: list[tuple[str, Callable[..., Any], Any]] = []
+        # The status and error a compensating job ends with (begun by an earlier run or this one).
+        self.compensating: tuple[Status, str] | None = None
 
     # Public operations (through JobContext)
 
-    def step(self, name: Any, fn: Callable[[], Any]) -> Any:
-        _callable(fn)
+    def step(
+        self,
+        name: Any,
+        fn: Callable[[], Any],
+        *,
+        retry: Retry | None = None,
+        undo: Callable[..., Any] | None = None,
+    ) -> Any:
+        _step_options(fn, retry, undo)
         name, state = self._enter(name)
         if name in state.steps:
-            return state.steps[name]
+            return self._passed(name, state.steps[name], undo)
         self._make_room()
-        inside = _IN_STEP.set(self)
         try:
-            with telemetry.span(f"step {name}", **{"tickq.step": name}):
-                result = fn()
-        finally:
-            _IN_STEP.reset(inside)
-        return self._store(name, result)
+            result = self._inside(name, fn)
+        except Exception as exc:
+            self._failed_try(name, retry, exc)
+            raise
+        return self._passed(name, self._store(name, result), undo)
 
-    async def step_async(self, name: Any, fn: Callable[[], Any]) -> Any:
+    async def step_async(
+        self,
+        name: Any,
+        fn: Callable[[], Any],
+        *,
+        retry: Retry | None = None,
+        undo: Callable[..., Any] | None = None,
+    ) -> Any:
         """`step` for async handlers: `fn` may return an awaitable, which is awaited."""
-        _callable(fn)
+        _step_options(fn, retry, undo)
         name, state = self._enter(name)
         if name in state.steps:
-            return state.steps[name]
+            return self._passed(name, state.steps[name], undo)
         self._make_room()
-        inside = _IN_STEP.set(self)
         try:
-            with telemetry.span(f"step {name}", **{"tickq.step": name}):
-                result = fn()
-                if inspect.isawaitable(result):
-                    result = await result
-        finally:
-            _IN_STEP.reset(inside)
-        return self._store(name, result)
+            result = await self._inside_async(name, fn)
+        except Exception as exc:
+            self._failed_try(name, retry, exc)
+            raise
+        return self._passed(name, self._store(name, result), undo)
+
+    def map(self, name: Any, type: Any, payloads: Any, max_concurrency: Any = None) -> list[Any]:
+        """One child job per payload, enqueued with the parent's suspension in one commit;
+        on the run after they have all ended, their results in order (stored as this step)."""
+        name, state = self._enter(name)
+        if name in state.steps:
+            return list(state.steps[name])
+        specs = self._child_specs(type, payloads)
+        if max_concurrency is not None and (
+            type_(max_concurrency) is not int or max_concurrency < 1
+        ):
+            raise InvalidStep(f"max_concurrency must be a positive int, got {max_concurrency!r}")
+        children = self._db().children(self.job.id, name)
+        if children:  # resumed: enqueued by an earlier run, never again
+            if any(status not in TERMINAL for _, status, _, _ in children):
+                # Woken before they all ended (an operator's nudge): wait on for them; the
+                # last one's finish wakes the job.
+                self._suspend(WaitKind.CHILDREN, name, until=steps.FOREVER)
+            for index, (child, status, _, error) in enumerate(children):
+                if status is not Status.SUCCEEDED:
+                    raise ChildFailed(name, index, child, status.value, error)
+            return list(self._store(name, [r for _, _, r, _ in children], counted=False))
+        if not specs:
+            return list(self._store(name, [], counted=False))
+        run_after = self._db().enqueue_children(
+            self.job.id,
+            self.token,
+            step=name,
+            specs=specs,
+            max_running=min(max_concurrency or len(specs), len(specs)),
+        )
+        self.host.counts.add("suspended")
+        raise Suspended(self.job.id, run_after)
+
+    def call(self, name: Any, type: Any, payload: Any = None) -> Any:
+        """One child job, awaited: `map` of one, its result."""
+        return self.map(name, type, [{} if payload is None else payload])[0]
+
+    def compensate(self, outcome: Outcome) -> Outcome:
+        """Run the undos of the completed steps in reverse order when the job ends dead or
+        cancelled, each at most once (recorded like a step, fenced by the lease), before it
+        settles; a failing undo suspends the job to be tried again with its backoff, and
+        after UNDO_TRIES leaves it dead with the undo's error. Other outcomes pass."""
+        if self.compensating is None:
+            if outcome.status not in (Status.DEAD, Status.CANCELLED) or not self.undos:
+                return outcome
+            ends: Status = outcome.status
+            error = outcome.error or ends.value
+            self._db().compensation_begin(
+                self.job.id,
+                self.token,
+                ends=ends,
+                error=error,
+                spare=len(self.undos) * UNDO_TRIES + 1,
+            )
+            self.compensating = (ends, error)
+        ends, error = self.compensating
+        state = self._load()
+        for name, undo, result in reversed(self.undos):
+            if state.undone(name):
+                continue
+            tries = self._db().undo_started(self.job.id, self.token, name)
+            failure = self._undo(undo, result)
+            if failure is None:
+                self._db().undo_done(self.job.id, self.token, name)
+                continue
+            error = f"undo of step {name!r} failed ({tries} tries): {failure}"
+            delay = None if tries >= UNDO_TRIES else self.job.backoff.delay(tries)
+            try:
+                self._db().step_failed(
+                    self.job.id,
+                    self.token,
+                    kind="undo",
+                    name=name,
+                    error=failure,
+                    delay=delay,
+                    add=0,
+                )
+            except JobCancelled:  # asked to cancel: the undo cannot wait off the worker
+                time.sleep(delay or 0)
+                return self.compensate(outcome)
+            if delay is None:
+                return transitions.failed(self.job, error, permanent=True)
+            self.host.counts.add("suspended")
+            return steps.suspended(self.job)
+        if ends is Status.CANCELLED:
+            return Outcome(self.job.id, self.token, Status.CANCELLED, error=error)
+        return transitions.failed(self.job, error, permanent=True)
 
     def sleep(self, name: Any, seconds: Any) -> None:
         seconds = _seconds(seconds, "sleep seconds")
@@ -202,7 +317,10 @@ class JobSteps:
         if name in self.names:
             raise InvalidStep(f"{name!r} is used twice in this job: step names are unique")
         self.names.add(name)
-        return name, self._load()
+        state = self._load()
+        if self.compensating is not None and name not in state.steps:
+            raise Compensating()
+        return name, state
 
     def _load(self) -> Durable:
         if self.state is None:
@@ -210,9 +328,79 @@ class JobSteps:
             state, at = self._db().load(self.job.id, self.token)
             self.state, self.clock = state, (at, before)
             self.step_bytes = state.step_bytes
+            self.compensating = state.compensation()
             if state.resumes:
                 self.host.counts.add("resumed")
         return self.state
+
+    def _inside(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run a step's fn, marked as inside this job's step (steps do not nest), in a span
+        of its own when OpenTelemetry is on."""
+        inside = _IN_STEP.set(self)
+        try:
+            with telemetry.span(f"step {name}", **{"tickq.step": name}):
+                return fn()
+        finally:
+            _IN_STEP.reset(inside)
+
+    async def _inside_async(self, name: str, fn: Callable[[], Any]) -> Any:
+        inside = _IN_STEP.set(self)
+        try:
+            with telemetry.span(f"step {name}", **{"tickq.step": name}):
+                result = fn()
+                if inspect.isawaitable(result):
+                    result = await result
+                return result
+        finally:
+            _IN_STEP.reset(inside)
+
+    def _passed(self, name: str, result: Any, undo: Callable[..., Any] | None) -> Any:
+        if undo is not None:
+            self.undos.append((name, undo, result))
+        return result
+
+    def _failed_try(self, name: str, retry: Retry | None, exc: Exception) -> None:
+        """A step's fn raised: with a retry policy and tries left, count the try and suspend
+        until the next (the job's attempt given back); else return, and the error goes on to
+        the job. Errors no try can fix (permanent ones, a lost lease, a cancel) go on too."""
+        if retry is None or isinstance(exc, PermanentError | JobCancelled | LeaseLost):
+            return
+        state = self._load()
+        tries = state.tried("step", name) + 1
+        error = transitions.storable_error(f"{type_(exc).__name__}: {exc}")
+        delay = retry.delay(tries)
+        run_after = self._db().step_failed(
+            self.job.id, self.token, kind="step", name=name, error=error, delay=delay
+        )
+        state.tries[f"step:{name}"] = {"tries": tries, "error": error, "done": False}
+        if run_after is not None:
+            self.host.counts.add("suspended")
+            raise Suspended(self.job.id, run_after)
+
+    def _child_specs(self, type: Any, payloads: Any) -> list[JobSpec]:
+        if isinstance(payloads, str | bytes | dict) or not hasattr(payloads, "__iter__"):
+            raise InvalidStep("map takes a list of payloads")
+        payloads = list(payloads)
+        if len(payloads) > MAX_CHILDREN:
+            raise InvalidStep(f"a map step starts at most {MAX_CHILDREN} children")
+        spec = self.host.spec or validation.job_spec
+        try:
+            return [spec(type, payload) for payload in payloads]
+        except InvalidJob as exc:
+            raise InvalidStep(f"a child job: {exc}") from None
+
+    @staticmethod
+    def _undo(undo: Callable[..., Any], result: Any) -> str | None:
+        """Run one undo with its step's result; its error, or None when it ran to the end."""
+        try:
+            takes = bool(inspect.signature(undo).parameters)
+        except (TypeError, ValueError):
+            takes = True
+        try:
+            undo(result) if takes else undo()
+        except Exception as exc:
+            return transitions.storable_error(f"{type_(exc).__name__}: {exc}")
+        return None
 
     def _make_room(self) -> None:
         """Before a step that has not completed: suspend when it would not fit in the time
@@ -265,4 +453,15 @@ def _seconds(value: Any, field: str) -> float:
 
 def _callable(fn: Any) -> None:
     if not callable(fn):
-        raise InvalidStep(f"a step runs a function; got {type(fn).__name__}")
+        raise InvalidStep(f"a step runs a function; got {type_(fn).__name__}")
+
+
+def _step_options(fn: Any, retry: Any, undo: Any) -> None:
+    _callable(fn)
+    if retry is not None and not isinstance(retry, Retry):
+        raise InvalidStep(f"retry must be a Retry, got {type_(retry).__name__}")
+    if undo is not None and not callable(undo):
+        raise InvalidStep(f"undo must be a function, got {type_(undo).__name__}")
+
+
+type_ = type  # `map` and `call` take an argument named type

@@ -16,6 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from . import validation
+from .backoff import Backoff
 from .errors import InvalidJob, InvalidTransition, LeaseLost, PermanentError
 from .jobs import RUNNABLE, TERMINAL, Job, Outcome, Status
 
@@ -32,6 +33,7 @@ class WaitKind(enum.StrEnum):
     SUSPEND = "suspend"  # job.suspend(delay), or the runner before a step that would not fit
     SLEEP = "sleep"  # job.sleep(name, seconds)
     SIGNAL = "signal"  # job.wait_for(name, timeout)
+    CHILDREN = "children"  # job.map / job.call: until the step's children have all ended
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,8 @@ class Wait:
             return f"sleep {self.name!r} {until}"
         if self.kind is WaitKind.SIGNAL:
             return f"signal {self.name!r} {until}"
+        if self.kind is WaitKind.CHILDREN:
+            return f"children of step {self.name!r}"
         return f"suspended {until}"
 
 
@@ -61,6 +65,25 @@ class Durable:
     signal_bytes: int = 0
     resumes: int = 0
     wait: Wait | None = None
+    # "<kind>:<name>" -> {"tries", "error", "done"}: retried steps ("step"), undos ("undo"),
+    # and the compensation once begun ("compensation:<status it ends in>").
+    tries: dict[str, Any] = field(default_factory=dict)
+
+    def compensation(self) -> tuple[Status, str] | None:
+        """The status a compensating job ends in and the error that ended it, once begun."""
+        for key, value in self.tries.items():
+            kind, _, name = key.partition(":")
+            if kind == "compensation":
+                return Status(name), value.get("error") or ""
+        return None
+
+    def tried(self, kind: str, name: str) -> int:
+        entry = self.tries.get(f"{kind}:{name}")
+        return int(entry["tries"]) if entry else 0
+
+    def undone(self, name: str) -> bool:
+        entry = self.tries.get(f"undo:{name}")
+        return bool(entry and entry.get("done"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +98,8 @@ class DurableView:
     # success committed in the handler's own transaction.
     batch_id: UUID | None = None
     completed_in_transaction: bool = False
+    tries: list[dict[str, Any]] = field(default_factory=list)  # kind, name, tries, error, ...
+    children: list[dict[str, Any]] = field(default_factory=list)  # step, children, ended
 
     def to_dict(self) -> dict[str, Any]:
         wait = None
@@ -85,13 +110,44 @@ class DurableView:
                 "until": None if self.wait.until >= FOREVER else self.wait.until.isoformat(),
                 "description": self.wait.describe(),
             }
+        tries = {t["name"]: t for t in self.tries if t["kind"] == "step"}
+        steps = [
+            {**s, "tries": tries[s["name"]]["tries"] + 1} if s["name"] in tries else s
+            for s in self.steps
+        ]
+        done = {s["name"] for s in self.steps}
         return {
             "resumes": self.resumes,
             "waiting_for": wait,
-            "steps": self.steps,
+            "steps": steps,
             "signals": self.signals,
             "batch_id": None if self.batch_id is None else str(self.batch_id),
             "completed_in_transaction": self.completed_in_transaction,
+            # Steps that failed and will be tried again (their own retry policy).
+            "retrying_steps": [
+                {"name": t["name"], "tries": t["tries"], "error": t["error"], "at": t["at"]}
+                for t in tries.values()
+                if t["name"] not in done
+            ],
+            "undone": [
+                {
+                    "name": t["name"],
+                    "tries": t["tries"],
+                    "error": t["error"],
+                    "undone_at": t["done_at"],
+                }
+                for t in self.tries
+                if t["kind"] == "undo"
+            ],
+            "compensation": next(
+                (
+                    {"ends": t["name"], "error": t["error"], "at": t["at"]}
+                    for t in self.tries
+                    if t["kind"] == "compensation"
+                ),
+                None,
+            ),
+            "maps": self.children,  # each map step: its children, how many ended
         }
 
     def handling(self) -> list[str]:
@@ -110,6 +166,50 @@ class InvalidStep(PermanentError):
 
     A PermanentError: retrying cannot fix the handler's code, so the job goes dead at once
     with this message, and nothing of the refused step is stored."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """A step's own retry policy: up to `max_attempts` tries of the step within one attempt
+    of its job, `min(base * factor^(try-1), max)` seconds apart, the job suspended between
+    them (no worker held, the job's attempt given back)."""
+
+    max_attempts: int = 3
+    base: float = 1.0
+    max: float = 300.0
+    factor: float = 2.0
+
+    def __post_init__(self) -> None:
+        if type(self.max_attempts) is not int or not 1 <= self.max_attempts <= 1000:
+            raise ValueError(
+                f"Retry max_attempts must be an int in [1, 1000], got {self.max_attempts!r}"
+            )
+        Backoff(self.base, self.factor, self.max)  # the same bounds as a job's backoff
+
+    def delay(self, tries: int) -> float | None:
+        """Seconds until the next try after `tries` failed ones in this round, or None when
+        the step has used them all (the error then goes to the job)."""
+        in_round = (tries - 1) % self.max_attempts + 1
+        if in_round >= self.max_attempts:
+            return None
+        return Backoff(self.base, self.factor, self.max).delay(in_round)
+
+
+class ChildFailed(PermanentError):
+    """A child job of `job.map` / `job.call` ended dead or cancelled. A PermanentError: its
+    parent's step would find the same child on every retry, so uncaught it ends the parent
+    dead at once (retry the child, then the parent, to go on)."""
+
+    def __init__(self, step: str, index: int, child_id: Any, status: str, error: str | None):
+        self.step = step
+        self.index = index
+        self.child_id = child_id
+        self.status = status
+        self.error = error
+        super().__init__(
+            f"child {index} ({child_id}) of step {step!r} is {status}"
+            + (f": {error}" if error else "")
+        )
 
 
 class WaitTimeout(Exception):

@@ -33,7 +33,7 @@ from .pipeline import Pipeline
 from .ports import NO_JOBS, HandlerTransactions, JobList, Store
 from .registry import Registry, Task
 from .report import TICK_COUNTERS, DeadLetter, TickReport, log_fields
-from .step_context import StepCounts, StepHost, Suspended
+from .step_context import Compensating, StepCounts, StepHost, Suspended
 from .steps import suspended
 
 log = logging.getLogger("tickq")
@@ -148,7 +148,7 @@ class Runner:
         self._traceparents: dict[UUID, str] = {}  # this batch's, OpenTelemetry on
         self.pipeline = Pipeline()
         self.step_counts = StepCounts()
-        self._steps = StepHost(lambda: self.store, time_left, self.step_counts)
+        self._steps = StepHost(lambda: self.store, time_left, self.step_counts, spec=registry.spec)
 
     @property
     def leased_ahead(self) -> bool:
@@ -548,8 +548,8 @@ class Runner:
         try:
             result = task.fn(context)
         except BaseException as exc:  # judged below; interrupts are re-raised there
-            return with_event(task, job, self._judge(job, exc))
-        return with_event(task, job, self._succeeded(job, result))
+            return with_event(task, job, self._settle(context, self._judge(job, exc)))
+        return with_event(task, job, self._settle(context, self._succeeded(job, result)))
 
     def _run_in_transaction(self, job: Job, task: Task) -> Outcome:
         """fn(job, conn) and the job's fenced success in one transaction of a connection of
@@ -611,12 +611,32 @@ class Runner:
                     try:
                         result = await task.fn(context)
                     except BaseException as exc:
-                        return [with_event(task, job, self._judge(job, exc))]
-                    return [with_event(task, job, self._succeeded(job, result))]
+                        outcome = self._judge(job, exc)
+                    else:
+                        outcome = self._succeeded(job, result)
+                    return [with_event(task, job, self._settle(context, outcome))]
 
             return list(await asyncio.gather(*(run(jobs) for jobs in calls)))
 
         return asyncio.run(run_all())
+
+    @staticmethod
+    def _settle(context: JobContext, outcome: Outcome) -> Outcome:
+        """A job whose handler used steps may owe undos before it ends (compensation): a
+        job ending dead or cancelled after steps with an undo, or one replayed to finish
+        its compensation, whatever its handler did this time."""
+        steps = context.steps_used
+        if steps is None or outcome.suspended:
+            return outcome
+        if steps.compensating is None and not steps.undos:
+            return outcome
+        try:
+            return steps.compensate(outcome)
+        except (LeaseLost, DatabaseError) as exc:
+            # Nothing more may be written for this attempt: the next one (after the
+            # reclaim) finds the compensation and the undos done so far, and goes on.
+            log.warning("compensation interrupted: %s", exc, extra={"job_id": str(context.id)})
+            return outcome
 
     def _succeeded(self, job: Job, result: Any) -> Outcome:
         try:
@@ -630,6 +650,8 @@ class Runner:
     def _judge(self, job: Job, exc: BaseException) -> Outcome:
         if isinstance(exc, Suspended):
             return suspended(job)
+        if isinstance(exc, Compensating):  # judged by the compensation (_settle)
+            return transitions.failed(job, "compensating", permanent=True)
         if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
             raise exc
         if isinstance(exc, RetryAfter):

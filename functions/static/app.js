@@ -402,24 +402,48 @@ function handling(job) {
 function renderSteps(job) {
   $("detail-steps-section").hidden = job.steps === undefined;
   const steps = job.steps || [];
+  const replayable = job.status === "dead" || job.status === "cancelled";
   $("detail-steps").tBodies[0].replaceChildren(...steps.map((step) => el("tr", { dataStep: step.name },
     el("td", {}, step.name),
     el("td", { title: step.finished_at || "" }, when(step.finished_at)),
-    el("td", { className: "num" }, step.size))));
+    el("td", { className: "num" }, step.size),
+    el("td", { className: "num" }, step.tries ?? 1),
+    el("td", { className: "actions" }, replayable ? replayButton(job, step.name) : ""))));
   $("detail-steps").hidden = steps.length === 0;
   const notes = [];
   if (job.waiting_for) notes.push(`waiting: ${job.waiting_for.description}`);
   if (job.resumes) notes.push(`resumed ${job.resumes} ${job.resumes === 1 ? "time" : "times"}`);
+  for (const step of job.retrying_steps || []) notes.push(`step ${step.name} tried ${step.tries}x: ${step.error}`);
+  const undone = (job.undone || []).filter((u) => u.undone_at).map((u) => u.name);
+  if (job.compensation) notes.push(`compensating (${job.compensation.ends}); undone: ${undone.join(", ") || "nothing"}`);
   if (!steps.length && !notes.length) notes.push("no steps");
   $("detail-waiting").textContent = notes.join(" · ");
+}
+
+// Replay from a step: the job forgets this step and every later one, keeps the earlier.
+function replayButton(job, name) {
+  const button = el("button", { type: "button", className: "action-replay" }, "Replay from here");
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      await api("POST", `jobs/${encodeURIComponent(job.id)}/retry`, undefined, { from_step: name });
+      show(`Job ${job.id} replays from step ${name}`);
+      await openDetail(job.id);
+    } catch (error) {
+      show(error.message, true);
+      button.disabled = false;
+    }
+  });
+  return button;
 }
 
 // The jobs around one job (both detail routes add "after" and "children"): each a link
 // that opens that job in the same dialog, with its status.
 function renderGraph(job) {
   $("detail-graph-section").hidden = job.after === undefined;
-  $("detail-parents").replaceChildren(...relatives(job.after));
-  $("detail-children").replaceChildren(...relatives(job.children));
+  // A workflow's children (job.map, job.call) and the parent awaiting it join the graph.
+  $("detail-parents").replaceChildren(...relatives([...(job.after || []), ...(job.spawned_by || [])]));
+  $("detail-children").replaceChildren(...relatives([...(job.children || []), ...(job.spawned || [])]));
 }
 
 function relatives(jobs) {

@@ -17,7 +17,8 @@
 create function tickq.job_durable(p_id uuid)
     returns table (status text, resumes integer, wait_kind text, wait_name text,
                    wait_until timestamptz, batch_id uuid,
-                   completed_in_transaction boolean, steps jsonb, signals jsonb)
+                   completed_in_transaction boolean, steps jsonb, signals jsonb,
+                   tries jsonb, maps jsonb)
     language sql stable
     set search_path = pg_catalog, pg_temp
     as $$
@@ -30,7 +31,21 @@ select j.status, coalesce(j.resumes, 0), j.wait_kind, j.wait_name, j.wait_until,
        (select coalesce(jsonb_agg(jsonb_build_object(
                    'name', g.name, 'sent_at', g.sent_at, 'size', g.size)
                order by g.sent_at, g.name), '[]'::jsonb)
-        from tickq.job_signals g where g.job_id = j.id)
+        from tickq.job_signals g where g.job_id = j.id),
+       (select coalesce(jsonb_agg(jsonb_build_object(
+                   'kind', t.kind, 'name', t.name, 'tries', t.tries, 'error', t.error,
+                   'at', t.at, 'done_at', t.done_at)
+               order by t.at, t.kind, t.name), '[]'::jsonb)
+        from tickq.job_step_tries t where t.job_id = j.id),
+       (select coalesce(jsonb_agg(jsonb_build_object(
+                   'step', k.step, 'children', k.siblings, 'max_running', k.max_running,
+                   'ended', k.ended) order by k.step), '[]'::jsonb)
+        from (select k.step, k.siblings, k.max_running,
+                     count(*) filter (where c.status in ('succeeded', 'dead', 'cancelled'))
+                         as ended
+              from tickq.job_children k join tickq.jobs c on c.id = k.child_id
+              where k.parent_id = j.id
+              group by k.step, k.siblings, k.max_running) k)
 from tickq.jobs j
 where j.id = p_id
 $$;
@@ -53,6 +68,17 @@ select 'child', c.id, c.type, c.status
 from tickq.job_dependencies d
 join tickq.jobs c on c.id = d.child_id
 where d.parent_id = p_id
+-- Workflow children (job.map, job.call) and the parent that awaits them.
+union all
+select 'spawned', c.id, c.type, c.status
+from tickq.job_children k
+join tickq.jobs c on c.id = k.child_id
+where k.parent_id = p_id
+union all
+select 'spawned_by', p.id, p.type, p.status
+from tickq.job_children k
+join tickq.jobs p on p.id = k.parent_id
+where k.child_id = p_id
 order by relation desc, id
 $$;
 
@@ -62,12 +88,13 @@ $$;
 create function tickq.operator_job_durable(p_id uuid)
     returns table (status text, resumes integer, wait_kind text, wait_name text,
                    wait_until timestamptz, batch_id uuid,
-                   completed_in_transaction boolean, steps jsonb, signals jsonb)
+                   completed_in_transaction boolean, steps jsonb, signals jsonb,
+                   tries jsonb, maps jsonb)
     language sql stable security definer
     set search_path = pg_catalog, pg_temp
     as $$
 select d.status, d.resumes, d.wait_kind, d.wait_name, d.wait_until, d.batch_id,
-       d.completed_in_transaction, d.steps, d.signals
+       d.completed_in_transaction, d.steps, d.signals, d.tries, d.maps
 from tickq.job_durable(p_id) d
 $$;
 

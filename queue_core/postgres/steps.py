@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 from uuid import UUID
 
 from .. import steps, validation
 from ..errors import InvalidJob, InvalidTransition, JobCancelled, JobNotFound, LeaseLost
-from ..jobs import RUNNABLE, Job, Status
+from ..ids import new_ids
+from ..jobs import RUNNABLE, Job, JobSpec, Status
 from ..steps import Durable, DurableView, Wait, WaitKind
 from .reads import Reads, job_uuid
+
+# The parameters of jobs_suspend that count a failed try, for a suspension that counts none.
+NO_TRY: dict[str, Any] = {"try_kind": None, "try_name": None, "try_error": None, "try_add": 0}
 
 
 class StepStore:
@@ -32,7 +36,9 @@ class StepStore:
         rows = self._db.rows("job_durable_load", params)
         if not rows:
             raise LeaseLost(job_id)
-        resumes, kind, name, until, clock, stored, step_bytes, signals, signal_bytes = rows[0]
+        resumes, kind, name, until, clock, stored, step_bytes, signals, signal_bytes, tries = rows[
+            0
+        ]
         state = Durable(
             steps=stored,
             step_bytes=int(step_bytes),
@@ -40,6 +46,7 @@ class StepStore:
             signal_bytes=int(signal_bytes),
             resumes=resumes or 0,
             wait=None if kind is None else Wait(WaitKind(kind), name, until),
+            tries=tries,
         )
         return state, clock
 
@@ -78,10 +85,12 @@ class StepStore:
         until: datetime | None = None,
         delay: float = 0.0,
         now: datetime | None = None,
+        tried: dict[str, Any] | None = None,
     ) -> datetime:
         """Send the job back to the queue until `until` (or `delay` seconds from now);
         returns when it may run again. JobCancelled when someone asked it to cancel,
-        LeaseLost when the lease is gone."""
+        LeaseLost when the lease is gone. `tried`: a failed try counted in the same
+        statement (step_failed)."""
         params = {
             "id": job_id,
             "lease_token": lease_token,
@@ -90,18 +99,13 @@ class StepStore:
             "wait_until": until,
             "delay": delay,
             "now": now,
+            **(tried or NO_TRY),
         }
         rows = self._db.rows("jobs_suspend", params)
         if rows:
             run_after: datetime = rows[0][0]
             return run_after
-        try:
-            job = self.store.get(job_id)
-        except JobNotFound:
-            raise LeaseLost(job_id) from None
-        if job.status == Status.RUNNING and job.lease_token == lease_token:
-            raise JobCancelled(job_id)
-        raise LeaseLost(job_id)
+        self._lost_or_cancelled(job_id, lease_token)
 
     def signal(
         self, job_id: UUID | str, name: Any, payload: Any = None, *, now: datetime | None = None
@@ -143,15 +147,177 @@ class StepStore:
     def show(self, job_id: UUID | str) -> DurableView:
         return durable_view(self._db.rows("job_durable_show", {"id": job_uuid(job_id)}), job_id)
 
-    def retry(self, job_id: UUID | str, *, fresh: bool, now: datetime | None = None) -> Job:
+    def retry(
+        self,
+        job_id: UUID | str,
+        *,
+        fresh: bool,
+        from_step: str | None = None,
+        now: datetime | None = None,
+    ) -> Job:
         """Operator retry of a dead or cancelled job: its completed steps are kept (it
-        resumes where it failed) unless `fresh`, which forgets steps, signals and wait in
-        the same transaction."""
-        if not fresh:
-            return self.store.retry(job_id, now=now)
+        resumes where it failed) but for those its undos undid; `fresh` forgets steps,
+        signals and wait, `from_step` the step of that name and every step stored after it,
+        in the same transaction as the retry."""
+        if fresh and from_step is not None:
+            raise InvalidJob("retry", "fresh and from_step exclude each other")
         with self._db.conn.transaction():
-            self._db.rows("job_durable_clear", {"id": job_uuid(job_id)})
+            if fresh:
+                self._db.rows("job_durable_clear", {"id": job_uuid(job_id)})
+            elif from_step is not None:
+                name = validation.text(from_step, "from_step", validation.MAX_NAME)
+                params = {"id": job_uuid(job_id), "name": name}
+                if not self._db.rows("job_steps_forget_from", params):
+                    job = self.store.get(job_id)
+                    if job.status not in (Status.DEAD, Status.CANCELLED):
+                        raise InvalidTransition(job.id, job.status, "retry")
+                    raise InvalidJob("from_step", f"job {job.id} has no step {name!r}")
+            else:
+                self._db.rows("job_compensation_clear", {"id": job_uuid(job_id)})
             return self.store.retry(job_id, now=now)
+
+    # Durable workflows: step retries, undos, child jobs
+
+    def step_failed(
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        *,
+        kind: str,
+        name: str,
+        error: str,
+        delay: float | None,
+        add: int = 1,
+        now: datetime | None = None,
+    ) -> datetime | None:
+        """Count a failed try of a step (`add` tries: an undo counted its try before it ran)
+        and keep its error; with a `delay`, suspend the job
+        until its next try, in one transaction; returns when it runs again (None without a
+        delay). LeaseLost when another attempt holds the job."""
+        if delay is None:
+            self._add_try(job_id, lease_token, kind=kind, name=name, error=error, add=add, now=now)
+            return None
+        tried = {"try_kind": kind, "try_name": name, "try_error": error, "try_add": add}
+        return self.suspend(
+            job_id, lease_token, kind=WaitKind.SUSPEND, delay=delay, now=now, tried=tried
+        )
+
+    def undo_started(
+        self, job_id: UUID, lease_token: UUID, name: str, *, now: datetime | None = None
+    ) -> int:
+        """Count a try of an undo before it runs (so a crash during it counts); its tries."""
+        return self._add_try(
+            job_id, lease_token, kind="undo", name=name, error=None, add=1, now=now
+        )
+
+    def undo_done(
+        self, job_id: UUID, lease_token: UUID, name: str, *, now: datetime | None = None
+    ) -> None:
+        """Record that an undo ran to the end; LeaseLost when the lease is gone."""
+        params = {"id": job_id, "lease_token": lease_token, "name": name, "now": now}
+        if not self._db.rows("job_step_tries_done", params):
+            raise LeaseLost(job_id)
+
+    def compensation_begin(
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        *,
+        ends: Status,
+        error: str,
+        spare: int,
+        now: datetime | None = None,
+    ) -> None:
+        """Record that the job compensates (the status it ends in, the error that ended it)
+        and leave it `spare` attempts for a worker dying during its undos."""
+        params = {
+            "id": job_id,
+            "lease_token": lease_token,
+            "ends": ends.value,
+            "error": error,
+            "spare": spare,
+            "now": now,
+        }
+        if not self._db.rows("jobs_compensation_begin", params):
+            raise LeaseLost(job_id)
+
+    def enqueue_children(
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        *,
+        step: str,
+        specs: Sequence[JobSpec],
+        max_running: int,
+        now: datetime | None = None,
+    ) -> datetime:
+        """Enqueue one child job per spec (all of one type) and suspend the parent until they
+        have all ended, in one statement; returns the parent's wake time (far off: the last
+        child brings it forward). JobCancelled or LeaseLost as `suspend`."""
+        first = specs[0]
+        params = {
+            "id": job_id,
+            "lease_token": lease_token,
+            "step": step,
+            "type": first.type,
+            "child_ids": new_ids(len(specs)),
+            "payloads": [s.payload_json for s in specs],
+            "max_running": max_running,
+            "max_attempts": first.max_attempts,
+            "lease_seconds": first.lease_seconds,
+            "backoff_base": first.backoff.base,
+            "backoff_factor": first.backoff.factor,
+            "backoff_max": first.backoff.max,
+            "backoff_jitter": first.backoff.jitter,
+            "forever": steps.FOREVER,
+            "now": now,
+        }
+        rows = self._db.rows("job_children_enqueue", params)
+        children, _, run_after = rows[0]
+        if not children or run_after is None:
+            self._lost_or_cancelled(job_id, lease_token)
+        woken: datetime = run_after
+        return woken
+
+    def children(self, job_id: UUID, step: str) -> list[tuple[UUID, Status, Any, str | None]]:
+        """The children of a job's step in the step's order: id, status, result, error."""
+        rows = self._db.rows("job_children_results", {"id": job_id, "step": step})
+        return [(id_, Status(status), result, error) for id_, status, result, error in rows]
+
+    def _add_try(
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        *,
+        kind: str,
+        name: str,
+        error: str | None,
+        add: int,
+        now: datetime | None,
+    ) -> int:
+        params = {
+            "id": job_id,
+            "lease_token": lease_token,
+            "kind": kind,
+            "name": name,
+            "error": error,
+            "add": add,
+            "now": now,
+        }
+        rows = self._db.rows("job_step_tries_add", params)
+        if not rows:
+            raise LeaseLost(job_id)
+        tries: int = rows[0][0]
+        return tries
+
+    def _lost_or_cancelled(self, job_id: UUID, lease_token: UUID) -> NoReturn:
+        try:
+            job = self.store.get(job_id)
+        except JobNotFound:
+            raise LeaseLost(job_id) from None
+        if job.status == Status.RUNNING and job.lease_token == lease_token:
+            raise JobCancelled(job_id)
+        raise LeaseLost(job_id)
 
 
 def durable_view(rows: Sequence[Sequence[Any]], job_id: UUID | str) -> DurableView:
@@ -160,7 +326,19 @@ def durable_view(rows: Sequence[Sequence[Any]], job_id: UUID | str) -> DurableVi
     the job is runnable: a finished job waits for nothing."""
     if not rows:
         raise JobNotFound(job_id)
-    status, resumes, kind, name, until, batch_id, in_transaction, stored, signals = rows[0]
+    (
+        status,
+        resumes,
+        kind,
+        name,
+        until,
+        batch_id,
+        in_transaction,
+        stored,
+        signals,
+        tries,
+        children,
+    ) = rows[0]
     waiting = kind is not None and Status(status) in RUNNABLE
     wait = Wait(WaitKind(kind), name, until) if waiting else None
-    return DurableView(resumes, wait, stored, signals, batch_id, in_transaction)
+    return DurableView(resumes, wait, stored, signals, batch_id, in_transaction, tries, children)

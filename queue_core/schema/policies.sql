@@ -184,6 +184,36 @@ create policy outbox_owner_publish on tickq.outbox for insert to tickq_app
                 and source <> 'tickq' and published_at is null and attempts = 0);
 create policy outbox_worker on tickq.outbox to tickq_worker using (true) with check (true);
 
+-- Step tries, undos and child links as the steps: applications see those of their own
+-- jobs, and only a finished job's may go (a retry that forgets steps); workers see and
+-- write everything.
+grant select, insert, update, delete on tickq.job_step_tries, tickq.job_children
+    to tickq_worker;
+grant select, delete on tickq.job_step_tries, tickq.job_children to tickq_app;
+
+alter table tickq.job_step_tries enable row level security;
+alter table tickq.job_children enable row level security;
+alter table tickq.job_step_tries force row level security;
+alter table tickq.job_children force row level security;
+
+create policy job_step_tries_owner on tickq.job_step_tries for select to tickq_app
+    using (exists (select from tickq.jobs j
+                   where j.id = job_id and j.user_id = tickq.current_user_id()));
+create policy job_step_tries_owner_clear on tickq.job_step_tries for delete to tickq_app
+    using (exists (select from tickq.jobs j
+                   where j.id = job_id and j.user_id = tickq.current_user_id()
+                     and j.status in ('dead', 'cancelled')));
+create policy job_children_owner_clear on tickq.job_children for delete to tickq_app
+    using (exists (select from tickq.jobs j
+                   where j.id = parent_id and j.user_id = tickq.current_user_id()
+                     and j.status in ('dead', 'cancelled')));
+create policy job_step_tries_worker on tickq.job_step_tries to tickq_worker
+    using (true) with check (true);
+create policy job_children_owner on tickq.job_children for select to tickq_app
+    using (user_id = tickq.current_user_id());
+create policy job_children_worker on tickq.job_children to tickq_worker
+    using (true) with check (true);
+
 -- The owner of each table that forces row-level security keeps every row of it.
 do $$
 declare
@@ -191,7 +221,8 @@ declare
 begin
     foreach v_table in array array['jobs', 'job_keys', 'job_steps', 'job_signals',
                                    'job_dependencies', 'job_settlements',
-                                   'job_gates', 'outbox'] loop
+                                   'job_gates', 'outbox',
+                                   'job_step_tries', 'job_children'] loop
         execute format('create policy %I on tickq.%I to %I using (true) with check (true)',
                        v_table || '_table_owner', v_table,
                        (select r.rolname from pg_class c join pg_roles r on r.oid = c.relowner

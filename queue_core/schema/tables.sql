@@ -114,7 +114,8 @@ create table tickq.jobs (
     constraint jobs_backoff_check check (
         backoff_base > 0 and backoff_factor >= 1 and backoff_max >= backoff_base
         and backoff_jitter between 0 and 1),
-    constraint jobs_wait_kind_check check (wait_kind in ('suspend', 'sleep', 'signal')),
+    constraint jobs_wait_kind_check check (
+        wait_kind in ('suspend', 'sleep', 'signal', 'children')),
     constraint jobs_pending_parents_check check (pending_parents >= 0),
     constraint jobs_group_key_check check (char_length(group_key) <= 128),
     constraint jobs_traceparent_check check (
@@ -258,6 +259,41 @@ create table tickq.job_signals (
     primary key (job_id, name),
     constraint job_signals_name_check check (name <> '')
 );
+
+-- Durable workflows (queue_core/steps.py): the tries of steps that retry on their own, the
+-- undos that compensated a job's completed steps, and the job's compensation itself (the
+-- status it ends in and the error that ended it, kept while its undos run). One row per
+-- (job, kind, name), so each try count and each undo is stored once.
+create table tickq.job_step_tries (
+    job_id  uuid not null,
+    kind    text not null,
+    name    text not null,
+    tries   integer not null default 0,
+    error   text,
+    at      timestamptz not null,
+    done_at timestamptz,              -- an undo that ran to the end
+    primary key (job_id, kind, name),
+    constraint job_step_tries_kind_check check (kind in ('step', 'undo', 'compensation'))
+);
+
+-- Child jobs a running job enqueued in a step (job.map, job.call), in the step's order.
+-- Written with the parent's suspension in one statement, so a parent never enqueues its
+-- children twice. max_running: how many of the step's children may be runnable at once
+-- (the rest wait and are released as siblings end, by tickq.job_children_settle).
+create table tickq.job_children (
+    parent_id   uuid not null,
+    step        text not null,
+    idx         integer not null,
+    child_id    uuid not null,
+    user_id     uuid,
+    max_running integer not null,
+    siblings    integer not null,     -- the step's children in all
+    primary key (parent_id, step, idx),
+    constraint job_children_max_running_check check (max_running >= 1)
+);
+
+-- A child's finish finds its parent by the child's id.
+create index job_children_child_idx on tickq.job_children (child_id);
 
 -- Job dependencies: one row per edge (child waits for parent). A child is `waiting` while
 -- any parent is unfinished, released to `queued` in the transaction of its last parent's

@@ -69,7 +69,7 @@ select kind, enqueues from tickq.operator_job_gate(%(id)s::uuid);
 -- name: operator_job_durable
 -- The durable side of one job of any user: step and signal names, times and sizes, its wait.
 select status, resumes, wait_kind, wait_name, wait_until, batch_id, completed_in_transaction,
-       steps, signals
+       steps, signals, tries, maps
 from tickq.operator_job_durable(%(id)s::uuid);
 
 -- name: operator_job_relatives

@@ -1034,6 +1034,10 @@ with clock as materialized (
           select from tickq.job_dependencies d join tickq.jobs c on c.id = d.child_id
           where d.parent_id = j.id
             and c.status not in ('succeeded', 'dead', 'cancelled')))
+      -- A workflow child (job.map, job.call) goes with its parent, never before: the
+      -- parent reads its result when it resumes.
+      and not (j.has_children and exists (
+          select from tickq.job_children k where k.child_id = j.id))
     limit %(batch)s
     for update of j skip locked
 )
@@ -1085,6 +1089,10 @@ with clock as materialized (
           select from tickq.job_dependencies d join tickq.jobs c on c.id = d.child_id
           where d.parent_id = j.id
             and c.status not in ('succeeded', 'dead', 'cancelled')))
+      -- A workflow child (job.map, job.call) goes with its parent, never before: the
+      -- parent reads its result when it resumes.
+      and not (j.has_children and exists (
+          select from tickq.job_children k where k.child_id = j.id))
 )
 select j.status, count(*)
 from tickq.jobs j

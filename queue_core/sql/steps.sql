@@ -3,7 +3,8 @@
 
 -- name: job_durable_load
 -- The durable state of a running job, read once when its handler first uses a step: stored
--- steps and signals, resumes, what its last suspension waited for, and the database clock.
+-- steps and signals, resumes, what its last suspension waited for, the database clock, and
+-- the tries of its retried steps and undos (with its compensation, once begun).
 -- Fenced by the lease token: no row means the lease is lost.
 select j.resumes, j.wait_kind, j.wait_name, j.wait_until,
        coalesce(%(now)s::timestamptz, now()),
@@ -12,7 +13,11 @@ select j.resumes, j.wait_kind, j.wait_name, j.wait_until,
        (select coalesce(sum(s.size), 0) from tickq.job_steps s where s.job_id = j.id),
        (select coalesce(jsonb_object_agg(g.name, g.payload), '{}'::jsonb)
         from tickq.job_signals g where g.job_id = j.id),
-       (select coalesce(sum(g.size), 0) from tickq.job_signals g where g.job_id = j.id)
+       (select coalesce(sum(g.size), 0) from tickq.job_signals g where g.job_id = j.id),
+       (select coalesce(jsonb_object_agg(t.kind || ':' || t.name, jsonb_build_object(
+                   'tries', t.tries, 'error', t.error, 'done', t.done_at is not null)),
+                '{}'::jsonb)
+        from tickq.job_step_tries t where t.job_id = j.id)
 from tickq.jobs j
 where j.id = %(id)s and j.lease_token = %(lease_token)s and j.status = 'running';
 
@@ -35,7 +40,8 @@ returning finished_at;
 
 -- name: jobs_suspend
 -- Leave the worker: back to queued at the wake time, the attempt given back, steps kept,
--- resumes + 1. Fenced by the lease token; a job asked to cancel is left to the runner.
+-- resumes + 1, and with %(try_kind)s a failed try counted. Fenced by the lease token; a
+-- job asked to cancel is left to the runner.
 -- `signals` is read from the row being updated: a signal committed while this statement
 -- waited for the row lock is seen (see tickq.jobs.signals), so the job wakes at once.
 with clock as materialized (
@@ -44,23 +50,36 @@ with clock as materialized (
            coalesce(%(wait_until)s::timestamptz,
                     coalesce(%(now)s::timestamptz, now())
                     + %(delay)s::float8 * interval '1 second') as wake
+), suspended as (
+    update tickq.jobs j
+    set status = 'queued',
+        attempts = j.attempts - 1,
+        resumes = coalesce(j.resumes, 0) + 1,
+        run_after = case when %(wait_kind)s = 'signal' and %(wait_name)s::text = any(j.signals)
+                         then clock.now else clock.wake end,
+        wait_kind = %(wait_kind)s,
+        wait_name = %(wait_name)s::text,
+        wait_until = clock.wake,
+        lease_until = null,
+        lease_token = null,
+        updated_at = clock.now
+    from clock
+    where j.id = %(id)s and j.lease_token = %(lease_token)s and j.status = 'running'
+      and not j.cancel_requested
+    returning j.id, j.run_after, j.wait_until
+), tried as (
+    -- A step's failed try (its own retry policy), counted with the suspension that waits
+    -- for the next one, so a crash cannot keep one without the other.
+    insert into tickq.job_step_tries (job_id, kind, name, tries, error, at)
+    select suspended.id, %(try_kind)s, %(try_name)s, %(try_add)s, %(try_error)s, clock.now
+    from suspended, clock
+    where %(try_kind)s::text is not null
+    on conflict (job_id, kind, name) do update
+    set tries = tickq.job_step_tries.tries + excluded.tries,
+        error = coalesce(excluded.error, tickq.job_step_tries.error),
+        at = excluded.at
 )
-update tickq.jobs j
-set status = 'queued',
-    attempts = j.attempts - 1,
-    resumes = coalesce(j.resumes, 0) + 1,
-    run_after = case when %(wait_kind)s = 'signal' and %(wait_name)s::text = any(j.signals)
-                     then clock.now else clock.wake end,
-    wait_kind = %(wait_kind)s,
-    wait_name = %(wait_name)s::text,
-    wait_until = clock.wake,
-    lease_until = null,
-    lease_token = null,
-    updated_at = clock.now
-from clock
-where j.id = %(id)s and j.lease_token = %(lease_token)s and j.status = 'running'
-  and not j.cancel_requested
-returning j.run_after, j.wait_until;
+select run_after, wait_until from suspended;
 
 -- name: job_signals_send
 -- Keep a signal for a live job and wake it when it waits for that name. The job row is
@@ -104,10 +123,11 @@ from job, held;
 
 -- name: job_durable_show
 -- What the views of one job show of its durable side (tickq.job_durable: resumes, wait,
--- how its handler ran it, steps and signals by name, time and size, not results). No
--- row: no such job (or one of another user).
+-- how its handler ran it, steps and signals by name, time and size, not results, the tries
+-- of retried steps and of undos, the child jobs of each map step). No row: no such job (or
+-- one of another user).
 select status, resumes, wait_kind, wait_name, wait_until, batch_id, completed_in_transaction,
-       steps, signals
+       steps, signals, tries, maps
 from tickq.job_durable(%(id)s::uuid);
 
 -- name: job_durable_clear
@@ -120,9 +140,189 @@ with target as materialized (
     delete from tickq.job_steps s using target where s.job_id = target.id
 ), signals as (
     delete from tickq.job_signals g using target where g.job_id = target.id
+), tries as (
+    delete from tickq.job_step_tries t using target where t.job_id = target.id
+), children as (
+    delete from tickq.job_children k using target where k.parent_id = target.id
 )
 update tickq.jobs j
 set resumes = null, wait_kind = null, wait_name = null, wait_until = null, signals = null
 from target
 where j.id = target.id
 returning j.id;
+
+-- name: job_step_tries_add
+-- Count one more try of a step that retries on its own, or of an undo, or begin the job's
+-- compensation (kind 'compensation', named by the status it ends in, keeping the first
+-- error), only while the job runs under the given lease token (FOR SHARE: as
+-- job_steps_insert). Committed before the try's outcome is acted on, so a crash counts.
+with holder as (
+    select id
+    from tickq.jobs
+    where id = %(id)s and lease_token = %(lease_token)s and status = 'running'
+    for share
+)
+insert into tickq.job_step_tries (job_id, kind, name, tries, error, at)
+select holder.id, %(kind)s, %(name)s, %(add)s, %(error)s, coalesce(%(now)s::timestamptz, now())
+from holder
+on conflict (job_id, kind, name) do update
+set tries = tickq.job_step_tries.tries + excluded.tries,
+    error = coalesce(excluded.error, tickq.job_step_tries.error),
+    at = excluded.at
+returning tries;
+
+-- name: job_step_tries_done
+-- An undo ran to the end: recorded once, fenced by the lease token like a step.
+with holder as (
+    select id
+    from tickq.jobs
+    where id = %(id)s and lease_token = %(lease_token)s and status = 'running'
+    for share
+)
+update tickq.job_step_tries t
+set done_at = coalesce(%(now)s::timestamptz, now())
+from holder
+where t.job_id = holder.id and t.kind = 'undo' and t.name = %(name)s and t.done_at is null
+returning t.done_at;
+
+-- name: jobs_compensation_begin
+-- Record that a job compensates: the status it ends in and the error that ended it (kept
+-- from the first time). Its attempts may run out before its undos: a worker that dies
+-- during one is reclaimed as any job, and must come back to finish them, so max_attempts
+-- leaves %(spare)s attempts (the undos' own tries bound them), and a cancel asked of it is
+-- taken as done (the compensation ends it cancelled) lest the reclaim cancel it before its
+-- undos. Fenced by the lease token; no row: the lease is lost.
+with raised as (
+    update tickq.jobs
+    set max_attempts = greatest(max_attempts, attempts + %(spare)s),
+        cancel_requested = false
+    where id = %(id)s and lease_token = %(lease_token)s and status = 'running'
+    returning id
+), kept as (
+    insert into tickq.job_step_tries (job_id, kind, name, tries, error, at)
+    select raised.id, 'compensation', %(ends)s, 0, %(error)s,
+           coalesce(%(now)s::timestamptz, now())
+    from raised
+    on conflict (job_id, kind, name) do nothing
+)
+select id from raised;
+
+-- name: job_children_enqueue
+-- Enqueue a step's child jobs and suspend their parent until they have ended, in one
+-- statement: either both happen or neither, so a parent that crashes never enqueues its
+-- children twice (and a resumed one finds them in job_children). Children run in the
+-- parent's queue, group and tenant, at its priority; the first %(max_running)s are queued,
+-- the rest wait for siblings to end (tickq.job_children_settle). has_children on both ends:
+-- a finishing child, and a parent ending dead or cancelled, settle the other side.
+-- Fenced by the lease token; a parent asked to cancel enqueues nothing.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), parent as materialized (
+    select id, queue, user_id, priority, group_key
+    from tickq.jobs
+    where id = %(id)s and lease_token = %(lease_token)s and status = 'running'
+      and not cancel_requested
+    for no key update
+), spec as (
+    select s.id, s.payload, s.n
+    from unnest(%(child_ids)s::uuid[], %(payloads)s::text[]) with ordinality as s (id, payload, n)
+), children as (
+    insert into tickq.jobs (id, queue, type, user_id, status, payload, max_attempts, priority,
+                            lease_seconds, backoff_base, backoff_factor, backoff_max,
+                            backoff_jitter, group_key, has_children, run_after, created_at,
+                            updated_at)
+    select s.id, parent.queue, %(type)s, parent.user_id,
+           case when s.n <= %(max_running)s then 'queued' else 'waiting' end, s.payload::jsonb,
+           %(max_attempts)s, parent.priority, %(lease_seconds)s, %(backoff_base)s,
+           %(backoff_factor)s, %(backoff_max)s, %(backoff_jitter)s, parent.group_key, true,
+           clock.now, clock.now, clock.now
+    from spec s, parent, clock
+    returning id
+), links as (
+    insert into tickq.job_children (parent_id, step, idx, child_id, user_id, max_running,
+                                    siblings)
+    select parent.id, %(step)s, s.n - 1, s.id, parent.user_id, %(max_running)s,
+           cardinality(%(child_ids)s::uuid[])
+    from spec s, parent
+    returning child_id
+), suspended as (
+    update tickq.jobs j
+    set status = 'queued',
+        attempts = j.attempts - 1,
+        resumes = coalesce(j.resumes, 0) + 1,
+        run_after = %(forever)s::timestamptz,
+        wait_kind = 'children',
+        wait_name = %(step)s,
+        wait_until = %(forever)s::timestamptz,
+        pending_parents = cardinality(%(child_ids)s::uuid[]),
+        has_children = true,
+        lease_until = null,
+        lease_token = null,
+        updated_at = clock.now
+    from parent, clock
+    where j.id = parent.id and j.status in ('waiting', 'queued', 'running', 'retrying')
+    returning j.run_after
+)
+select (select count(*) from children), (select count(*) from links),
+       (select run_after from suspended);
+
+-- name: job_children_results
+-- The children of one step of a job, in the step's order: id, status, result and error.
+select c.id, c.status, c.result, c.error
+from tickq.job_children k
+join tickq.jobs c on c.id = k.child_id
+where k.parent_id = %(id)s and k.step = %(step)s
+order by k.idx;
+
+-- name: job_steps_forget_from
+-- Replay from a step: a dead or cancelled job forgets the step %(name)s and every step
+-- stored after it (by finish time, then name, the order its views list them in), with
+-- their tries and child links; its compensation and undo records go too, since it runs
+-- again. The earlier steps stay, but for those its undos undid. Returns the names
+-- forgotten; no row: no such step, or the job is not dead or cancelled.
+with target as materialized (
+    select j.id, s.finished_at, s.name
+    from tickq.jobs j
+    join tickq.job_steps s on s.job_id = j.id and s.name = %(name)s
+    where j.id = %(id)s and j.status in ('dead', 'cancelled')
+    for update of j
+), later as materialized (
+    -- And the earlier steps its undos undid: they are no longer in effect.
+    select s.name
+    from tickq.job_steps s, target
+    where s.job_id = target.id
+      and ((s.finished_at, s.name) >= (target.finished_at, target.name)
+           or exists (select from tickq.job_step_tries t
+                      where t.job_id = s.job_id and t.kind = 'undo' and t.name = s.name
+                        and t.done_at is not null))
+), steps as (
+    delete from tickq.job_steps s using target
+    where s.job_id = target.id and s.name in (select name from later)
+), tries as (
+    delete from tickq.job_step_tries t using target
+    where t.job_id = target.id
+      and (t.kind = 'compensation' or t.kind = 'undo'
+           or (t.kind = 'step' and t.name in (select name from later)))
+), links as (
+    delete from tickq.job_children k using target
+    where k.parent_id = target.id and k.step in (select name from later)
+)
+select name from later;
+
+-- name: job_compensation_clear
+-- An operator retry that keeps a compensated job's steps forgets those its undos undid,
+-- and the compensation, so the job runs them again instead of compensating at once.
+with target as materialized (
+    select id from tickq.jobs
+    where id = %(id)s and status in ('dead', 'cancelled')
+    for update
+), undone as materialized (
+    select t.name from tickq.job_step_tries t, target
+    where t.job_id = target.id and t.kind = 'undo' and t.done_at is not null
+), steps as (
+    delete from tickq.job_steps s using target
+    where s.job_id = target.id and s.name in (select name from undone)
+)
+delete from tickq.job_step_tries t using target
+where t.job_id = target.id and t.kind in ('compensation', 'undo')
+returning t.name;

@@ -7,7 +7,7 @@ from uuid import uuid4
 
 import psycopg
 
-from queue_core import PostgresStore, StepStore
+from queue_core import PostgresStore, StepStore, validation
 
 from .conftest import Invoke
 
@@ -115,3 +115,76 @@ def test_the_job_view_says_how_the_handler_ran_it(
     assert batch_view["status"] == "succeeded" and batch_view["batch_id"] is not None
     assert batch_view["completed_in_transaction"] is False
     assert (charge_view["batch_id"], charge_view["completed_in_transaction"]) == (None, True)
+
+
+def test_retry_from_a_step_forgets_it_and_the_later_steps_and_keeps_the_earlier(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    _, job = call_api("POST", "/jobs", body={"type": "transcribe"}, sub=ALICE)
+    worker = PostgresStore(conn)
+    (claimed,) = worker.claim()
+    assert claimed.lease_token is not None
+    for name in ("fetch", "split", "transcribe"):
+        StepStore(worker).complete(claimed.id, claimed.lease_token, name, '"done"')
+    worker.fail(claimed, "speech API down", permanent=True)
+    path = f"/jobs/{job['id']}/retry"
+
+    status, body = call_api("POST", path, body={"from_step": "nope"}, sub=ALICE)
+    assert status == 422 and "no step 'nope'" in body["message"]
+    status, _ = call_api("POST", path, body={"from_step": "split", "fresh": True}, sub=ALICE)
+    assert status == 400
+    assert call_api("GET", f"/jobs/{job['id']}", sub=ALICE)[1]["status"] == "dead"
+    status, _ = call_api("POST", path, body={"from_step": "split"}, sub=BOB)
+    assert status == 404
+
+    status, retried = call_api("POST", path, body={"from_step": "split"}, sub=ALICE)
+
+    assert status == 200 and retried["status"] == "queued"
+    shown = call_api("GET", f"/jobs/{job['id']}", sub=ALICE)[1]
+    assert [s["name"] for s in shown["steps"]] == ["fetch"]
+
+
+def test_cancelling_a_parent_through_the_api_cancels_its_workflow_children(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    _, job = call_api("POST", "/jobs", body={"type": "transcribe"}, sub=ALICE)
+    worker = PostgresStore(conn)
+    (claimed,) = worker.claim()
+    assert claimed.lease_token is not None
+    specs = [validation.job_spec("embed", {"i": i}) for i in range(3)]
+    StepStore(worker).enqueue_children(
+        claimed.id, claimed.lease_token, step="parts", specs=specs, max_running=1
+    )
+    shown = call_api("GET", f"/jobs/{job['id']}", sub=ALICE)[1]
+    assert len(shown["spawned"]) == 3 and shown["waiting_for"]["kind"] == "children"
+
+    status, cancelled = call_api("POST", f"/jobs/{job['id']}/cancel", sub=ALICE)
+
+    assert status == 200 and cancelled["status"] == "cancelled"
+    rows = conn.execute(
+        "select status, error from tickq.jobs where type = 'embed' order by status, error"
+    ).fetchall()
+    parent = f"parent {job['id']} is cancelled"
+    assert rows == [("cancelled", parent), ("cancelled", parent), ("cancelled", None)]
+
+
+def test_the_api_refuses_to_cancel_one_child_of_a_waiting_parent_and_changes_nothing(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    call_api("POST", "/jobs", body={"type": "transcribe"}, sub=ALICE)
+    worker = PostgresStore(conn)
+    (claimed,) = worker.claim()
+    assert claimed.lease_token is not None
+    specs = [validation.job_spec("embed", {"i": i}) for i in range(2)]
+    StepStore(worker).enqueue_children(
+        claimed.id, claimed.lease_token, step="parts", specs=specs, max_running=1
+    )
+    (child,) = [r for r in worker.relatives(claimed.id) if r.status.value == "queued"]
+
+    status, body = call_api("POST", f"/jobs/{child.id}/cancel", sub=ALICE)
+
+    assert status == 403 and "permission denied" in body["message"]
+    assert worker.get(child.id).status.value == "queued"
+    worker.cancel(child.id)  # a worker login may: the parent counts down, the next is released
+    statuses = sorted(r.status.value for r in worker.relatives(claimed.id))
+    assert statuses == ["cancelled", "queued"]

@@ -55,6 +55,8 @@ TRANSACTIONAL_TESTS = "tests/integration/test_transactional.py"
 BATCH_TESTS = "tests/integration/test_handler_batches.py"
 HANDLER_PROCESSES = "tests/e2e/test_handler_semantics_done_when.py"
 OPERATOR_VIEW = "tests/integration/test_operator_job_view.py"
+WORKFLOWS = "tests/integration/test_workflows.py"
+WORKFLOWS_E2E = "tests/e2e/test_workflows_done_when.py"
 
 
 def function(name: str) -> str:
@@ -339,6 +341,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "    where id = %(id)s and lease_token = %(lease_token)s and status = 'running'\n"
                 "    for share\n",
                 "    where id = %(id)s and status = 'running'\n    for share\n",
+                count=3,  # the step insert, and a step try's and an undo's record
             ),
         ),
         targeted=(
@@ -1019,6 +1022,80 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         targeted=(
             "tests/integration/test_fan_out.py::test_a_child_enqueued_after_its_parent_succeeded_is_not_released_by_it_again",
+        ),
+    ),
+    Mutant(
+        "workflow-child-enqueued-again-on-resume",
+        "a resumed map step does not look for the children it enqueued and enqueues again",
+        (
+            Edit(
+                "queue_core/step_context.py",
+                "        children = self._db().children(self.job.id, name)\n",
+                "        children = []\n",
+            ),
+        ),
+        targeted=(
+            f"{WORKFLOWS}::test_map_returns_the_children_results_in_order_and_enqueues_them_once",
+            f"{WORKFLOWS_E2E}::test_a_parent_maps_200_children_20_at_a_time_and_resumes_once_with_their_results",
+        ),
+    ),
+    Mutant(
+        "workflow-undo-forward-order",
+        "undos run in the order their steps completed instead of the reverse",
+        (
+            Edit(
+                "queue_core/step_context.py",
+                "        for name, undo, result in reversed(self.undos):\n",
+                "        for name, undo, result in self.undos:\n",
+            ),
+        ),
+        targeted=(
+            f"{WORKFLOWS}::test_undos_run_in_reverse_order_once_each_though_the_worker_dies_during_one",
+            f"{WORKFLOWS_E2E}::test_a_saga_undoes_its_completed_steps_in_reverse_once_each_across_a_sigkill",
+        ),
+    ),
+    Mutant(
+        "workflow-undo-twice-after-crash",
+        "a compensation resumed after a crash runs again the undos it had already recorded",
+        (
+            Edit(
+                "queue_core/step_context.py",
+                "            if state.undone(name):\n                continue\n",
+                "",
+            ),
+        ),
+        targeted=(
+            f"{WORKFLOWS}::test_undos_run_in_reverse_order_once_each_though_the_worker_dies_during_one",
+            f"{WORKFLOWS_E2E}::test_a_saga_undoes_its_completed_steps_in_reverse_once_each_across_a_sigkill",
+        ),
+    ),
+    Mutant(
+        "workflow-step-retry-spends-an-attempt",
+        "a step's failed try goes to the job's own retry (an attempt spent) instead of suspending",
+        (
+            Edit(
+                "queue_core/step_context.py",
+                "        delay = retry.delay(tries)\n",
+                "        delay = None  # every failed try goes on to the job\n",
+            ),
+        ),
+        targeted=(
+            f"{WORKFLOWS}::test_a_step_retries_alone_and_spends_a_job_attempt_only_when_its_tries_run_out",
+            f"{WORKFLOWS_E2E}::test_a_step_that_fails_twice_then_succeeds_retries_alone_and_spends_one_attempt",
+        ),
+    ),
+    Mutant(
+        "workflow-release-one-child-too-many",
+        "a child's end releases one waiting sibling more than its step's bound allows",
+        (
+            Edit(
+                function("job_children_settle"),
+                "            and k.idx < x.max_running + x.siblings - x.left_after\n",
+                "            and k.idx <= x.max_running + x.siblings - x.left_after\n",
+            ),
+        ),
+        targeted=(
+            f"{WORKFLOWS_E2E}::test_a_parent_maps_200_children_20_at_a_time_and_resumes_once_with_their_results",
         ),
     ),
 )

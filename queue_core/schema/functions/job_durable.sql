@@ -8,7 +8,8 @@
 create function tickq.job_durable(p_id uuid)
     returns table (status text, resumes integer, wait_kind text, wait_name text,
                    wait_until timestamptz, batch_id uuid,
-                   completed_in_transaction boolean, steps jsonb, signals jsonb)
+                   completed_in_transaction boolean, steps jsonb, signals jsonb,
+                   tries jsonb, maps jsonb)
     language sql stable
     set search_path = pg_catalog, pg_temp
     as $$
@@ -21,7 +22,21 @@ select j.status, coalesce(j.resumes, 0), j.wait_kind, j.wait_name, j.wait_until,
        (select coalesce(jsonb_agg(jsonb_build_object(
                    'name', g.name, 'sent_at', g.sent_at, 'size', g.size)
                order by g.sent_at, g.name), '[]'::jsonb)
-        from tickq.job_signals g where g.job_id = j.id)
+        from tickq.job_signals g where g.job_id = j.id),
+       (select coalesce(jsonb_agg(jsonb_build_object(
+                   'kind', t.kind, 'name', t.name, 'tries', t.tries, 'error', t.error,
+                   'at', t.at, 'done_at', t.done_at)
+               order by t.at, t.kind, t.name), '[]'::jsonb)
+        from tickq.job_step_tries t where t.job_id = j.id),
+       (select coalesce(jsonb_agg(jsonb_build_object(
+                   'step', k.step, 'children', k.siblings, 'max_running', k.max_running,
+                   'ended', k.ended) order by k.step), '[]'::jsonb)
+        from (select k.step, k.siblings, k.max_running,
+                     count(*) filter (where c.status in ('succeeded', 'dead', 'cancelled'))
+                         as ended
+              from tickq.job_children k join tickq.jobs c on c.id = k.child_id
+              where k.parent_id = j.id
+              group by k.step, k.siblings, k.max_running) k)
 from tickq.jobs j
 where j.id = p_id
 $$;

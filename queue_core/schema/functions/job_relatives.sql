@@ -1,5 +1,6 @@
--- A job's parents, then its children, each with its type and status: the graph every view
--- of one job shows. Security invoker: an application's call reads through row-level
+-- A job's parents, then its children (dependency edges, and workflow children and the
+-- parent awaiting them), each with its type and status: the graph every view of one job
+-- shows. Security invoker: an application's call reads through row-level
 -- security (edges join only jobs of one owner); tickq.operator_job_relatives reads any
 -- job's through it.
 create function tickq.job_relatives(p_id uuid)
@@ -16,5 +17,16 @@ select 'child', c.id, c.type, c.status
 from tickq.job_dependencies d
 join tickq.jobs c on c.id = d.child_id
 where d.parent_id = p_id
+-- Workflow children (job.map, job.call) and the parent that awaits them.
+union all
+select 'spawned', c.id, c.type, c.status
+from tickq.job_children k
+join tickq.jobs c on c.id = k.child_id
+where k.parent_id = p_id
+union all
+select 'spawned_by', p.id, p.type, p.status
+from tickq.job_children k
+join tickq.jobs p on p.id = k.parent_id
+where k.child_id = p_id
 order by relation desc, id
 $$;

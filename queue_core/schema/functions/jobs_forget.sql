@@ -1,7 +1,7 @@
--- A deleted job takes its key, steps, signals, dependency edges and gate with it, as foreign keys'
--- cascades would (a partitioned tickq.jobs cannot be referenced by id alone). A statement
--- trigger with the deleted rows (jobs_forget, triggers.sql): one set-based delete per table
--- and statement, and nothing at all for statements that delete no job. Security definer,
+-- A deleted job takes its key, steps, step tries, signals, dependency edges, gate and
+-- workflow children with it, as foreign keys' cascades would (a partitioned tickq.jobs
+-- cannot be referenced by id alone). A statement trigger with the deleted rows
+-- (jobs_forget, triggers.sql): one set-based delete per table and statement, and nothing at all for statements that delete no job. Security definer,
 -- as a cascade: the rows go whoever deleted the job. Key rows are found by key (keyless
 -- deleted jobs match none).
 create function tickq.jobs_forget() returns trigger
@@ -18,5 +18,15 @@ begin
     delete from tickq.job_dependencies d using gone g where d.child_id = g.id;
     delete from tickq.job_dependencies d using gone g where d.parent_id = g.id;
     delete from tickq.job_gates x using gone g where x.job_id = g.id;
+    delete from tickq.job_step_tries t using gone g where t.job_id = g.id;
+    -- A workflow's children go with their parent (this trigger fires again for them; a
+    -- statement trigger fires even when it deletes nothing, hence the test first).
+    if exists (select from tickq.job_children k join gone g on g.id = k.parent_id) then
+        delete from tickq.jobs c
+        where c.id in (select k.child_id from tickq.job_children k join gone g
+                       on g.id = k.parent_id);
+    end if;
+    delete from tickq.job_children k using gone g
+    where k.parent_id = g.id or k.child_id = g.id;
     return null;
 end $$;

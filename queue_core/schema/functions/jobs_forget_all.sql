@@ -11,5 +11,7 @@ begin
     delete from tickq.job_dependencies;
     delete from tickq.job_settlements;
     delete from tickq.job_gates;
+    delete from tickq.job_step_tries;
+    delete from tickq.job_children;
     return null;
 end $$;

@@ -47,6 +47,10 @@ begin
                            ' where d.child_id = j.id or d.parent_id = j.id', p_name);
             execute format('delete from tickq.job_gates x using tickq.%I j'
                            ' where x.job_id = j.id', p_name);
+            execute format('delete from tickq.job_step_tries t using tickq.%I j'
+                           ' where t.job_id = j.id', p_name);
+            execute format('delete from tickq.job_children k using tickq.%I j'
+                           ' where k.child_id = j.id or k.parent_id = j.id', p_name);
             execute format('drop table tickq.%I', p_name);
             return;
         exception when lock_not_available or deadlock_detected then

@@ -19,10 +19,12 @@ create function tickq.jobs_settle(parents uuid[], statuses text[], at timestampt
     returns integer
     language plpgsql volatile
     as $$
+declare
+    v_settled integer;
 begin
     -- Successes first, then failures by id: a descendant reached from several failed jobs
     -- at once is cancelled naming the least of them.
-    return tickq.jobs_settle_run(
+    v_settled := tickq.jobs_settle_run(
         array(select row(p.id, p.status, p.id, p.status, null::uuid, null::uuid,
                          at)::tickq.job_settlements
               from unnest(parents, statuses) as p (id, status)
@@ -30,4 +32,6 @@ begin
               order by p.status <> 'succeeded', p.id),
         coalesce(nullif(current_setting('tickq.settle_budget', true), '')::integer, 1000),
         at);
+    -- Jobs that are workflow children or parents (job.map, job.call) settle that side too.
+    return v_settled + tickq.job_children_settle(parents, statuses, at);
 end $$;

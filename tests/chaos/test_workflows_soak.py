@@ -1,0 +1,173 @@
+"""Durable workflows under chaos: sagas that map children and, half of them, fail for
+good afterwards, run by `tickq work` and `tickq tick` processes that are SIGKILLed at
+random, with children and undos that crash their own process. At the end: every job
+ended; no child was enqueued twice (judged by the children's payloads, not the engine's
+links); no undo ran again after it was recorded; every saga that ended dead by its
+failure had each completed step undone, in reverse order; no succeeded saga undid
+anything.
+
+Bounded for CI (about a minute); TICKQ_WORKFLOW_SOAK_JOBS and TICKQ_WORKFLOW_SOAK_SECONDS make
+it larger, TICKQ_SOAK_SEED
+replays the supervisor's choices.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from queue_core import validation
+from queue_core.postgres import PostgresStore
+from tests.chaos import harness
+from tests.chaos.harness import Database, Supervisor
+from tests.chaos.limits import STEP_BACKOFF, STEP_MAX_ATTEMPTS
+from tests.chaos.workflow_tasks import CHILDREN, FAILURE
+
+JOBS = int(os.environ.get("TICKQ_WORKFLOW_SOAK_JOBS", "8"))
+CHAOS_SECONDS = float(os.environ.get("TICKQ_WORKFLOW_SOAK_SECONDS", "6"))
+DRAIN_SECONDS = 120.0
+SEED = int(os.environ.get("TICKQ_SOAK_SEED", str(random.randrange(1_000_000))))
+TASKS = "tests.chaos.workflow_tasks"
+
+EVIDENCE = """
+create table chaos.undo_runs (
+    job_id uuid not null, name text not null, lease_token uuid, at timestamptz not null
+)
+"""
+
+# Each check: a query returning the rows that break it.
+CHECKS = {
+    "a job did not end": """
+        select id, status from tickq.jobs
+        where status not in ('succeeded', 'dead', 'cancelled')""",
+    "a child was enqueued twice": """
+        select payload->>'parent', payload->>'i', count(*) from tickq.jobs
+        where type = 'chaos-wf-child' group by 1, 2 having count(*) > 1""",
+    "a saga's children are not all there": """
+        select p.id from tickq.jobs p
+        where p.type = 'chaos-wf-saga' and p.status = 'succeeded'
+          and (select count(*) from tickq.jobs c where c.type = 'chaos-wf-child'
+               and c.payload->>'parent' = p.id::text) <> %(children)s""",
+    "an undo ran again after it was recorded": """
+        select u.job_id, u.name from chaos.undo_runs u
+        join tickq.job_step_tries t on t.job_id = u.job_id and t.kind = 'undo'
+             and t.name = u.name
+        where t.done_at is not null and u.at > t.done_at""",
+    "a failed saga's completed step was not undone": """
+        select j.id, s.name from tickq.jobs j
+        join tickq.job_steps s on s.job_id = j.id and s.name in ('a', 'b')
+        where j.type = 'chaos-wf-saga' and j.status = 'dead'
+          and j.error = 'PermanentError: ' || %(failure)s
+          and (not exists (select from tickq.job_step_tries t where t.job_id = j.id
+                           and t.kind = 'undo' and t.name = s.name
+                           and t.done_at is not null)
+               or not exists (select from chaos.undo_runs u
+                              where u.job_id = j.id and u.name = s.name))""",
+    "undos ran in forward order": """
+        select a.job_id from tickq.job_step_tries a
+        join tickq.job_step_tries b on b.job_id = a.job_id and b.kind = 'undo' and b.name = 'b'
+        where a.kind = 'undo' and a.name = 'a' and a.done_at < b.done_at""",
+    "a succeeded saga undid something": """
+        select u.job_id from chaos.undo_runs u
+        join tickq.jobs j on j.id = u.job_id where j.status = 'succeeded'""",
+}
+
+
+class WorkflowSupervisor(Supervisor):
+    def command(self, kind: str) -> list[str]:
+        command = [
+            TASKS if part == "tests.chaos.chaos_tasks" else part for part in super().command(kind)
+        ]
+        return [*command, "--max-seconds", "3"] if kind == "tick" else command
+
+
+@pytest.mark.slow  # about a minute; tests/integration/test_workflows.py crashes an undo fast
+def test_children_are_enqueued_once_and_undos_run_once_under_kills_and_crashes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(harness.FUNCTION_ENV, "TICKQ_TASK_MODULES", TASKS)
+    rng = random.Random(SEED)
+    db = Database(tmp_path / "pgdata")
+    db.start()
+    db.create()
+    supervisor = WorkflowSupervisor(db.url, logs=tmp_path, works=1, ticks=1, functions=0)
+    try:
+        with psycopg.connect(db.url, autocommit=True) as conn:
+            conn.execute(EVIDENCE)
+            specs = [
+                validation.job_spec(
+                    "chaos-wf-saga",
+                    {"fail": i % 2 == 0},
+                    max_attempts=STEP_MAX_ATTEMPTS,
+                    backoff_policy=STEP_BACKOFF,
+                )
+                for i in range(JOBS)
+            ]
+            PostgresStore(conn).enqueue_many(specs)
+        started = time.monotonic()
+        next_kill = started + rng.uniform(0.5, 2)
+        while time.monotonic() < started + CHAOS_SECONDS:
+            supervisor.fill()
+            if time.monotonic() >= next_kill:
+                supervisor.kill_one(rng)
+                next_kill = time.monotonic() + rng.uniform(0.5, 2)
+            time.sleep(0.1)
+        deadline = time.monotonic() + DRAIN_SECONDS
+        while time.monotonic() < deadline and _unfinished(db.url):
+            supervisor.fill()
+            time.sleep(0.3)
+        supervisor.stop()
+        with psycopg.connect(db.url, autocommit=True) as conn:
+            params = {"children": CHILDREN, "failure": FAILURE}
+            violations = [
+                f"{what}: {rows[:3]}"
+                for what, query in CHECKS.items()
+                if (rows := conn.execute(query, params).fetchall())
+            ]
+            summary = _summary(conn, supervisor)
+        print("workflows soak summary:", {"seed": SEED, **summary})
+        for violation in violations:
+            print("chaos soak violation:", violation)
+    finally:
+        supervisor.stop()
+        db.stop()
+
+    assert violations == [], f"seed {SEED}: rerun with TICKQ_SOAK_SEED={SEED}"
+    assert summary["kills"] + summary["crashes"] > 0
+    assert summary["compensated"] > 0, "no saga compensated"
+
+
+def _unfinished(url: str) -> bool:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "select count(*) from tickq.jobs where status not in ('succeeded', 'dead', 'cancelled')"
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def _summary(conn: psycopg.Connection[Any], supervisor: Supervisor) -> dict[str, Any]:
+    def one(query: str) -> Any:
+        row = conn.execute(query).fetchone()
+        return None if row is None else row[0]
+
+    return {
+        "outcomes": dict(
+            conn.execute("select type || ' ' || status, count(*) from tickq.jobs group by 1")
+        ),
+        "compensated": one(
+            "select count(distinct job_id) from tickq.job_step_tries where kind = 'compensation'"
+        ),
+        "undo_effects": one("select count(*) from chaos.undo_runs"),
+        "undos_recorded": one(
+            "select count(*) from tickq.job_step_tries where kind = 'undo' and done_at is not null"
+        ),
+        "kills": supervisor.kills,
+        "crashes": supervisor.exits.get("handler os._exit", 0),
+        "exits": dict(supervisor.exits),
+    }
