@@ -169,6 +169,8 @@ class Outcome:
     # The success committed in the handler's own transaction (transactional handlers):
     # stored by that commit, so the batch's statement skips it too.
     in_transaction: bool = False
+    # The batch handler call the attempt ran in (batch consume), stored with the outcome.
+    batch_id: UUID | None = None
 
     @property
     def is_plain_success(self) -> bool:
@@ -178,6 +180,7 @@ class Outcome:
             and self.result_json is None
             and not self.error
             and not self.in_transaction
+            and self.batch_id is None
         )
 
     @property

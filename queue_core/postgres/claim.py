@@ -211,7 +211,8 @@ def _outcome_json(o: Outcome) -> str:
     return (
         f'{{"id":"{o.job_id}","lease_token":"{o.lease_token}","status":"{o.status.value}",'
         f'"result":{o.result_json or "null"},"error":{json.dumps(o.error)},'
-        f'"delay":{float(o.delay)!r},"extra_attempt":{"true" if o.extra_attempt else "false"}}}'
+        f'"delay":{float(o.delay)!r},"extra_attempt":{"true" if o.extra_attempt else "false"}'
+        + ("}" if o.batch_id is None else f',"batch_id":"{o.batch_id}"}}')
     )
 
 

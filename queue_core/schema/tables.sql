@@ -84,10 +84,10 @@ create table tickq.jobs (
     -- stopped, identical in Python and SQL.
     group_key        text collate "C" not null default '',
     -- Handler semantics (queue_core/handler_batch.py, queue_core/postgres/transactional.py),
-    -- read only by the views of one job, never by the claim or the finish: a plain job
-    -- stores nulls here and no statement of its life writes them. batch_id: the batch
-    -- handler call the job was last handed to; completed_in_transaction: its success
-    -- committed in the handler's own transaction (null: not).
+    -- read only by the views of one job, never by the claim: a plain job keeps nulls here.
+    -- batch_id: the batch handler call the job's last persisted attempt ran in, stored by
+    -- the finish with that outcome; completed_in_transaction: its success committed in the
+    -- handler's own transaction (null: not).
     batch_id                 uuid,
     completed_in_transaction boolean,
 
