@@ -53,7 +53,6 @@ TRANSACTIONAL = "queue_core/postgres/transactional.py"
 HANDLER_BATCH = "queue_core/handler_batch.py"
 TRANSACTIONAL_TESTS = "tests/integration/test_transactional.py"
 BATCH_TESTS = "tests/integration/test_handler_batches.py"
-HANDLER_PROCESSES = "tests/e2e/test_handler_semantics_done_when.py"
 
 
 def function(name: str) -> str:
@@ -614,15 +613,22 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         targeted=(
             f"{TRANSACTIONAL_TESTS}::test_a_handler_whose_lease_was_taken_over_cannot_commit_its_row",
-            f"{HANDLER_PROCESSES}::test_a_late_worker_whose_job_was_claimed_again_cannot_commit_its_row",
         ),
     ),
     Mutant(
-        "outcome-after-commit",
-        "the worker sends a second outcome for a job its handler's transaction completed",
-        (Edit("queue_core/jobs.py", "            and not self.in_transaction\n", ""),),
+        "completion-in-its-own-transaction",
+        "a transactional handler's writes commit before, not with, the job's fenced success",
+        (
+            Edit(
+                TRANSACTIONAL,
+                "            result = fn(job, conn)\n            done = job.completed",
+                "            result = fn(job, conn)\n"
+                "        with self.transaction() as conn:\n"
+                "            done = job.completed",
+            ),
+        ),
         targeted=(
-            f"{TRANSACTIONAL_TESTS}::test_a_transactional_handlers_row_and_its_jobs_success_commit_together",
+            f"{TRANSACTIONAL_TESTS}::test_a_handler_whose_lease_was_taken_over_cannot_commit_its_row",
         ),
     ),
     Mutant(
