@@ -13,6 +13,7 @@ of one server, taking turns round by round (medians reported, ratios within this
    plain handler writing the same row on the worker's own connection.
 
     python -m bench.handler_semantics_cost --before REF [--jobs 10000] [--rounds 3]
+                                           [--tables batch,plain,transactional]
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ def run(admin_url: str, tree: Path, kind: str, jobs: int, batch: int) -> dict[st
 
 # (row label, tree: "after" or "before", handler kind, jobs factor, claim batch)
 Case = tuple[str, str, str, float, int]
+TABLES = ("batch", "plain", "transactional")  # the keys of `cases`, in its order
 
 
 def cases(before: str) -> list[tuple[str, list[Case]]]:
@@ -151,8 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", required=True, help="the engine at this git ref beside")
     parser.add_argument("--jobs", type=int, default=10_000, help="jobs of the batch rows")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (medians)")
+    parser.add_argument(
+        "--tables", default="batch,plain,transactional", help="comma list of the tables to run"
+    )
     args = parser.parse_args(argv)
-    tables = cases(args.before)
+    chosen = args.tables.split(",")
+    tables = [t for key, t in zip(TABLES, cases(args.before), strict=True) if key in chosen]
     found: dict[str, list[dict[str, float]]] = {}
     with tree_at(args.before) as before_tree, env_or_local_server() as admin_url:
         trees = {"before": before_tree, "after": ROOT}

@@ -12,6 +12,7 @@ attempts and backoff; `batch.extend_lease()` extends every job's lease.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
@@ -72,7 +73,8 @@ class HandlerBatch:
         judge: Callable[[Job, BaseException], Outcome],
         succeed: Callable[[Job, Any], Outcome],
     ) -> list[Outcome]:
-        """Each job's outcome, in order: its own settlement first, else the call's."""
+        """Each job's outcome, in order: its own settlement first, else the call's; each
+        names this call (stored with it, so the views of the job show it)."""
         rows = [job.row for job in self.jobs]
         if raised is None:
             raised = _mismatch(returned, len(rows))
@@ -85,7 +87,7 @@ class HandlerBatch:
                 out.append(judge(row, raised))
             else:
                 out.append(succeed(row, None if returned is None else returned[i]))
-        return out
+        return [replace(outcome, batch_id=self.id) for outcome in out]
 
 
 def _mismatch(returned: Any, count: int) -> BatchResultMismatch | None:

@@ -191,6 +191,8 @@ class Outcome:
     # The lifecycle event the job's task opted into (queue_core/outbox.py), as the finish
     # statement takes it: JSON text, written into the outbox with this outcome.
     event_json: str | None = None
+    # The batch handler call the attempt ran in (batch consume), stored with the outcome.
+    batch_id: UUID | None = None
 
     @property
     def is_plain_success(self) -> bool:
@@ -201,6 +203,7 @@ class Outcome:
             and not self.error
             and not self.in_transaction
             and self.event_json is None
+            and self.batch_id is None
         )
 
     @property

@@ -162,6 +162,8 @@ class MemoryStore(DerivedOperations):
                     continue
                 held.add(job.id)
                 finished.add(job.id)
+                if outcome.batch_id is not None:
+                    self.batch_ids[job.id] = outcome.batch_id
             runnable = sorted(
                 (
                     j
@@ -423,13 +425,6 @@ class MemoryStore(DerivedOperations):
 
     def handler_transactions(self) -> HandlerTransactions:
         raise ConfigurationError("transactional handlers need the Postgres store")
-
-    def mark_batch(self, batch_id: UUID, jobs: Sequence[Job]) -> None:
-        with self._lock:
-            for job in jobs:
-                current = self._jobs.get(job.id)
-                if current is not None and current.lease_token == job.lease_token:
-                    self.batch_ids[job.id] = batch_id
 
 
 class NoSteps:

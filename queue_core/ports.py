@@ -205,10 +205,6 @@ class Store(LeaseKeeper, Protocol):
         """Transactions for transactional handlers on connections like this store's."""
         ...
 
-    def mark_batch(self, batch_id: UUID, jobs: Sequence[Job]) -> None:
-        """Record that these running jobs are handed to batch handler call `batch_id`."""
-        ...
-
     # Waking idle workers
 
     def listen_for_jobs(self) -> bool: ...

@@ -515,16 +515,11 @@ class Runner:
         return with_events(task, jobs, settled)
 
     def _batch(self, jobs: Sequence[Job]) -> HandlerBatch:
-        """The `batch` of one batch handler call, recorded on its jobs (one statement). Its
-        jobs get no durable steps: a step belongs to one job's call."""
-        batch = HandlerBatch(
+        """The `batch` of one batch handler call. Its jobs get no durable steps: a step
+        belongs to one job's call."""
+        return HandlerBatch(
             new_id(), [JobContext(job, self.store, self.lease_seconds) for job in jobs]
         )
-        try:
-            self.store.mark_batch(batch.id, jobs)
-        except DatabaseError as exc:  # only the views miss it; the outcomes still count
-            log.warning("batch %s not recorded on its jobs: %s", batch.id, exc)
-        return batch
 
     def run_one(self, job: Job, task: Task | None) -> Outcome:
         if not telemetry.active():

@@ -214,7 +214,8 @@ def _outcome_json(o: Outcome) -> str:
         f'{{"id":"{o.job_id}","lease_token":"{o.lease_token}","status":"{o.status.value}",'
         f'"result":{o.result_json or "null"},"error":{json.dumps(o.error)},'
         f'"delay":{float(o.delay)!r},"extra_attempt":{"true" if o.extra_attempt else "false"},'
-        f'"event":{o.event_json or "null"}}}'
+        f'"event":{o.event_json or "null"}'
+        + ("}" if o.batch_id is None else f',"batch_id":"{o.batch_id}"}}')
     )
 
 

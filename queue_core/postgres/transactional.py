@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
@@ -162,19 +162,9 @@ def _finish(conn: psycopg.Connection[Any], outcome: Outcome) -> set[UUID]:
 
 
 class Handling:
-    """The store's part for handler semantics: connections like its own for transactional
-    handlers, and the record of batch handler calls."""
+    """The store's part for transactional handlers: connections like its own."""
 
     _db: Executor
 
     def handler_transactions(self) -> HandlerConnections:
         return HandlerConnections(sibling_connect(self._db.conn))
-
-    def mark_batch(self, batch_id: UUID, jobs: Sequence[Job]) -> None:
-        """One fenced statement per batch handler call (the views of one job show it)."""
-        params = {
-            "batch_id": batch_id,
-            "ids": [job.id for job in jobs],
-            "tokens": [job.lease_token for job in jobs],
-        }
-        self._db.rows("jobs_batch_mark", params)

@@ -89,10 +89,10 @@ create table tickq.jobs (
     -- Jobs of trusted enqueuers keep 0 here and their level in priority.
     owner_priority   integer not null default 0,
     -- Handler semantics (queue_core/handler_batch.py, queue_core/postgres/transactional.py),
-    -- read only by the views of one job, never by the claim or the finish: a plain job
-    -- stores nulls here and no statement of its life writes them. batch_id: the batch
-    -- handler call the job was last handed to; completed_in_transaction: its success
-    -- committed in the handler's own transaction (null: not).
+    -- read only by the views of one job, never by the claim: a plain job keeps nulls here.
+    -- batch_id: the batch handler call the job's last persisted attempt ran in, stored by
+    -- the finish with that outcome; completed_in_transaction: its success committed in the
+    -- handler's own transaction (null: not).
     batch_id                 uuid,
     completed_in_transaction boolean,
     -- The enqueuer's trace context (W3C traceparent) when OpenTelemetry is on, so the run

@@ -230,11 +230,12 @@ with clock as materialized (
     select *
     from jsonb_to_recordset(%(outcomes)s::jsonb)
         as o (id uuid, lease_token uuid, status text, result jsonb, error text,
-              delay float8, extra_attempt boolean, event jsonb)
-    -- Plain successes (no result, no error, no event), the bulk of any batch, come as two
-    -- binary uuid arrays: spelling each as JSON text cost more client time than its update.
+              delay float8, extra_attempt boolean, event jsonb, batch_id uuid)
+    -- Plain successes (no result, no error, no event, no batch), the bulk of any batch, come
+    -- as two binary uuid arrays: spelling each as JSON text cost more client time than its
+    -- update.
     union all
-    select s.id, s.lease_token, 'succeeded', null, null, null, null, null
+    select s.id, s.lease_token, 'succeeded', null, null, null, null, null, null
     from unnest(%(succeeded_ids)b::uuid[], %(succeeded_tokens)b::uuid[])
         as s (id, lease_token)
 ), finished as (
@@ -253,6 +254,9 @@ with clock as materialized (
         lease_until = null,
         lease_token = null,
         cancel_requested = false,
+        -- The batch handler call the attempt ran in: only a batch handler's outcomes name
+        -- one (as JSON); every other keeps the job's value, null for a plain job.
+        batch_id = coalesce(o.batch_id, j.batch_id),
         updated_at = clock.now,
         finished_at = case when o.status in ('succeeded', 'dead', 'cancelled')
                            then clock.now end
@@ -354,18 +358,6 @@ claimed as materialized (
       and queue = any(%(queues)s::text[])
 {{pick_in_claim_order}}, {{lease_picked}}
 {{finish_report}};
-
--- name: jobs_batch_mark
--- Record which batch handler call the given running jobs are handed to (the views of one
--- job show it), fenced by their lease tokens: one statement per call, not one per job.
--- Jobs of plain handlers never pass here. The status list names the live partition's
--- statuses, so the lookups read tickq.jobs_live alone.
-update tickq.jobs j
-set batch_id = %(batch_id)s
-from unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) as b (id, lease_token)
-where j.id = b.id
-  and j.lease_token = b.lease_token
-  and j.status in ('waiting', 'queued', 'running', 'retrying');
 
 -- name: job_complete_in_mark
 -- The first half of a completion inside the caller's transaction: mark the running job as

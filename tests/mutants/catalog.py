@@ -1098,4 +1098,20 @@ MUTANTS: tuple[Mutant, ...] = (
             f"{WORKFLOWS_E2E}::test_a_parent_maps_200_children_20_at_a_time_and_resumes_once_with_their_results",
         ),
     ),
+    Mutant(
+        "completion-in-its-own-transaction",
+        "a transactional handler's writes commit before, not with, the job's fenced success",
+        (
+            Edit(
+                TRANSACTIONAL,
+                "            result = fn(job, conn)\n            done = job.completed",
+                "            result = fn(job, conn)\n"
+                "        with self.transaction() as conn:\n"
+                "            done = job.completed",
+            ),
+        ),
+        targeted=(
+            f"{TRANSACTIONAL_TESTS}::test_a_handler_whose_lease_was_taken_over_cannot_commit_its_row",
+        ),
+    ),
 )
