@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
+from uuid import UUID, uuid4
 
 from .jobs import TERMINAL, Job, Outcome
 from .ports import NO_JOBS, ClaimedBatch
@@ -49,6 +50,10 @@ class Pipeline:
         # Batches whose outcomes a failed statement did not persist (the connection died):
         # sent again, fenced by their lease tokens, first thing on the next connection.
         self.owed: list[Batch] = []
+        # Seeds of claim statements that failed: a claim may have committed though its reply
+        # was lost with the connection, and its seed finds those jobs again, first thing on
+        # the next connection, to run at once (Store.recover_claimed).
+        self.lost_claims: list[UUID] = []
         # Whether a persisted batch ended a job that has children (dependencies): they may
         # be queued now, so the loop claims again rather than stop or sleep.
         self.ended_parents = False
@@ -62,7 +67,24 @@ class Pipeline:
     @property
     def settled(self) -> bool:
         """Nothing leased ahead and nothing run but unsaved."""
-        return not self.next and self.unsaved is None and not self.owed
+        return not self.next and self.unsaved is None and not self.owes
+
+    @property
+    def owes(self) -> bool:
+        """A failed statement left outcomes to send again or claims to find again."""
+        return bool(self.owed or self.lost_claims)
+
+    def failed(self, *batches: Batch | None, seed: UUID | None) -> None:
+        """Keep what a failed statement carried for the next connection: the batches whose
+        outcomes it was persisting, and the seed of the claim it made (if it claimed)."""
+        self.owed += [batch for batch in batches if batch is not None]
+        if seed is not None:
+            self.lost_claims.append(seed)
+
+    def claim_seed(self, limit: int) -> UUID | None:
+        """A fresh seed for a statement claiming up to `limit` jobs (none when it claims
+        nothing), the leases' tokens derive from it; see `lost_claims`."""
+        return uuid4() if limit else None
 
     def take_ended_parents(self) -> bool:
         """Whether a batch persisted since the last call ended a job that has children."""
