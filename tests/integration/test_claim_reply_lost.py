@@ -9,17 +9,19 @@ connection), as when PostgreSQL goes away between the commit and the reply."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import psycopg
 
-from queue_core import Registry, Runner
+from queue_core import Registry, Runner, validation
 from queue_core.jobs import Outcome
 from queue_core.ports import ClaimedBatch
 from queue_core.postgres import PostgresStore
+from queue_core.queries import QUERIES
 from queue_core.report import TickReport
 from tests.conftest import Connect
 from tests.integration.test_runner_reconnect import attempts, enqueue, terminate
@@ -101,3 +103,27 @@ def test_jobs_of_a_finish_and_claim_whose_reply_was_lost_run_at_once_too(
     # are gone, so the report counts them as lost leases (it cannot tell that write from
     # another worker's).
     assert (report.succeeded, report.lost_leases, report.reclaimed) == (2, 2, 0)
+
+
+def test_finding_a_claim_again_reads_the_running_jobs_alone(conn: psycopg.Connection) -> None:
+    """The statement cannot look a token up (the index holds none): it reads the running
+    jobs, few and indexed by jobs_lease_idx, never the backlog or the finished days."""
+    # Given a backlog of 3,000 queued jobs beside 10 running ones
+    store = PostgresStore(conn)
+    store.enqueue_many([validation.job_spec("work", {}) for _ in range(3000)])
+    seed = uuid4()
+    claimed = store.claim(limit=10, seed=seed)
+    conn.execute("analyze tickq.jobs_live")
+
+    # When the statement finding them again is planned and run (then rolled back)
+    params = {"seeds": [seed], "lease_seconds": 30, "now": None}
+    with conn.transaction(force_rollback=True):
+        (plan,) = conn.execute(
+            f"explain (analyze, format json) {QUERIES['jobs_claim_recover']}", params
+        ).fetchone()[0]
+
+    # Then it found the ten through the running jobs' index, reading no other row
+    text = json.dumps(plan)
+    assert plan["Plan"]["Actual Rows"] == len(claimed) == 10
+    assert "jobs_lease_idx" in text and "Seq Scan" not in text, text[:2000]
+    assert "jobs_done" not in text, text[:2000]

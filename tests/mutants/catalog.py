@@ -48,6 +48,7 @@ CONNECTION_FAULTS = "tests/faults/test_connection_faults.py"
 # targeted tests run each variant (tests/integration/test_claim_variants.py).
 LEASE = "queue_core/schema/functions/jobs_lease.sql"
 VARIANTS = "tests/integration/test_claim_variants.py"
+CLAIM_REPLY_LOST = "tests/integration/test_claim_reply_lost.py"
 # Handler semantics: transactional completion and batch consume.
 TRANSACTIONAL = "queue_core/postgres/transactional.py"
 HANDLER_BATCH = "queue_core/handler_batch.py"
@@ -975,6 +976,52 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         targeted=(
             "tests/integration/test_cli.py::test_jobs_shows_no_error_on_a_job_that_succeeded_after_failing",
+        ),
+    ),
+    Mutant(
+        "claim-recovery-ignores-the-seed",
+        "after a lost claim reply, the worker takes every running job, not only its seed's",
+        (
+            Edit(
+                QUERIES,
+                "  and j.lease_token = tickq.lease_token(s.seed, j.id)\n",
+                "  and j.lease_token is not null\n",
+            ),
+        ),
+        targeted=(
+            f"{VARIANTS}::test_a_seed_does_not_find_a_job_leased_again_since",
+            f"{VARIANTS}::test_a_claims_seed_finds_its_jobs_again_on_their_first_attempt",
+        ),
+    ),
+    Mutant(
+        "claim-recovery-spends-an-attempt",
+        "the jobs of a claim whose reply was lost are taken again as a new attempt",
+        (
+            Edit(
+                QUERIES,
+                "    updated_at = clock.now\nfrom clock, unnest(%(seeds)s::uuid[]) as s (seed)\n",
+                "    updated_at = clock.now, attempts = j.attempts + 1\n"
+                "from clock, unnest(%(seeds)s::uuid[]) as s (seed)\n",
+            ),
+        ),
+        targeted=(
+            f"{CLAIM_REPLY_LOST}::test_jobs_of_a_claim_whose_reply_was_lost_run_at_once_on_their_first_attempt",
+            f"{VARIANTS}::test_a_claims_seed_finds_its_jobs_again_on_their_first_attempt",
+        ),
+    ),
+    Mutant(
+        "lost-claim-seed-forgotten",
+        "a failed claim statement's seed is not kept: its jobs wait out their lease",
+        (
+            Edit(
+                "queue_core/pipeline.py",
+                "        if seed is not None:\n            self.lost_claims.append(seed)\n",
+                "",
+            ),
+        ),
+        targeted=(
+            f"{CLAIM_REPLY_LOST}::test_jobs_of_a_claim_whose_reply_was_lost_run_at_once_on_their_first_attempt",
+            f"{CLAIM_REPLY_LOST}::test_jobs_of_a_finish_and_claim_whose_reply_was_lost_run_at_once_too",
         ),
     ),
 )
