@@ -13,11 +13,12 @@ steps (`steps`, whose every operation is a committed, fenced write).
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NoReturn
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from . import dependencies, transitions, validation
 from .batch import JobBatch
@@ -144,7 +145,7 @@ class MemoryStore(DerivedOperations):
         limit: int = 10,
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         now: datetime | None = None,
-        seed: UUID | None = None,
+        seed: bytes | None = None,
     ) -> tuple[set[UUID], ClaimedBatch]:
         """Outcomes first, then the claim; a job finished here is not claimed again by the
         same call (in SQL it still reads as running in the statement's snapshot)."""
@@ -172,7 +173,7 @@ class MemoryStore(DerivedOperations):
                 key=transitions.claim_order,
             )
             claimed = []
-            drawn = seed or uuid4()  # the tokens derive from one seed, as in SQL
+            drawn = seed or os.urandom(16)  # the tokens derive from one seed, as in SQL
             for job in runnable[:limit]:
                 token = transitions.lease_token(drawn, job.id)
                 leased = transitions.claim(job, now=at, lease_seconds=lease_seconds, token=token)
@@ -182,7 +183,7 @@ class MemoryStore(DerivedOperations):
 
     def recover_claimed(
         self,
-        seeds: Sequence[UUID],
+        seeds: Sequence[bytes],
         *,
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         now: datetime | None = None,

@@ -15,7 +15,6 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
-from uuid import UUID, uuid4
 
 from .jobs import TERMINAL, Job, Outcome
 from .ports import NO_JOBS, ClaimedBatch
@@ -53,7 +52,7 @@ class Pipeline:
         # Seeds of claim statements that failed: a claim may have committed though its reply
         # was lost with the connection, and its seed finds those jobs again, first thing on
         # the next connection, to run at once (Store.recover_claimed).
-        self.lost_claims: list[UUID] = []
+        self.lost_claims: list[bytes] = []
         # Whether a persisted batch ended a job that has children (dependencies): they may
         # be queued now, so the loop claims again rather than stop or sleep.
         self.ended_parents = False
@@ -74,17 +73,12 @@ class Pipeline:
         """A failed statement left outcomes to send again or claims to find again."""
         return bool(self.owed or self.lost_claims)
 
-    def failed(self, *batches: Batch | None, seed: UUID | None) -> None:
+    def failed(self, *batches: Batch | None, seed: bytes | None) -> None:
         """Keep what a failed statement carried for the next connection: the batches whose
         outcomes it was persisting, and the seed of the claim it made (if it claimed)."""
         self.owed += [batch for batch in batches if batch is not None]
         if seed is not None:
             self.lost_claims.append(seed)
-
-    def claim_seed(self, limit: int) -> UUID | None:
-        """A fresh seed for a statement claiming up to `limit` jobs (none when it claims
-        nothing), the leases' tokens derive from it; see `lost_claims`."""
-        return uuid4() if limit else None
 
     def take_ended_parents(self) -> bool:
         """Whether a batch persisted since the last call ended a job that has children."""

@@ -167,7 +167,7 @@ class Store(LeaseKeeper, Protocol):
         limit: int = ...,
         lease_seconds: int = ...,
         now: datetime | None = None,
-        seed: UUID | None = None,
+        seed: bytes | None = None,
     ) -> list[Job]: ...
 
     def finish(self, outcomes: Sequence[Outcome], *, now: datetime | None = None) -> set[UUID]: ...
@@ -190,16 +190,16 @@ class Store(LeaseKeeper, Protocol):
         limit: int = ...,
         lease_seconds: int = ...,
         now: datetime | None = None,
-        seed: UUID | None = None,
+        seed: bytes | None = None,
     ) -> tuple[set[UUID], ClaimedBatch]:
-        """`seed`: a random uuid the caller draws for this claim, from which the leases'
+        """`seed`: 16 random bytes the caller draws for this claim, from which the leases'
         tokens derive (none: the store draws one); kept by the caller while the statement is
         in flight, it finds the jobs again (`recover_claimed`) when the reply is lost."""
         ...
 
     def recover_claimed(
         self,
-        seeds: Sequence[UUID],
+        seeds: Sequence[bytes],
         *,
         lease_seconds: int = ...,
         now: datetime | None = None,

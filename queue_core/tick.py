@@ -14,13 +14,14 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
+import os
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from . import handler_batch, telemetry, transitions, worker
 from .context import AsyncJobContext, JobContext, TransactionalJobContext
@@ -245,7 +246,8 @@ class Runner:
         while go:
             report = rule.report
             try:
-                if pipeline.owes:  # what a failed statement left goes first, before any claim
+                # What a failed statement left goes first, before any claim.
+                if pipeline.owed or pipeline.lost_claims:
                     self.resend(report)
                     if not (pipeline.next or rule.go_on()):
                         return
@@ -383,7 +385,7 @@ class Runner:
             and claim_next()
         )
         in_flight = None
-        ahead_seed = pipeline.claim_seed(self.batch_size if ahead else 0)
+        ahead_seed = os.urandom(16) if ahead else None  # the leases' seed (Pipeline.lost_claims)
         if ahead or unsaved is not None:
             in_flight = pipeline.in_background(
                 self.store.finish_and_claim_unparsed,
@@ -425,7 +427,7 @@ class Runner:
             return len(jobs)
         # ...else one statement now persists this batch and leases the next when it was full.
         more = len(jobs) == self.batch_size and not ahead and claim_next()
-        seed = pipeline.claim_seed(self.batch_size if more else 0)
+        seed = os.urandom(16) if more else None
         try:
             with telemetry.span("tickq finish", **self._span_attributes("settle", len(jobs))):
                 held, pipeline.next = self.store.finish_and_claim_unparsed(
@@ -445,7 +447,7 @@ class Runner:
     def _claim(self) -> JobList:
         """A fresh claim. Its seed is kept when the statement fails: it may have committed,
         its reply lost with the connection (`resend` finds those jobs again)."""
-        seed = uuid4()
+        seed = os.urandom(16)
         try:
             with telemetry.span("tickq claim", **self._span_attributes("receive")):
                 return JobList(

@@ -98,10 +98,10 @@ def claim(job: Job, *, now: datetime, lease_seconds: int, token: UUID) -> Job:
     )
 
 
-def lease_token(seed: UUID, job_id: UUID) -> UUID:
+def lease_token(seed: bytes, job_id: UUID) -> UUID:
     """The token a lease drawn from `seed` gives a job: the first 16 bytes of sha256(seed,
     id), as tickq.jobs_lease derives it, so a seed finds again the jobs its claim leased."""
-    return UUID(bytes=hashlib.sha256(seed.bytes + job_id.bytes).digest()[:16])
+    return UUID(bytes=hashlib.sha256(seed + job_id.bytes).digest()[:16])
 
 
 def recovered(job: Job, *, now: datetime, lease_seconds: int) -> Job:

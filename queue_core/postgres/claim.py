@@ -10,6 +10,7 @@ statement of its own (jobs_claim_limited). Paused queues are left out of every c
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -25,6 +26,9 @@ from ..ports import NO_JOBS, ClaimedBatch, JobList
 from ..queries import QUERIES
 from .executor import Executor, ids_and_jobs, job_columns_at, jobs, rerun, translate_errors
 from .probes import LimitsProbe
+
+# The seed of a statement that leases nothing (its value is never used).
+NO_SEED = bytes(16)
 
 
 class Claims:
@@ -43,7 +47,7 @@ class Claims:
         limit: int = 10,
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         now: datetime | None = None,
-        seed: UUID | None = None,
+        seed: bytes | None = None,
     ) -> tuple[set[UUID], ClaimedBatch]:
         """Persist outcomes and lease up to `limit` more jobs, best first, leaving the
         claimed rows unparsed until `jobs()`, so a caller can parse them while the
@@ -72,7 +76,9 @@ class Claims:
             "limit": limit,
             "lease_seconds": lease_seconds,
             "now": now,
-            "seed": seed,
+            # Always a uuid, so a statement that claims nothing shares its parameter types
+            # (and so its prepared statement) with one that claims.
+            "seed": seed or (os.urandom(16) if limit else NO_SEED),
         }
         statement = "jobs_finish_and_claim" if len(queues) == 1 else "jobs_finish_and_claim_queues"
         if self._db.user_id is not None:  # its rows must be read inside the user's scope
@@ -103,7 +109,7 @@ class Claims:
 
     def recover_claimed(
         self,
-        seeds: Sequence[UUID],
+        seeds: Sequence[bytes],
         *,
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         now: datetime | None = None,
@@ -139,7 +145,7 @@ class Claims:
         limit: int,
         lease_seconds: int,
         now: datetime | None,
-        seed: UUID | None,
+        seed: bytes | None,
     ) -> tuple[set[UUID], ClaimedBatch]:
         """Persist the outcomes and lease up to `limit` jobs taking turns across groups, in
         one statement for the first queue (jobs_finish_and_claim_fair), then queue by queue
@@ -162,7 +168,7 @@ class Claims:
         return held, JobList(sorted(claimed, key=transitions.claim_order))
 
     def _fair_params(
-        self, queue: str, limit: int, lease_seconds: int, now: datetime | None, seed: UUID | None
+        self, queue: str, limit: int, lease_seconds: int, now: datetime | None, seed: bytes | None
     ) -> dict[str, Any]:
         return {
             "queue": queue,

@@ -10,10 +10,11 @@ connection), as when PostgreSQL goes away between the commit and the reply."""
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import psycopg
 
@@ -111,7 +112,7 @@ def test_finding_a_claim_again_reads_the_running_jobs_alone(conn: psycopg.Connec
     # Given a backlog of 3,000 queued jobs beside 10 running ones
     store = PostgresStore(conn)
     store.enqueue_many([validation.job_spec("work", {}) for _ in range(3000)])
-    seed = uuid4()
+    seed = os.urandom(16)
     claimed = store.claim(limit=10, seed=seed)
     conn.execute("analyze tickq.jobs_live")
 

@@ -8,8 +8,8 @@ so a rule broken in one place breaks every variant; these tests say so variant b
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
-from uuid import uuid4
 
 import psycopg
 import pytest
@@ -147,7 +147,7 @@ def test_a_claims_seed_finds_its_jobs_again_on_their_first_attempt(
     # Given jobs claimed under a seed the worker drew, whose reply it never read
     variant = Variant(conn, name)
     variant.enqueue(3, now=at(0))
-    seed = uuid4()
+    seed = os.urandom(16)
     claimed = variant.store.claim(
         queues=variant.queues, limit=10, lease_seconds=LEASE, now=at(1), seed=seed
     )
@@ -157,7 +157,9 @@ def test_a_claims_seed_finds_its_jobs_again_on_their_first_attempt(
     }
 
     # When the seed looks for them (with another worker's seed beside it)
-    found = variant.store.recover_claimed([uuid4(), seed], lease_seconds=LEASE, now=at(20)).jobs()
+    found = variant.store.recover_claimed(
+        [os.urandom(16), seed], lease_seconds=LEASE, now=at(20)
+    ).jobs()
 
     # Then they come back as claimed: same tokens and attempts, the lease renewed
     assert sorted(job.id for job in found) == sorted(job.id for job in claimed)
@@ -175,7 +177,7 @@ def test_a_seed_does_not_find_a_job_leased_again_since(conn: psycopg.Connection,
     # Given jobs claimed under a seed, reclaimed after their lease expired and claimed again
     variant = Variant(conn, name)
     variant.enqueue(2, now=at(0))
-    seed = uuid4()
+    seed = os.urandom(16)
     first = variant.store.claim(
         queues=variant.queues, limit=10, lease_seconds=LEASE, now=at(0), seed=seed
     )

@@ -141,7 +141,7 @@ def _plan(conn: psycopg.Connection, name: str) -> str:
         "after": None,
         "positions": [],
         "seed": None,
-        "seeds": ["00000000-0000-0000-0000-000000000003"],
+        "seeds": [bytes(16)],
         "id": "00000000-0000-0000-0000-000000000001",
         "lease_token": "00000000-0000-0000-0000-000000000002",
         "progress": "{}",

@@ -999,9 +999,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 QUERIES,
-                "    updated_at = clock.now\nfrom clock, unnest(%(seeds)s::uuid[]) as s (seed)\n",
-                "    updated_at = clock.now, attempts = j.attempts + 1\n"
-                "from clock, unnest(%(seeds)s::uuid[]) as s (seed)\n",
+                "    updated_at = clock.now\nfrom clock, (select",
+                "    updated_at = clock.now, attempts = j.attempts + 1\nfrom clock, (select",
             ),
         ),
         targeted=(
