@@ -27,6 +27,7 @@ class _FinishesAndClaims(Protocol):
         limit: int = ...,
         lease_seconds: int = ...,
         now: datetime | None = None,
+        seed: bytes | None = None,
     ) -> tuple[set[UUID], ClaimedBatch]: ...
 
 
@@ -41,9 +42,10 @@ class DerivedOperations:
         limit: int = 10,
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         now: datetime | None = None,
+        seed: bytes | None = None,
     ) -> list[Job]:
         claimed = self.finish_and_claim_unparsed(
-            (), queues=queues, limit=limit, lease_seconds=lease_seconds, now=now
+            (), queues=queues, limit=limit, lease_seconds=lease_seconds, now=now, seed=seed
         )[1]
         return claimed.jobs()
 

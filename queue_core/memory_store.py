@@ -13,11 +13,12 @@ steps (`steps`, whose every operation is a committed, fenced write).
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NoReturn
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from . import dependencies, transitions, validation
 from .batch import JobBatch
@@ -144,6 +145,7 @@ class MemoryStore(DerivedOperations):
         limit: int = 10,
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         now: datetime | None = None,
+        seed: bytes | None = None,
     ) -> tuple[set[UUID], ClaimedBatch]:
         """Outcomes first, then the claim; a job finished here is not claimed again by the
         same call (in SQL it still reads as running in the statement's snapshot)."""
@@ -173,11 +175,33 @@ class MemoryStore(DerivedOperations):
                 key=transitions.claim_order,
             )
             claimed = []
+            drawn = seed or os.urandom(16)  # the tokens derive from one seed, as in SQL
             for job in runnable[:limit]:
-                leased = transitions.claim(job, now=at, lease_seconds=lease_seconds, token=uuid4())
+                token = transitions.lease_token(drawn, job.id)
+                leased = transitions.claim(job, now=at, lease_seconds=lease_seconds, token=token)
                 self._jobs[job.id] = leased
                 claimed.append(leased)
             return held, JobList(claimed)
+
+    def recover_claimed(
+        self,
+        seeds: Sequence[bytes],
+        *,
+        lease_seconds: int = DEFAULT_LEASE_SECONDS,
+        now: datetime | None = None,
+    ) -> ClaimedBatch:
+        with self._lock:
+            self.calls.append(f"recover_claimed({len(seeds)})")
+            at = now or self._clock()
+            found = [
+                transitions.recovered(job, now=at, lease_seconds=lease_seconds)
+                for job in self._jobs.values()
+                if job.status is Status.RUNNING
+                and any(job.lease_token == transitions.lease_token(s, job.id) for s in seeds)
+            ]
+            for job in found:
+                self._jobs[job.id] = job
+            return JobList(sorted(found, key=transitions.claim_order))
 
     def reclaim(self, *, limit: int = 1000, now: datetime | None = None) -> list[Job]:
         with self._lock:

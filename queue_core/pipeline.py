@@ -49,6 +49,10 @@ class Pipeline:
         # Batches whose outcomes a failed statement did not persist (the connection died):
         # sent again, fenced by their lease tokens, first thing on the next connection.
         self.owed: list[Batch] = []
+        # Seeds of claim statements that failed: a claim may have committed though its reply
+        # was lost with the connection, and its seed finds those jobs again, first thing on
+        # the next connection, to run at once (Store.recover_claimed).
+        self.lost_claims: list[bytes] = []
         # Whether a persisted batch ended a job that has children (dependencies): they may
         # be queued now, so the loop claims again rather than stop or sleep.
         self.ended_parents = False
@@ -62,7 +66,19 @@ class Pipeline:
     @property
     def settled(self) -> bool:
         """Nothing leased ahead and nothing run but unsaved."""
-        return not self.next and self.unsaved is None and not self.owed
+        return not self.next and self.unsaved is None and not self.owes
+
+    @property
+    def owes(self) -> bool:
+        """A failed statement left outcomes to send again or claims to find again."""
+        return bool(self.owed or self.lost_claims)
+
+    def failed(self, *batches: Batch | None, seed: bytes | None) -> None:
+        """Keep what a failed statement carried for the next connection: the batches whose
+        outcomes it was persisting, and the seed of the claim it made (if it claimed)."""
+        self.owed += [batch for batch in batches if batch is not None]
+        if seed is not None:
+            self.lost_claims.append(seed)
 
     def take_ended_parents(self) -> bool:
         """Whether a batch persisted since the last call ended a job that has children."""

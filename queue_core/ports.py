@@ -167,6 +167,7 @@ class Store(LeaseKeeper, Protocol):
         limit: int = ...,
         lease_seconds: int = ...,
         now: datetime | None = None,
+        seed: bytes | None = None,
     ) -> list[Job]: ...
 
     def finish(self, outcomes: Sequence[Outcome], *, now: datetime | None = None) -> set[UUID]: ...
@@ -189,7 +190,25 @@ class Store(LeaseKeeper, Protocol):
         limit: int = ...,
         lease_seconds: int = ...,
         now: datetime | None = None,
-    ) -> tuple[set[UUID], ClaimedBatch]: ...
+        seed: bytes | None = None,
+    ) -> tuple[set[UUID], ClaimedBatch]:
+        """`seed`: 16 random bytes the caller draws for this claim, from which the leases'
+        tokens derive (none: the store draws one); kept by the caller while the statement is
+        in flight, it finds the jobs again (`recover_claimed`) when the reply is lost."""
+        ...
+
+    def recover_claimed(
+        self,
+        seeds: Sequence[bytes],
+        *,
+        lease_seconds: int = ...,
+        now: datetime | None = None,
+    ) -> ClaimedBatch:
+        """The jobs still running under leases that claims drawn from `seeds` gave them
+        (claims whose replies the caller never read), as claimed: lease renewed, attempts
+        unchanged. A job reclaimed or leased again meanwhile holds another token and is not
+        among them."""
+        ...
 
     def reclaim(self, *, limit: int = ..., now: datetime | None = None) -> list[Job]: ...
 

@@ -14,6 +14,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
+import os
 import random
 import threading
 import time
@@ -245,7 +246,8 @@ class Runner:
         while go:
             report = rule.report
             try:
-                if pipeline.owed:  # a failed statement's outcomes go first, before any claim
+                # What a failed statement left goes first, before any claim.
+                if pipeline.owed or pipeline.lost_claims:
                     self.resend(report)
                     if not (pipeline.next or rule.go_on()):
                         return
@@ -257,7 +259,7 @@ class Runner:
                     return
                 # Reconnected: what the failure left (outcomes to send again, jobs leased
                 # ahead) is dealt with even when the rule says stop.
-                go = pipeline.leased_ahead or bool(pipeline.owed) or rule.go_on()
+                go = pipeline.leased_ahead or pipeline.owes or rule.go_on()
                 continue
             if rule.after_batch is not None:
                 rule.after_batch(claimed, report)
@@ -274,7 +276,24 @@ class Runner:
         the failure handler put in place. Fenced by their lease tokens as every finish is:
         a job whose lease still holds finishes once and never runs again, and its handler's
         success costs no attempt; one whose lease was lost meanwhile (reclaimed after its
-        lease expired) is dropped and logged as a lost lease."""
+        lease expired) is dropped and logged as a lost lease.
+
+        Then the jobs that failed claim statements may have leased (Pipeline.lost_claims):
+        those still running under their seeds' tokens are taken as the next batch, so they
+        run at once, on the attempt their claim spent, instead of waiting out the lease."""
+        pipeline = self.pipeline
+        if pipeline.owed:
+            self._resend_outcomes(report)
+        if pipeline.lost_claims:
+            found = self.store.recover_claimed(
+                pipeline.lost_claims, lease_seconds=self.lease_seconds
+            )
+            pipeline.lost_claims = []
+            log.info("jobs claimed before a lost connection found again: %d", len(found))
+            if found:
+                pipeline.next = found
+
+    def _resend_outcomes(self, report: TickReport) -> None:
         owed = self.pipeline.owed
         jobs = [job for batch, _ in owed for job in batch]
         outcomes = [outcome for _, batch in owed for outcome in batch]
@@ -353,12 +372,7 @@ class Runner:
         claimed, pipeline.next = pipeline.next, NO_JOBS
         unsaved, pipeline.unsaved = pipeline.unsaved, None
         if not claimed:
-            with telemetry.span("tickq claim", **self._span_attributes("receive")):
-                claimed = JobList(
-                    self.store.claim(
-                        queues=self.queues, limit=self.batch_size, lease_seconds=self.lease_seconds
-                    )
-                )
+            claimed = self._claim()
         if not claimed:
             return 0
         report.batches += 1
@@ -371,6 +385,7 @@ class Runner:
             and claim_next()
         )
         in_flight = None
+        ahead_seed = os.urandom(16) if ahead else None  # the leases' seed (Pipeline.lost_claims)
         if ahead or unsaved is not None:
             in_flight = pipeline.in_background(
                 self.store.finish_and_claim_unparsed,
@@ -378,6 +393,7 @@ class Runner:
                 queues=self.queues,
                 limit=self.batch_size if ahead else 0,
                 lease_seconds=self.lease_seconds,
+                seed=ahead_seed,
             )
         # Run
         started = time.monotonic()
@@ -401,9 +417,7 @@ class Runner:
             except DatabaseError:
                 # Lost with the connection, maybe: both batches' outcomes are kept for the
                 # next connection (see `resend`).
-                if unsaved is not None:
-                    pipeline.owed.append(unsaved)
-                pipeline.owed.append((jobs, outcomes))
+                pipeline.failed(unsaved, (jobs, outcomes), seed=ahead_seed)
                 raise
             if unsaved is not None:
                 report.record(*unsaved, held)
@@ -413,6 +427,7 @@ class Runner:
             return len(jobs)
         # ...else one statement now persists this batch and leases the next when it was full.
         more = len(jobs) == self.batch_size and not ahead and claim_next()
+        seed = os.urandom(16) if more else None
         try:
             with telemetry.span("tickq finish", **self._span_attributes("settle", len(jobs))):
                 held, pipeline.next = self.store.finish_and_claim_unparsed(
@@ -420,13 +435,32 @@ class Runner:
                     queues=self.queues,
                     limit=self.batch_size if more else 0,
                     lease_seconds=self.lease_seconds,
+                    seed=seed,
                 )
         except DatabaseError:
-            pipeline.owed.append((jobs, outcomes))  # for the next connection (`resend`)
+            pipeline.failed((jobs, outcomes), seed=seed)  # for the next connection (`resend`)
             raise
         report.record(jobs, outcomes, held)
         pipeline.note_parents(jobs, outcomes)
         return len(jobs)
+
+    def _claim(self) -> JobList:
+        """A fresh claim. Its seed is kept when the statement fails: it may have committed,
+        its reply lost with the connection (`resend` finds those jobs again)."""
+        seed = os.urandom(16)
+        try:
+            with telemetry.span("tickq claim", **self._span_attributes("receive")):
+                return JobList(
+                    self.store.claim(
+                        queues=self.queues,
+                        limit=self.batch_size,
+                        lease_seconds=self.lease_seconds,
+                        seed=seed,
+                    )
+                )
+        except DatabaseError:
+            self.pipeline.failed(seed=seed)
+            raise
 
     def _span_attributes(self, operation: str, count: int | None = None) -> dict[str, Any]:
         """A batch statement's span attributes (only built when OpenTelemetry is on)."""

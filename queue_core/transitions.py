@@ -6,6 +6,7 @@ model-based tests hold the two to each other.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -93,6 +94,24 @@ def claim(job: Job, *, now: datetime, lease_seconds: int, token: UUID) -> Job:
         lease_until=now + timedelta(seconds=job.lease_seconds or lease_seconds),
         lease_token=token,
         started_at=now,
+        updated_at=now,
+    )
+
+
+def lease_token(seed: bytes, job_id: UUID) -> UUID:
+    """The token a lease drawn from `seed` gives a job: the first 16 bytes of sha256(seed,
+    id), as tickq.jobs_lease derives it, so a seed finds again the jobs its claim leased."""
+    return UUID(bytes=hashlib.sha256(seed + job_id.bytes).digest()[:16])
+
+
+def recovered(job: Job, *, now: datetime, lease_seconds: int) -> Job:
+    """A job found again by its claim's seed after the claim's reply was lost: its lease
+    renewed, its attempts unchanged (no handler ran it)."""
+    if job.status is not Status.RUNNING:
+        raise InvalidTransition(job.id, job.status, "recover")
+    return replace(
+        job,
+        lease_until=now + timedelta(seconds=job.lease_seconds or lease_seconds),
         updated_at=now,
     )
 

@@ -10,6 +10,7 @@ statement of its own (jobs_claim_limited). Paused queues are left out of every c
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -25,6 +26,9 @@ from ..ports import NO_JOBS, ClaimedBatch, JobList
 from ..queries import QUERIES
 from .executor import Executor, ids_and_jobs, job_columns_at, jobs, rerun, translate_errors
 from .probes import LimitsProbe
+
+# The seed of a statement that leases nothing (its value is never used).
+NO_SEED = bytes(16)
 
 
 class Claims:
@@ -43,14 +47,16 @@ class Claims:
         limit: int = 10,
         lease_seconds: int = DEFAULT_LEASE_SECONDS,
         now: datetime | None = None,
+        seed: bytes | None = None,
     ) -> tuple[set[UUID], ClaimedBatch]:
         """Persist outcomes and lease up to `limit` more jobs, best first, leaving the
         claimed rows unparsed until `jobs()`, so a caller can parse them while the
-        connection runs its next statement."""
+        connection runs its next statement. Every lease of the call derives its token from
+        `seed` (tickq.jobs_lease; none: the database draws one)."""
         if limit:  # paused queues are left out of the claim (queue_core/pauses.py)
             queues, limit = claimable(queues, limit, self.paused.current(self._paused_queues))
         if limit and self._claims_fairly(queues):
-            return self._finish_and_claim_fair(outcomes, queues, limit, lease_seconds, now)
+            return self._finish_and_claim_fair(outcomes, queues, limit, lease_seconds, now, seed)
         if limit and self._limits.current().types:
             held = self._finish(outcomes, now)
             params = {
@@ -58,6 +64,7 @@ class Claims:
                 "limit": limit,
                 "lease_seconds": lease_seconds,
                 "now": now,
+                "seed": seed,
             }
             claimed = self._db.rows("jobs_claim_limited", params, jobs, binary=True)
             return held, JobList(sorted(claimed, key=transitions.claim_order))
@@ -69,6 +76,9 @@ class Claims:
             "limit": limit,
             "lease_seconds": lease_seconds,
             "now": now,
+            # Always a uuid, so a statement that claims nothing shares its parameter types
+            # (and so its prepared statement) with one that claims.
+            "seed": seed or (os.urandom(16) if limit else NO_SEED),
         }
         statement = "jobs_finish_and_claim" if len(queues) == 1 else "jobs_finish_and_claim_queues"
         if self._db.user_id is not None:  # its rows must be read inside the user's scope
@@ -97,6 +107,21 @@ class Claims:
             return set()
         return self.finish_and_claim_unparsed(outcomes, limit=0, now=now)[0]
 
+    def recover_claimed(
+        self,
+        seeds: Sequence[bytes],
+        *,
+        lease_seconds: int = DEFAULT_LEASE_SECONDS,
+        now: datetime | None = None,
+    ) -> ClaimedBatch:
+        """The jobs that claims drawn from `seeds` leased and that still run under those
+        leases (jobs_claim_recover), as claimed."""
+        if not seeds:
+            return NO_JOBS
+        params = {"seeds": list(seeds), "lease_seconds": lease_seconds, "now": now}
+        found = self._db.rows("jobs_claim_recover", params, jobs, binary=True)
+        return JobList(sorted(found, key=transitions.claim_order))
+
     def _claims_fairly(self, queues: Sequence[str]) -> bool:
         """Whether the claim must take turns across tenants and groups: a cap per group is
         set, or a queue's waiting jobs span more than one group (re-read every
@@ -120,13 +145,14 @@ class Claims:
         limit: int,
         lease_seconds: int,
         now: datetime | None,
+        seed: bytes | None,
     ) -> tuple[set[UUID], ClaimedBatch]:
         """Persist the outcomes and lease up to `limit` jobs taking turns across groups, in
         one statement for the first queue (jobs_finish_and_claim_fair), then queue by queue
         in the order given; each queue's sweep resumes where this store's last one ended."""
         params = {
             **outcome_params(outcomes),
-            **self._fair_params(queues[0], limit, lease_seconds, now),
+            **self._fair_params(queues[0], limit, lease_seconds, now, seed),
         }
         rows = self._db.rows("jobs_finish_and_claim_fair", params, ids_and_jobs, binary=True)
         held = set(rows[0][0] or ())
@@ -135,20 +161,21 @@ class Claims:
         for queue in queues[1:]:
             if len(claimed) >= limit:
                 break
-            params = self._fair_params(queue, limit - len(claimed), lease_seconds, now)
+            params = self._fair_params(queue, limit - len(claimed), lease_seconds, now, seed)
             taken = self._db.rows("jobs_claim_fair", params, jobs, binary=True)
             self._fair.advance(queue, taken)
             claimed += taken
         return held, JobList(sorted(claimed, key=transitions.claim_order))
 
     def _fair_params(
-        self, queue: str, limit: int, lease_seconds: int, now: datetime | None
+        self, queue: str, limit: int, lease_seconds: int, now: datetime | None, seed: bytes | None
     ) -> dict[str, Any]:
         return {
             "queue": queue,
             "limit": limit,
             "lease_seconds": lease_seconds,
             "now": now,
+            "seed": seed,
             "after": self._fair.after.get(queue),
             "positions": self._fair.positions_of(queue),
         }

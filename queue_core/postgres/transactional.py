@@ -156,6 +156,7 @@ def _finish(conn: psycopg.Connection[Any], outcome: Outcome) -> set[UUID]:
         "limit": 0,
         "lease_seconds": DEFAULT_LEASE_SECONDS,
         "now": None,
+        "seed": None,
     }
     rows = Executor(conn).rows("jobs_finish_and_claim", params)
     return set(rows[0][0] or ())

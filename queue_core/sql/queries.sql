@@ -332,11 +332,14 @@ picked as materialized (
 
 -- part: lease_picked
 -- The picked jobs leased (tickq.jobs_lease, the lease rule of every claim) at the
--- statement's clock. MATERIALIZED: the lease runs once, whatever the plan.
+-- statement's clock, their tokens derived from %(seed)s, the 16 random bytes the worker
+-- drew for this statement, read as a uuid (bytes, not a uuid, because the driver sends
+-- them as they are, where a uuid costs the client a conversion per batch; null: one drawn
+-- by the database). MATERIALIZED: the lease runs once, whatever the plan.
 claimed as materialized (
     select {{job_columns}}
     from tickq.jobs_lease(array(select id from picked), %(lease_seconds)s,
-                          (select now from clock))
+                          (select now from clock), encode(%(seed)s::bytea, 'hex')::uuid)
 )
 
 -- name: jobs_finish_and_claim
@@ -358,6 +361,27 @@ claimed as materialized (
       and queue = any(%(queues)s::text[])
 {{pick_in_claim_order}}, {{lease_picked}}
 {{finish_report}};
+
+-- name: jobs_claim_recover
+-- The jobs that claim statements of this worker leased but whose replies it never read
+-- (the connection died first), found again by the seeds the worker drew for them
+-- (%(seeds)s, 16 bytes each, as lease_picked takes them): a job still running under the
+-- token tickq.jobs_lease derived from one of them, sha256(seed, id), is this worker's, and comes back as claimed, its lease renewed
+-- and its attempts unchanged (no handler ran it). A job reclaimed meanwhile, or leased
+-- again by another worker, holds another token and does not match. The running jobs are
+-- few and live in tickq.jobs_live ('running' prunes to it): they are read whole, through
+-- jobs_lease_idx, rather than looked up by a token the index does not hold.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+)
+update tickq.jobs j
+set lease_until = clock.now
+        + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second',
+    updated_at = clock.now
+from clock, (select encode(b, 'hex')::uuid as seed from unnest(%(seeds)s::bytea[]) b) s
+where j.status = 'running'
+  and j.lease_token = tickq.lease_token(s.seed, j.id)
+returning {{job_columns}};
 
 -- name: job_complete_in_mark
 -- The first half of a completion inside the caller's transaction: mark the running job as
@@ -698,7 +722,8 @@ select exists (select from tickq.type_limits), exists (select from tickq.queue_l
 -- (queue_core/schema/functions/claim_limited.sql, whose comments call that claim jobs_claim).
 select {{job_columns}}
 from tickq.claim_limited(
-    %(queues)s::text[], %(limit)s, %(lease_seconds)s, %(now)s::timestamptz);
+    %(queues)s::text[], %(limit)s, %(lease_seconds)s, %(now)s::timestamptz,
+    encode(%(seed)s::bytea, 'hex')::uuid);
 
 -- name: queue_limits_admit
 -- The limited queues that the incoming jobs would overflow; locks their limit rows until
@@ -813,7 +838,7 @@ select (select first from levels
     select {{job_columns}}
     from tickq.claim_fair(
         %(queue)s, %(limit)s, %(lease_seconds)s, %(now)s::timestamptz, %(after)s::text,
-        %(positions)s::text[])
+        %(positions)s::text[], encode(%(seed)s::bytea, 'hex')::uuid)
 )
 {{finish_report}};
 
@@ -824,7 +849,7 @@ select (select first from levels
 select {{job_columns}}
 from tickq.claim_fair(
     %(queue)s, %(limit)s, %(lease_seconds)s, %(now)s::timestamptz, %(after)s::text,
-        %(positions)s::text[]);
+        %(positions)s::text[], encode(%(seed)s::bytea, 'hex')::uuid);
 
 -- name: jobs_stats_groups
 -- Per queue and group: jobs waiting (runnable now), running, and the age of the oldest

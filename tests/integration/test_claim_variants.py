@@ -8,6 +8,7 @@ so a rule broken in one place breaks every variant; these tests say so variant b
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -137,3 +138,81 @@ def test_a_claim_orders_an_owners_jobs_by_the_owners_priority(
     # Then a claim of two takes the newer ones first
     assert {job.id for job in variant.claim(2, at(5))} == {row[0] for row in newer}
     assert [job.created_at for job in variant.claim(2, at(5))] == [at(0), at(0)]
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_a_claims_seed_finds_its_jobs_again_on_their_first_attempt(
+    conn: psycopg.Connection, name: str
+) -> None:
+    # Given jobs claimed under a seed the worker drew, whose reply it never read
+    variant = Variant(conn, name)
+    variant.enqueue(3, now=at(0))
+    seed = os.urandom(16)
+    claimed = variant.store.claim(
+        queues=variant.queues, limit=10, lease_seconds=LEASE, now=at(1), seed=seed
+    )
+    assert len(claimed) == 3
+    assert {job.lease_token for job in claimed} == {
+        transitions.lease_token(seed, job.id) for job in claimed
+    }
+
+    # When the seed looks for them (with another worker's seed beside it)
+    found = variant.store.recover_claimed(
+        [os.urandom(16), seed], lease_seconds=LEASE, now=at(20)
+    ).jobs()
+
+    # Then they come back as claimed: same tokens and attempts, the lease renewed
+    assert sorted(job.id for job in found) == sorted(job.id for job in claimed)
+    for job in found:
+        assert job.status is Status.RUNNING
+        assert job.attempts == 1
+        assert job.started_at == at(1)
+        assert job.lease_until == at(50)
+    assert {job.lease_token for job in found} == {job.lease_token for job in claimed}
+    assert [variant.store.get(job.id) for job in found] == found
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_a_seed_does_not_find_a_job_leased_again_since(conn: psycopg.Connection, name: str) -> None:
+    # Given jobs claimed under a seed, reclaimed after their lease expired and claimed again
+    variant = Variant(conn, name)
+    variant.enqueue(2, now=at(0))
+    seed = os.urandom(16)
+    first = variant.store.claim(
+        queues=variant.queues, limit=10, lease_seconds=LEASE, now=at(0), seed=seed
+    )
+    assert len(variant.store.reclaim(now=at(31))) == 2
+    due = max(variant.store.get(job.id).run_after for job in first)
+    again = variant.claim(10, due)
+    assert sorted(job.id for job in again) == sorted(job.id for job in first)
+
+    # Then the first seed finds nothing, and the second leases are left alone
+    assert variant.store.recover_claimed([seed], lease_seconds=LEASE, now=due).jobs() == []
+    assert [variant.store.get(job.id) for job in again] == again
+    assert [job.attempts for job in again] == [2, 2]
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_without_a_seed_the_database_draws_one(conn: psycopg.Connection, name: str) -> None:
+    """SQL callers and older workers pass no seed: every claim still gets fresh tokens."""
+    variant = Variant(conn, name)
+    variant.enqueue(4, now=at(0))
+    first = variant.claim(2, at(1))
+    second = variant.claim(2, at(1))
+    tokens = {job.lease_token for job in first + second}
+    assert len(first + second) == 4 and None not in tokens and len(tokens) == 4
+
+
+def test_the_lease_functions_keep_their_old_calls(conn: psycopg.Connection) -> None:
+    """The seed is a last parameter with a default: SQL written before it still runs."""
+    variant = Variant(conn, "plain")
+    variant.enqueue(3, now=at(0))
+    limited = conn.execute(
+        "select count(*) from tickq.claim_limited(array['default'], 1, 30, %s)", (at(1),)
+    ).fetchone()
+    fair = conn.execute(
+        "select count(*) from tickq.claim_fair('default', 1, 30, %s, null)", (at(1),)
+    ).fetchone()
+    ids = conn.execute("select array_agg(id) from tickq.jobs where status = 'queued'").fetchone()
+    leased = conn.execute("select count(*) from tickq.jobs_lease(%s, 30, %s)", (ids[0], at(1)))
+    assert (limited, fair, leased.fetchone()) == ((1,), (1,), (1,))

@@ -67,6 +67,7 @@ def test_the_finish_never_walks_the_lease_index(
         "now": None,
         "after": None,
         "positions": [],
+        "seed": None,
     }
 
     # When the statement that finishes them is planned and run (then rolled back)

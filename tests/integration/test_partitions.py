@@ -101,7 +101,7 @@ def test_statements_about_live_jobs_read_only_the_live_partition(
 ) -> None:
     # Given finished jobs in a day partition beside the live ones
     finished_on(conn, OLD_DAY, 100)
-    for name in ("jobs_reclaim", "jobs_extend_lease", "jobs_report_progress"):
+    for name in ("jobs_reclaim", "jobs_extend_lease", "jobs_report_progress", "jobs_claim_recover"):
         assert "jobs_done" not in _plan(conn, name), name
     # Finishing and claiming read live jobs only (finished rows move out as they are written).
     for name in ("jobs_finish_and_claim", "jobs_finish_and_claim_queues"):
@@ -140,6 +140,8 @@ def _plan(conn: psycopg.Connection, name: str) -> str:
         "seconds": 30,
         "after": None,
         "positions": [],
+        "seed": None,
+        "seeds": [bytes(16)],
         "id": "00000000-0000-0000-0000-000000000001",
         "lease_token": "00000000-0000-0000-0000-000000000002",
         "progress": "{}",

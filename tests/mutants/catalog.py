@@ -57,6 +57,7 @@ HANDLER_PROCESSES = "tests/e2e/test_handler_semantics_done_when.py"
 OPERATOR_VIEW = "tests/integration/test_operator_job_view.py"
 WORKFLOWS = "tests/integration/test_workflows.py"
 WORKFLOWS_E2E = "tests/e2e/test_workflows_done_when.py"
+CLAIM_REPLY_LOST = "tests/integration/test_claim_reply_lost.py"
 
 
 def function(name: str) -> str:
@@ -366,9 +367,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "a claim's lease token derives from the job's id without the lease's random seed",
         (
             Edit(
-                LEASE,
-                "sha256(uuid_send(v_seed) || uuid_send(j.id))",
-                "sha256(uuid_send(j.id))",
+                function("lease_token"),
+                "sha256(uuid_send(p_seed) || uuid_send(p_id))",
+                "sha256(uuid_send(p_id))",
             ),
         ),
         targeted=(
@@ -382,9 +383,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "every job of a batch gets the same lease token",
         (
             Edit(
-                LEASE,
-                "sha256(uuid_send(v_seed) || uuid_send(j.id))",
-                "sha256(uuid_send(v_seed))",
+                function("lease_token"),
+                "sha256(uuid_send(p_seed) || uuid_send(p_id))",
+                "sha256(uuid_send(p_seed))",
             ),
         ),
         targeted=(
@@ -419,10 +420,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "the outcomes a failed persist carried are forgotten, left to expire and run again",
         (
             Edit(
-                RUNNER,
-                "pipeline.owed.append((jobs, outcomes))",
-                "pipeline.owed.clear()",
-                count=2,
+                "queue_core/pipeline.py",
+                "        self.owed += [batch for batch in batches if batch is not None]\n",
+                "        self.owed = []\n",
             ),
         ),
         targeted=(
@@ -1112,6 +1112,51 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         targeted=(
             f"{TRANSACTIONAL_TESTS}::test_a_handler_whose_lease_was_taken_over_cannot_commit_its_row",
+        ),
+    ),
+    Mutant(
+        "claim-recovery-ignores-the-seed",
+        "after a lost claim reply, the worker takes every running job, not only its seed's",
+        (
+            Edit(
+                QUERIES,
+                "  and j.lease_token = tickq.lease_token(s.seed, j.id)\n",
+                "  and j.lease_token is not null\n",
+            ),
+        ),
+        targeted=(
+            f"{VARIANTS}::test_a_seed_does_not_find_a_job_leased_again_since",
+            f"{VARIANTS}::test_a_claims_seed_finds_its_jobs_again_on_their_first_attempt",
+        ),
+    ),
+    Mutant(
+        "claim-recovery-spends-an-attempt",
+        "the jobs of a claim whose reply was lost are taken again as a new attempt",
+        (
+            Edit(
+                QUERIES,
+                "    updated_at = clock.now\nfrom clock, (select",
+                "    updated_at = clock.now, attempts = j.attempts + 1\nfrom clock, (select",
+            ),
+        ),
+        targeted=(
+            f"{CLAIM_REPLY_LOST}::test_jobs_of_a_claim_whose_reply_was_lost_run_at_once_on_their_first_attempt",
+            f"{VARIANTS}::test_a_claims_seed_finds_its_jobs_again_on_their_first_attempt",
+        ),
+    ),
+    Mutant(
+        "lost-claim-seed-forgotten",
+        "a failed claim statement's seed is not kept: its jobs wait out their lease",
+        (
+            Edit(
+                "queue_core/pipeline.py",
+                "        if seed is not None:\n            self.lost_claims.append(seed)\n",
+                "",
+            ),
+        ),
+        targeted=(
+            f"{CLAIM_REPLY_LOST}::test_jobs_of_a_claim_whose_reply_was_lost_run_at_once_on_their_first_attempt",
+            f"{CLAIM_REPLY_LOST}::test_jobs_of_a_finish_and_claim_whose_reply_was_lost_run_at_once_too",
         ),
     ),
 )

@@ -19,8 +19,8 @@ SOURCES = sorted((ROOT / "sql").glob("*.sql")) + sorted((ROOT / "schema").rglob(
 RULES = {
     "status": "set status = 'running',",
     "attempt count": "attempts = j.attempts + 1,",
-    "lease token": "lease_token = encode(substr(sha256(uuid_send(v_seed) || uuid_send(j.id))",
-    "one seed per lease": "v_seed uuid := gen_random_uuid();",
+    "lease token": "encode(substr(sha256(uuid_send(p_seed) || uuid_send(p_id)), 1, 16)",
+    "one seed per lease": "v_seed uuid := coalesce(p_seed, gen_random_uuid());",
     "lease_until": "lease_until = p_now + coalesce(j.lease_seconds, p_lease_seconds)",
     "started_at": "started_at = p_now,",
     "finish fenced by the token": "and j.lease_token = o.lease_token",
@@ -72,6 +72,12 @@ def test_every_claim_leases_through_the_one_rule() -> None:
         assert "update tickq.jobs j\n            set status" not in text, name
     assert LEASED_BY_THE_RULE in QUERIES["jobs_finish_and_claim"]
     assert LEASED_BY_THE_RULE in QUERIES["jobs_finish_and_claim_queues"]
+
+
+def test_the_token_is_derived_by_one_rule_where_it_is_written_and_found() -> None:
+    lease = (ROOT / "schema" / "functions" / "jobs_lease.sql").read_text(encoding="utf-8")
+    assert "tickq.lease_token(v_seed, j.id)" in lease
+    assert "tickq.lease_token(s.seed, j.id)" in QUERIES["jobs_claim_recover"]
 
 
 def test_the_finish_and_claim_statements_share_their_finish_and_report() -> None:

@@ -109,3 +109,29 @@ def test_search_jobs_filters_by_part_of_the_error_and_by_group() -> None:
     assert [j.group_key for j in found.jobs] == ["a"]
     assert [j.group_key for j in grouped.jobs] == ["b"]
     assert store.search_jobs(JobFilter.of(statuses=["queued"]).params()).jobs == []
+
+
+def test_the_memory_store_finds_a_claim_again_by_its_seed_as_postgres_does() -> None:
+    # Given two jobs claimed under a seed, and one claimed after under another
+    clock = [T0]
+    store = MemoryStore(clock=lambda: clock[0])
+    registry = registry_of("noop")
+    for _ in range(3):
+        store.enqueue(registry.spec("noop"))
+    seed = bytes(range(16))
+    lost = store.claim(limit=2, lease_seconds=30, seed=seed)
+    other = store.claim(limit=1, lease_seconds=30)
+    assert [job.lease_token for job in lost] == [
+        transitions.lease_token(seed, job.id) for job in lost
+    ]
+
+    # When the seed looks for its jobs 20 seconds later
+    clock[0] = T0 + timedelta(seconds=20)
+    found = store.recover_claimed([seed], lease_seconds=30).jobs()
+
+    # Then its two come back, same tokens and attempts, the lease renewed; the other stays
+    assert [job.id for job in found] == [job.id for job in lost]
+    assert [job.lease_token for job in found] == [job.lease_token for job in lost]
+    assert [job.attempts for job in found] == [1, 1]
+    assert [job.lease_until for job in found] == [T0 + timedelta(seconds=50)] * 2
+    assert store.get(other[0].id) == other[0]

@@ -32,10 +32,11 @@
 -- jobs. Every row looked up there is one this claim holds locked as queued or retrying, so
 -- the condition changes no result; the whole live list, not ('queued', 'retrying'), which
 -- would match the predicate of jobs_claim_idx and jobs_fair_idx and let the planner scan
--- one of them instead of the id index.
+-- one of them instead of the id index. p_seed: the leases' seed (see tickq.jobs_lease),
+-- drawn there when null.
 create function tickq.claim_fair(
     p_queue text, p_limit integer, p_lease_seconds integer, p_now timestamptz, p_after text,
-    p_positions text[] default '{}')
+    p_positions text[] default '{}', p_seed uuid default null)
     returns setof tickq.jobs
     language plpgsql volatile
     as $$
@@ -177,7 +178,7 @@ begin
             -- No limit concerns these candidates: lease the first v_want, as the plain claim
             -- does (the rest stay locked, unleased, until this transaction ends).
             return query
-            select * from tickq.jobs_lease(v_ids[1:v_want], p_lease_seconds, v_now);
+            select * from tickq.jobs_lease(v_ids[1:v_want], p_lease_seconds, v_now, p_seed);
             get diagnostics v_rows = row_count;
             v_claimed := v_claimed + v_rows;
             if v_rows = 0 then
@@ -245,7 +246,8 @@ begin
             order by r.ord
             limit v_want
         ), claimed as materialized (
-            select * from tickq.jobs_lease(array(select id from chosen), p_lease_seconds, v_start)
+            select * from tickq.jobs_lease(array(select id from chosen), p_lease_seconds, v_start,
+                                          p_seed)
         ), logged as (
             -- One row, always: joined below, it runs once the jobs are claimed.
             select tickq.type_limits_log(array(select type from claimed), v_start)

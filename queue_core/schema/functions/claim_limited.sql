@@ -11,9 +11,11 @@
 --      so running + claimed never exceeds the cap and the rate log never over-admits.
 -- The chosen jobs are leased by tickq.jobs_lease, the lease rule of every claim; what a
 -- type may start is tickq.type_allowance, its rate log tickq.type_limits_log (the rules
--- tickq.claim_fair applies too).
+-- tickq.claim_fair applies too). p_seed: the lease's seed (see tickq.jobs_lease), drawn
+-- there when null.
 create function tickq.claim_limited(
-    p_queues text[], p_limit integer, p_lease_seconds integer, p_now timestamptz)
+    p_queues text[], p_limit integer, p_lease_seconds integer, p_now timestamptz,
+    p_seed uuid default null)
     returns setof tickq.jobs
     language plpgsql volatile
     as $$
@@ -84,7 +86,8 @@ begin
             from ranked r left join allowance a on a.type = r.type
             where (a.type is null and r.type <> all(v_limited)) or r.rank <= a.n
         ), claimed as materialized (
-            select * from tickq.jobs_lease(array(select id from chosen), p_lease_seconds, v_start)
+            select * from tickq.jobs_lease(array(select id from chosen), p_lease_seconds, v_start,
+                                          p_seed)
         ), logged as (
             -- One row, always: joined below, it runs once the jobs are claimed.
             select tickq.type_limits_log(array(select type from claimed), v_start)
