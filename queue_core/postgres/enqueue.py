@@ -243,12 +243,14 @@ class Enqueues:
             with translate_errors(), self._db.scope():
                 cur = self._db.thread_cursor()
                 cur.execute(QUERIES["jobs_enqueue_one_unkeyed"], params)
-                payload, run_after, created_at = cur.fetchall()[0]
+                payload, run_after, created_at, priority, group_key = cur.fetchall()[0]
             # The spec, the table's defaults, and what the database stored (a test
             # compares this with the row).
             job = transitions.new_job(
                 spec, id=params["id"], now=created_at, payload=payload, run_after=run_after
             )
+            if priority != job.priority or group_key != job.group_key:  # an application's
+                job = replace(job, priority=priority, group_key=group_key)
             return EnqueueResult(job.id, job.status, False, job)
         # A duplicate's row only the database has: the whole row comes back, in binary,
         # which skips parsing it as text.

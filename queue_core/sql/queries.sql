@@ -186,7 +186,9 @@ where k.idempotency_key = %(key)s::text
 -- jobs_enqueue_one for a job without an idempotency key: nothing can conflict (keyless jobs
 -- hold no row of tickq.job_keys), and skipping the duplicate lookup halves the statement.
 -- Returns only what the request does not already tell (the stored payload, the database
--- clock's times): reading back all 27 columns cost more client time than the insert.
+-- clock's times, and the level and group an application user's job is stored with, which
+-- tickq.jobs_app_own moves): reading back all the columns cost more client time than the
+-- insert.
 insert into tickq.jobs (
     id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
     run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
@@ -199,7 +201,7 @@ values (%(id)s, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
         %(lease_seconds)s::integer, %(backoff_base)s, %(backoff_factor)s,
         %(backoff_max)s, %(backoff_jitter)s, %(group_key)s::text,
         coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
-returning payload, run_after, created_at;
+returning payload, run_after, created_at, priority, group_key;
 
 -- name: jobs_gate
 -- Which job a debounced or throttled enqueue lands on (tickq.job_gate): the job's id, the

@@ -138,9 +138,12 @@ def test_api_answers_hostile_requests_without_5xx_and_writes_nothing_on_refusal(
 
 
 def assert_written_as_asked(job: dict[str, Any], asked: dict[str, Any]) -> None:
-    for field in ("type", "queue", "priority", "max_attempts", "idempotency_key"):
+    for field in ("type", "queue", "max_attempts", "idempotency_key"):
         if asked.get(field) is not None:
             assert job[field] == asked[field], field
+    # An outside caller's priority ranks only its own jobs: stored as its owner's order,
+    # the job's global level stays 0 (a keyed duplicate shows the holder's, also 0).
+    assert job["priority"] == 0, "priority"
     assert job["payload"] == (asked.get("payload") or {})
 
 
