@@ -16,3 +16,9 @@ STEP_MAX_ATTEMPTS = 25
 # Their retries wait at most half a second: the soak enqueues with this policy too, so no
 # job sits out the drain behind the default backoff's minutes-long cap.
 STEP_BACKOFF = {"base": 0.1, "factor": 2, "max": 0.5}
+# The workflows soak's saga (tests/chaos/workflow_tasks.py): children per map step, and the
+# error its last step fails with for good. Here, not in the tasks module, so the test
+# process can read them without registering the soak's handlers in the default registry
+# (which would refuse every other test's job types).
+WORKFLOW_CHILDREN = 4
+WORKFLOW_FAILURE = "the saga's last step fails for good"

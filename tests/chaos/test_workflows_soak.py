@@ -27,7 +27,8 @@ from queue_core.postgres import PostgresStore
 from tests.chaos import harness
 from tests.chaos.harness import Database, Supervisor
 from tests.chaos.limits import STEP_BACKOFF, STEP_MAX_ATTEMPTS
-from tests.chaos.workflow_tasks import CHILDREN, FAILURE
+from tests.chaos.limits import WORKFLOW_CHILDREN as CHILDREN
+from tests.chaos.limits import WORKFLOW_FAILURE as FAILURE
 
 JOBS = int(os.environ.get("TICKQ_WORKFLOW_SOAK_JOBS", "8"))
 CHAOS_SECONDS = float(os.environ.get("TICKQ_WORKFLOW_SOAK_SECONDS", "6"))

@@ -12,10 +12,18 @@ from typing import Any
 import psycopg
 
 from queue_core import JobContext, PermanentError, task
-from tests.chaos.limits import CRASH_EXIT_CODE, LEASE_SECONDS, STEP_BACKOFF, STEP_MAX_ATTEMPTS
-
-CHILDREN = 4
-FAILURE = "the saga's last step fails for good"
+from tests.chaos.limits import (
+    CRASH_EXIT_CODE,
+    LEASE_SECONDS,
+    STEP_BACKOFF,
+    STEP_MAX_ATTEMPTS,
+)
+from tests.chaos.limits import (
+    WORKFLOW_CHILDREN as CHILDREN,
+)
+from tests.chaos.limits import (
+    WORKFLOW_FAILURE as FAILURE,
+)
 
 
 def undo(job: JobContext, name: str) -> None:
