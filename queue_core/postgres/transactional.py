@@ -94,22 +94,41 @@ class HandlerConnections:
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
         """A connection inside a fresh transaction: committed when the block ends, rolled
         back when it raises. The connection goes back to the idle ones unless broken."""
-        conn = self._take()
+        conn, begun = self._begin()
         try:
-            with conn.transaction():
+            with begun:
                 yield conn
         finally:
             self._give(conn)
 
-    def _take(self) -> psycopg.Connection[Any]:
+    def _begin(self) -> tuple[psycopg.Connection[Any], contextlib.ExitStack]:
+        """A connection with its transaction begun. An idle one may have died since its last
+        use (the server restarted, a pooler closed it) without knowing: one whose BEGIN
+        fails is dropped for a fresh one, so a handler never fails, and its job never spends
+        an attempt, for a connection that was dead before it ran."""
+        while True:
+            conn, kept = self._take()
+            begun = contextlib.ExitStack()
+            try:
+                begun.enter_context(conn.transaction())
+            except psycopg.OperationalError:
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+                if kept:
+                    continue
+                raise
+            return conn, begun
+
+    def _take(self) -> tuple[psycopg.Connection[Any], bool]:
+        """An idle connection (True) or a fresh one (False)."""
         with self._lock:
             if self._idle:
-                return self._idle.pop()
+                return self._idle.pop(), True
         conn = self._connect()
         conn.autocommit = True
         with self._lock:
             self.opened += 1
-        return conn
+        return conn, False
 
     def _give(self, conn: psycopg.Connection[Any]) -> None:
         healthy = (

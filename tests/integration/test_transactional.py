@@ -251,6 +251,31 @@ def test_concurrent_transactional_handlers_each_hold_a_connection_of_their_own(
     assert conn.execute("select count(*) from public.charges").fetchone() == (8,)
 
 
+def test_a_handler_connection_that_died_while_idle_is_replaced_before_its_next_job(
+    store: PostgresStore, registry: Registry, conn: psycopg.Connection
+) -> None:
+    """A server restart (or a pooler) ends the idle handler connection unseen: the next
+    transactional job runs on a fresh one, once, at its first attempt, not failed for it."""
+    backends: list[int] = []
+
+    @registry.task("charge", transactional=True)
+    def handler(job: JobContext, tx: psycopg.Connection) -> None:
+        charge(job, tx)
+        backends.append(tx.info.backend_pid)
+
+    first = store.enqueue(registry.spec("charge")).id
+    with Runner(store, registry) as runner:
+        runner.tick()
+        conn.execute("select pg_terminate_backend(%s)", (backends[0],))
+        second = store.enqueue(registry.spec("charge")).id
+        report = runner.tick()
+
+    assert (report.succeeded, report.retried) == (1, 0)
+    assert [store.get(j).attempts for j in (first, second)] == [1, 1]
+    assert store.get(second).status == Status.SUCCEEDED
+    assert charge_rows(conn, second) == [1] and backends[1] != backends[0]
+
+
 def test_a_transactional_handler_cannot_be_async_or_batched() -> None:
     registry = Registry()
 
