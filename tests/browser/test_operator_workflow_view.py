@@ -1,7 +1,8 @@
 """The operator's detail of another user's workflow jobs in a real browser, the jobs made by a
-real Runner: a parent's map step and the children it spawned (links that open them), a
-compensated saga's undos and its error, a retried step's tries, and how a batch or a
-transactional handler ran a job; never a payload, a result or a step's result."""
+real Runner: a parent's map step and the children it spawned (links that open them), how
+far a waiting parent's children are, a compensated saga's undos and its error, a retried
+step's tries, and how a batch or a transactional handler ran a job; never a payload, a
+result or a step's result, on the page or in the detail's JSON."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from uuid import UUID
 import psycopg
 from playwright.sync_api import Page, expect
 
-from queue_core import JobContext, PermanentError, PostgresStore, Registry, Retry, Runner
+from queue_core import (
+    JobContext,
+    PermanentError,
+    PostgresStore,
+    Registry,
+    Retry,
+    Runner,
+    TickReport,
+)
 from tests.operator_scenes import SECRETS, leaked
 
 from .conftest import ConsoleLog, Serve
@@ -82,6 +91,7 @@ def test_the_operator_sees_a_map_step_and_opens_its_children_without_their_data(
 
     # Then its map step is listed and its three children are in the graph, each succeeded
     assert page.locator("#detail-steps tbody tr").evaluate_all(STEP_NAMES) == ["chunks"]
+    expect(page.locator("#detail-waiting")).to_contain_text("map chunks: 3 of 3 children ended")
     children = page.locator('#detail-children li[data-status="succeeded"] a.graph-link')
     expect(children).to_have_count(3)
     assert sorted(children.evaluate_all("as => as.map(a => a.dataset.jobId)")) == [
@@ -100,6 +110,33 @@ def test_the_operator_sees_a_map_step_and_opens_its_children_without_their_data(
     expect(page.locator(f'#detail-parents a[data-job-id="{parent}"]')).to_have_count(1)
     expect(page.locator("#detail-payload")).to_have_text("(not shown to operators)")
     assert leaked(page.content()) == leaked(answer) == leaked(child) == []
+    assert console_log.problems() == []
+
+
+def test_the_operator_sees_how_far_a_waiting_parents_children_are(
+    page: Page, conn: psycopg.Connection, serve_as: Serve, console_log: ConsoleLog
+) -> None:
+    # Given Alice's parent waiting for the three children it mapped, one of them ended
+    store, registry = PostgresStore(conn), Registry()
+    registry.task("fan")(lambda job: job.map("chunks", "chunk", [{"n": n} for n in range(3)]))
+    registry.task("chunk")(lambda job: None)
+    parent = alices(store, registry, "fan")
+    with Runner(store, registry) as runner:
+        runner.run_batch(TickReport())
+    (first,) = store.claim(limit=1)
+    assert first.type == "chunk"
+    store.complete(first, {"text": SECRETS["result"]})
+
+    # When the operator opens the parent
+    answer = operator_opens(page, serve_as, parent)
+
+    # Then it waits for the map step's children, one of three ended, its step not yet stored
+    waiting = page.locator("#detail-waiting")
+    expect(waiting).to_contain_text("waiting: children of step 'chunks'")
+    expect(waiting).to_contain_text("map chunks: 1 of 3 children ended")
+    expect(page.locator("#detail-children li")).to_have_count(3)
+    expect(page.locator('#detail-children li[data-status="succeeded"]')).to_have_count(1)
+    assert leaked(page.content()) == leaked(answer) == []
     assert console_log.problems() == []
 
 
