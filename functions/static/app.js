@@ -398,7 +398,7 @@ function handling(job) {
   return notes;
 }
 
-// A job's durable steps (both detail routes add steps, waiting_for and resumes).
+// A job's durable steps (both detail routes add steps, waiting_for, resumes and maps).
 function renderSteps(job) {
   $("detail-steps-section").hidden = job.steps === undefined;
   const steps = job.steps || [];
@@ -413,6 +413,8 @@ function renderSteps(job) {
   const notes = [];
   if (job.waiting_for) notes.push(`waiting: ${job.waiting_for.description}`);
   if (job.resumes) notes.push(`resumed ${job.resumes} ${job.resumes === 1 ? "time" : "times"}`);
+  // A map step is listed only once its children have all ended; until then, how far they are.
+  for (const map of job.maps || []) notes.push(`map ${map.step}: ${map.ended} of ${map.children} children ended`);
   for (const step of job.retrying_steps || []) notes.push(`step ${step.name} tried ${step.tries}x: ${step.error}`);
   const undone = (job.undone || []).filter((u) => u.undone_at).map((u) => u.name);
   if (job.compensation) notes.push(`compensating (${job.compensation.ends}); undone: ${undone.join(", ") || "nothing"}`);

@@ -1159,4 +1159,32 @@ MUTANTS: tuple[Mutant, ...] = (
             f"{CLAIM_REPLY_LOST}::test_jobs_of_a_finish_and_claim_whose_reply_was_lost_run_at_once_too",
         ),
     ),
+    Mutant(
+        "detail-map-progress-dropped",
+        "the job detail says nothing of a map step's children until they have all ended",
+        (
+            Edit(
+                "functions/static/app.js",
+                "  for (const map of job.maps || []) notes.push(",
+                "  for (const map of []) notes.push(",
+            ),
+        ),
+        targeted=(
+            "tests/browser/test_operator_workflow_view.py::test_the_operator_sees_how_far_a_waiting_parents_children_are",
+        ),
+    ),
+    Mutant(
+        "detail-graph-drops-spawned-children",
+        "the job detail's graph leaves out the children a workflow spawned",
+        (
+            Edit(
+                "functions/static/app.js",
+                "...(job.children || []), ...(job.spawned || [])",
+                "...(job.children || [])",
+            ),
+        ),
+        targeted=(
+            "tests/browser/test_operator_workflow_view.py::test_the_operator_sees_a_map_step_and_opens_its_children_without_their_data",
+        ),
+    ),
 )
