@@ -480,7 +480,14 @@ class Runner:
     def run_jobs(self, jobs: Sequence[Job]) -> list[Outcome]:
         if telemetry.active():
             # The enqueuers' trace contexts, for each run's consumer span: one read a batch.
-            self._traceparents = self.store.traceparents([job.id for job in jobs])
+            # Tracing never costs a batch its run: a failed read (the connection lost beside
+            # the statement in flight) leaves the runs unparented, and the failure to the
+            # batch's own statement.
+            try:
+                self._traceparents = self.store.traceparents([job.id for job in jobs])
+            except DatabaseError as exc:
+                log.warning("trace contexts not read: %s", exc)
+                self._traceparents = {}
         tasks = [self.registry.get(job.type) for job in jobs]
         if self.registry.batched:
             return self._run_calls(jobs, tasks)

@@ -19,6 +19,10 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from tests.model import profiles  # noqa: F401  (loads the hypothesis profile for every test)
+
+# OpenTelemetry stays off unless a test turns it on (tests/otel_sdk.py): its default, `auto`,
+# would turn it on for every later test of a process once one test imported the SDK.
+os.environ.setdefault("TICKQ_OTEL", "off")
 from tickq.infra import localdb
 from tickq.infra.localdb import LocalPostgres, LocalPostgresError, create_database, drop_database
 

@@ -18,6 +18,7 @@ from queue_core.postgres import PostgresStore
 from tests.conftest import Connect
 from tests.faults.backends import terminated_while_writing_live_jobs
 from tests.faults.test_database_faults import wait_for_lease_expiry
+from tests.otel_sdk import otel_on
 
 
 def terminate(admin: psycopg.Connection, worker: psycopg.Connection) -> None:
@@ -65,12 +66,22 @@ def test_a_batch_whose_persist_died_with_the_connection_finishes_once_on_the_nex
     assert runner.pipeline.settled
 
 
+@pytest.mark.parametrize("traced", [False, True], ids=["plain", "opentelemetry on"])
 def test_the_in_flight_statements_batches_are_sent_again_too(
-    connect: Connect, monkeypatch: pytest.MonkeyPatch
+    connect: Connect,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    traced: bool,
 ) -> None:
     """With the overlap on, every persist is the statement in flight beside the next batch's
-    handlers: the connection dies under it, and both batches it carried survive."""
+    handlers: the connection dies under it, and both batches it carried survive. Traced,
+    the batch's read of its trace contexts meets the dead connection first, and must not
+    cost the batch its run."""
     monkeypatch.setattr(pipeline_module, "OVERLAP_MIN_SECONDS", 0.0)
+    if traced:
+        otel = otel_on(monkeypatch)
+        next(otel)
+        request.addfinalizer(lambda: next(otel, None))
     admin, worker = connect(), connect()
     registry = Registry()
     calls: Counter[UUID] = Counter()
