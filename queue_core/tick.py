@@ -550,9 +550,20 @@ class Runner:
         try:
             returned = task.fn(batch)
         except BaseException as exc:  # judged per job below; interrupts are re-raised there
-            settled = batch.outcomes(None, exc, judge=self._judge, succeed=self._succeeded)
-        else:
-            settled = batch.outcomes(returned, None, judge=self._judge, succeed=self._succeeded)
+            return self._batch_ended(task, batch, jobs, None, exc)
+        return self._batch_ended(task, batch, jobs, returned, None)
+
+    def _batch_ended(
+        self,
+        task: Task,
+        batch: HandlerBatch,
+        jobs: Sequence[Job],
+        returned: Any,
+        raised: BaseException | None,
+    ) -> list[Outcome]:
+        """Each job's outcome of a batch handler call (sync or async) that returned or
+        raised, with the events its task opted into."""
+        settled = batch.outcomes(returned, raised, judge=self._judge, succeed=self._succeeded)
         return with_events(task, jobs, settled)
 
     def _batch(self, jobs: Sequence[Job]) -> HandlerBatch:
@@ -633,14 +644,8 @@ class Runner:
                         try:
                             returned = await task.fn(batch)
                         except BaseException as exc:
-                            settled = batch.outcomes(
-                                None, exc, judge=self._judge, succeed=self._succeeded
-                            )
-                        else:
-                            settled = batch.outcomes(
-                                returned, None, judge=self._judge, succeed=self._succeeded
-                            )
-                        return with_events(task, jobs, settled)
+                            return self._batch_ended(task, batch, jobs, None, exc)
+                        return self._batch_ended(task, batch, jobs, returned, None)
                     context = AsyncJobContext(
                         job, self.store, self.lease_seconds, self._steps, task.step_seconds
                     )
