@@ -372,3 +372,17 @@ class Enqueuer(threading.Thread):
             with contextlib.suppress(TickqError):  # already finished: refused, fine
                 store.cancel(target)
                 self.cancels += 1
+
+
+def unfinished(url: str) -> int | None:
+    """How many jobs have not ended yet; None while the database does not answer (a soak's
+    drain waits on through a restart)."""
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
+            row = conn.execute(
+                "select count(*) from tickq.jobs"
+                " where status not in ('succeeded', 'dead', 'cancelled')"
+            ).fetchone()
+    except psycopg.OperationalError:
+        return None
+    return None if row is None else int(row[0])

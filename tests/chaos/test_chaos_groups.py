@@ -22,7 +22,7 @@ from queue_core import validation
 from queue_core.limits import Limits, type_limit
 from queue_core.postgres import PostgresStore
 from tests.chaos import invariants
-from tests.chaos.harness import Database, Supervisor
+from tests.chaos.harness import Database, Supervisor, unfinished
 
 CHAOS_SECONDS = min(float(os.environ.get("TICKQ_SOAK_SECONDS", "20")), 600.0)
 JOBS = 400
@@ -72,18 +72,6 @@ class CapMonitor(threading.Thread):
             self.violations += [v for v in found if v not in self.violations]
         if conn is not None:
             conn.close()
-
-
-def unfinished(url: str) -> int | None:
-    try:
-        with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
-            row = conn.execute(
-                "select count(*) from tickq.jobs"
-                " where status not in ('succeeded', 'dead', 'cancelled')"
-            ).fetchone()
-    except psycopg.OperationalError:
-        return None
-    return None if row is None else int(row[0])
 
 
 def prepare(url: str) -> None:

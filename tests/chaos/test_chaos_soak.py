@@ -35,6 +35,7 @@ from tests.chaos.harness import (
     Supervisor,
     database_now,
     record_enqueues,
+    unfinished,
 )
 
 CHAOS_SECONDS = float(os.environ.get("TICKQ_SOAK_SECONDS", "35"))
@@ -59,18 +60,6 @@ def restart_times(started: float) -> list[float]:
         return [started + CHAOS_SECONDS * 0.4]
     count = int(CHAOS_SECONDS // DB_RESTART_EVERY)
     return [started + DB_RESTART_EVERY * (i + 0.5) for i in range(count)]
-
-
-def unfinished(url: str) -> int | None:
-    try:
-        with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
-            row = conn.execute(
-                "select count(*) from tickq.jobs"
-                " where status not in ('succeeded', 'dead', 'cancelled')"
-            ).fetchone()
-    except psycopg.OperationalError:
-        return None
-    return None if row is None else int(row[0])
 
 
 # Executions whose lease the engine ended (reclaimed, then often claimed again) before they

@@ -26,7 +26,14 @@ import pytest
 from queue_core import validation
 from queue_core.postgres import PostgresStore
 from tests.chaos import harness, invariants
-from tests.chaos.harness import Database, Monitor, Supervisor, database_now, record_enqueues
+from tests.chaos.harness import (
+    Database,
+    Monitor,
+    Supervisor,
+    database_now,
+    record_enqueues,
+    unfinished,
+)
 from tests.chaos.limits import STEP_BACKOFF, STEP_MAX_ATTEMPTS
 
 CHAOS_SECONDS = float(os.environ.get("TICKQ_STEPS_SOAK_SECONDS", "25"))
@@ -85,7 +92,7 @@ def test_every_step_is_stored_exactly_once_under_kills_and_crashes(
                 next_kill = now + rng.uniform(1, 3)
             time.sleep(0.2)
         drain_deadline = time.monotonic() + DRAIN_SECONDS
-        while time.monotonic() < drain_deadline and _unfinished(db.url):
+        while time.monotonic() < drain_deadline and unfinished(db.url) != 0:
             supervisor.fill()
             time.sleep(0.5)
         supervisor.stop()
@@ -116,14 +123,6 @@ def test_every_step_is_stored_exactly_once_under_kills_and_crashes(
     assert report["outcomes"].get("succeeded", 0) > JOBS // 2
     assert report["executions_by_report"].get("suspended", 0) > 0, "no job crossed a tick"
     assert report["resumes"] > 0, "no suspended job came back"
-
-
-def _unfinished(url: str) -> bool:
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "select count(*) from tickq.jobs where status not in ('succeeded', 'dead', 'cancelled')"
-        ).fetchone()
-    return bool(row and row[0])
 
 
 def _summary(conn: psycopg.Connection[Any], supervisor: Supervisor) -> dict[str, Any]:

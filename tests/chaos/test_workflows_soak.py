@@ -25,7 +25,7 @@ import pytest
 from queue_core import validation
 from queue_core.postgres import PostgresStore
 from tests.chaos import harness
-from tests.chaos.harness import Database, Supervisor
+from tests.chaos.harness import Database, Supervisor, unfinished
 from tests.chaos.limits import STEP_BACKOFF, STEP_MAX_ATTEMPTS
 from tests.chaos.limits import WORKFLOW_CHILDREN as CHILDREN
 from tests.chaos.limits import WORKFLOW_FAILURE as FAILURE
@@ -120,7 +120,7 @@ def test_children_are_enqueued_once_and_undos_run_once_under_kills_and_crashes(
                 next_kill = time.monotonic() + rng.uniform(0.5, 2)
             time.sleep(0.1)
         deadline = time.monotonic() + DRAIN_SECONDS
-        while time.monotonic() < deadline and _unfinished(db.url):
+        while time.monotonic() < deadline and unfinished(db.url) != 0:
             supervisor.fill()
             time.sleep(0.3)
         supervisor.stop()
@@ -142,14 +142,6 @@ def test_children_are_enqueued_once_and_undos_run_once_under_kills_and_crashes(
     assert violations == [], f"seed {SEED}: rerun with TICKQ_SOAK_SEED={SEED}"
     assert summary["kills"] + summary["crashes"] > 0
     assert summary["compensated"] > 0, "no saga compensated"
-
-
-def _unfinished(url: str) -> bool:
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "select count(*) from tickq.jobs where status not in ('succeeded', 'dead', 'cancelled')"
-        ).fetchone()
-    return bool(row and row[0])
 
 
 def _summary(conn: psycopg.Connection[Any], supervisor: Supervisor) -> dict[str, Any]:
