@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -28,6 +30,9 @@ from ..jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome
 from ..ports import CompletableJob
 from .claim import outcome_params
 from .executor import Executor
+
+# How long a transactional handler waits between tries of a refused connection.
+RETRY_CONNECT = timedelta(seconds=0.25)
 
 Connect = Callable[[], psycopg.Connection[Any]]
 
@@ -83,7 +88,7 @@ class HandlerConnections:
     def run(self, job: CompletableJob, fn: Callable[..., Any]) -> Outcome:
         """`fn(job, conn)` and the job's fenced success in one transaction of a connection
         of its own; what `fn` raised (or LeaseLost) rolls both back and is raised again."""
-        with self.transaction() as conn:
+        with self.transaction(until=job.row.lease_until) as conn:
             result = fn(job, conn)
             done = job.completed  # the handler called complete_in itself
             if done is None:
@@ -91,30 +96,39 @@ class HandlerConnections:
         return done
 
     @contextmanager
-    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+    def transaction(self, until: datetime | None = None) -> Iterator[psycopg.Connection[Any]]:
         """A connection inside a fresh transaction: committed when the block ends, rolled
-        back when it raises. The connection goes back to the idle ones unless broken."""
-        conn, begun = self._begin()
+        back when it raises. The connection goes back to the idle ones unless broken. While
+        the database refuses connections, tried again every quarter second until `until`
+        (the job's lease end), as the worker reconnects: its handler has not run yet."""
+        conn, begun = self._begin(until)
         try:
             with begun:
                 yield conn
         finally:
             self._give(conn)
 
-    def _begin(self) -> tuple[psycopg.Connection[Any], contextlib.ExitStack]:
+    def _begin(
+        self, until: datetime | None
+    ) -> tuple[psycopg.Connection[Any], contextlib.ExitStack]:
         """A connection with its transaction begun. An idle one may have died since its last
         use (the server restarted, a pooler closed it) without knowing: one whose BEGIN
         fails is dropped for a fresh one, so a handler never fails, and its job never spends
         an attempt, for a connection that was dead before it ran."""
         while True:
-            conn, kept = self._take()
+            try:
+                conn, kept = self._take()
+            except psycopg.OperationalError:
+                if not _time_before(until):
+                    raise
+                continue
             begun = contextlib.ExitStack()
             try:
                 begun.enter_context(conn.transaction())
             except psycopg.OperationalError:
                 with contextlib.suppress(psycopg.Error):
                     conn.close()
-                if kept:
+                if kept or _time_before(until):
                     continue
                 raise
             return conn, begun
@@ -149,6 +163,14 @@ class HandlerConnections:
         for conn in idle:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
+
+
+def _time_before(until: datetime | None) -> bool:
+    """Wait a quarter second before another try, if that still ends before `until`."""
+    if until is None or datetime.now(UTC) + RETRY_CONNECT >= until:
+        return False
+    time.sleep(RETRY_CONNECT.total_seconds())
+    return True
 
 
 def sibling_connect(conn: psycopg.Connection[Any]) -> Connect:
