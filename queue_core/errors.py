@@ -86,6 +86,12 @@ class DatabaseError(TickqError):
     """The database failed or could not be reached."""
 
 
+class HandlerNotStarted(DatabaseError):
+    """The database refused a transactional handler's connection until its job's lease ran
+    out: the handler never ran, so the worker reports nothing and leaves the job to the
+    reclaim, as a worker that lost the database would."""
+
+
 class SchemaError(TickqError):
     """This database's tickq schema is not one `tickq migrate` can bring up to date; nothing
     was changed."""

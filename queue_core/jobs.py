@@ -193,6 +193,9 @@ class Outcome:
     event_json: str | None = None
     # The batch handler call the attempt ran in (batch consume), stored with the outcome.
     batch_id: UUID | None = None
+    # Nothing to store: the handler never ran (its transaction's connection was refused
+    # until its lease ended), so the job is left to the reclaim, as a lost worker's is.
+    abandoned: bool = False
 
     @property
     def is_plain_success(self) -> bool:
@@ -208,5 +211,6 @@ class Outcome:
 
     @property
     def stored(self) -> bool:
-        """Stored already by a statement of its own (a suspension, a handler's commit)."""
-        return self.suspended or self.in_transaction
+        """Stored already by a statement of its own (a suspension, a handler's commit), or
+        left to the reclaim: the batch's statement skips it."""
+        return self.suspended or self.in_transaction or self.abandoned

@@ -92,6 +92,9 @@ class TickReport:
             if outcome.in_transaction:  # committed by the handler's transaction
                 self.succeeded += 1
                 continue
+            if outcome.abandoned:  # its lease runs out; the reclaim ends the attempt
+                self.lost_leases += 1
+                continue
             if not all_held and outcome.job_id not in held:
                 self.lost_leases += 1
                 log.warning("lease lost; outcome discarded", extra=log_fields(job, outcome))

@@ -25,7 +25,15 @@ from uuid import UUID
 
 from . import handler_batch, telemetry, transitions, worker
 from .context import AsyncJobContext, JobContext, TransactionalJobContext
-from .errors import DatabaseError, InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
+from .errors import (
+    DatabaseError,
+    HandlerNotStarted,
+    InvalidJob,
+    JobCancelled,
+    LeaseLost,
+    PermanentError,
+    RetryAfter,
+)
 from .events import lifecycle_event
 from .handler_batch import HandlerBatch
 from .ids import new_id
@@ -606,6 +614,9 @@ class Runner:
         )
         try:
             outcome = self._handler_transactions().run(context, task.fn)
+        except HandlerNotStarted as exc:
+            log.warning("handler not started: %s", exc, extra={"job_id": str(job.id)})
+            return dataclasses.replace(transitions.failed(job, str(exc)), abandoned=True)
         except BaseException as exc:  # rolled back; judged as any handler's exception
             return self._judge(job, exc)
         if log.isEnabledFor(logging.INFO):

@@ -25,7 +25,7 @@ import psycopg
 from psycopg import pq
 
 from .. import transitions
-from ..errors import ConfigurationError, LeaseLost
+from ..errors import ConfigurationError, HandlerNotStarted, LeaseLost
 from ..jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome
 from ..ports import CompletableJob
 from .claim import outcome_params
@@ -118,19 +118,19 @@ class HandlerConnections:
         while True:
             try:
                 conn, kept = self._take()
-            except psycopg.OperationalError:
+            except psycopg.OperationalError as exc:
                 if not _time_before(until):
-                    raise
+                    raise HandlerNotStarted(str(exc)) from exc
                 continue
             begun = contextlib.ExitStack()
             try:
                 begun.enter_context(conn.transaction())
-            except psycopg.OperationalError:
+            except psycopg.OperationalError as exc:
                 with contextlib.suppress(psycopg.Error):
                     conn.close()
                 if kept or _time_before(until):
                     continue
-                raise
+                raise HandlerNotStarted(str(exc)) from exc
             return conn, begun
 
     def _take(self) -> tuple[psycopg.Connection[Any], bool]:

@@ -213,7 +213,7 @@ ALWAYS: dict[str, str] = {
     "a lease ended before it expired, by other than its holder's report": f"""
         with l as ({_LEASE_ENDS})
         select l.job_id, (select j.type from tickq.jobs j where j.id = l.job_id),
-               l.old_status, l.new_status, l.at, l.old_lease_until from l
+               l.old_status, l.new_status, l.at, l.old_lease_until, l.error from l
         where l.at < l.old_lease_until and not {_EXPLAINED}
     """,
     "an expired lease reclaimed to the wrong state": f"""

@@ -7,6 +7,9 @@ a deleted job takes its steps, signals and edges along.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 
 import psycopg
@@ -322,3 +325,78 @@ def test_migrate_gives_today_a_partition_even_with_nothing_to_apply(
     assert migrate(conn) == []
 
     assert today in partition_names(conn)
+
+
+def test_a_finish_that_waited_out_its_days_attach_lands_in_the_new_partition(
+    conn: psycopg.Connection, connect: Callable[[], psycopg.Connection]
+) -> None:
+    """A finish on a day without partition, held back while maintenance moves that day's
+    rows out of the default partition and attaches the day, goes on into the new partition
+    instead of failing the default's new check (which failed its job's attempt)."""
+    day = datetime(2031, 7, 8, 9, tzinfo=UTC)
+    store = PostgresStore(conn)
+    store.enqueue(job_spec("t"), now=day)
+    (job,) = store.claim(now=day)
+    conn.execute(  # a job that finished earlier that day, in the default partition
+        "insert into tickq.jobs (type, status, finished_at) values ('t', 'succeeded', %s)",
+        (day - timedelta(hours=1),),
+    )
+    # Maintenance is held inside its move of that row, its locks taken, until the gate opens.
+    conn.execute("create table public.attach_gate (opened boolean)")
+    conn.execute(
+        "create function public.attach_wait() returns trigger language plpgsql as $$"
+        " begin while not exists (select from public.attach_gate) loop"
+        " perform pg_sleep(0.01); end loop; return old; end $$"
+    )
+    conn.execute(
+        "create trigger attach_wait before delete on tickq.jobs_done_default"
+        " for each row execute function public.attach_wait()"
+    )
+    maintenance, finisher = connect(), connect()
+    failures: dict[str, BaseException] = {}
+
+    def run(name: str, fn: Callable[[], object]) -> threading.Thread:
+        def target() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # reported by the assertions below
+                failures[name] = exc
+
+        thread = threading.Thread(target=target)
+        thread.start()
+        return thread
+
+    def waiting(connection: psycopg.Connection, event: str) -> bool:
+        row = conn.execute(
+            "select wait_event_type, wait_event from pg_stat_activity where pid = %s",
+            (connection.info.backend_pid,),
+        ).fetchone()
+        return row is not None and event in row
+
+    try:
+        ensuring = run("ensure", lambda: partitions.ensure(maintenance, days_ahead=0, now=day))
+        wait_until(lambda: waiting(maintenance, "PgSleep"))
+        finishing = run(
+            "finish", lambda: PostgresStore(finisher).complete(job, {"ok": True}, now=day)
+        )
+        wait_until(lambda: waiting(finisher, "Lock"))
+        conn.execute("insert into public.attach_gate values (true)")
+        ensuring.join(30)
+        finishing.join(30)
+    finally:
+        conn.execute("insert into public.attach_gate values (true)")
+        ensuring.join(30)
+        conn.execute("drop trigger attach_wait on tickq.jobs_done_default")
+        conn.execute("drop function public.attach_wait()")
+        conn.execute("drop table public.attach_gate")
+
+    assert failures == {}
+    assert store.get(job.id).status == "succeeded"
+    assert where(conn, job.id) == "tickq.jobs_done_20310708"
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for the race's next step"
+        time.sleep(0.01)

@@ -24,6 +24,7 @@ from queue_core import (
     StepStore,
     complete_in,
 )
+from queue_core.postgres.transactional import HandlerConnections
 
 Connect = Callable[[], psycopg.Connection]
 INSTANT = {"base": 0.001, "max": 0.001}
@@ -274,6 +275,34 @@ def test_a_handler_connection_that_died_while_idle_is_replaced_before_its_next_j
     assert [store.get(j).attempts for j in (first, second)] == [1, 1]
     assert store.get(second).status == Status.SUCCEEDED
     assert charge_rows(conn, second) == [1] and backends[1] != backends[0]
+
+
+def test_a_handler_whose_connection_is_refused_for_its_whole_lease_leaves_its_job_to_the_reclaim(
+    store: PostgresStore, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handler never ran: its worker reports nothing (a lost lease in the tick's
+    report), so the job's lease ends when it expires, by the reclaim, as a lost worker's
+    would, instead of early, failed for an error its handler never met."""
+    ran: list[UUID] = []
+
+    @registry.task("charge", transactional=True, lease_seconds=1)
+    def handler(job: JobContext, tx: psycopg.Connection) -> None:
+        ran.append(job.id)
+
+    def refuse() -> psycopg.Connection:
+        raise psycopg.OperationalError("connection refused")
+
+    monkeypatch.setattr(store, "handler_transactions", lambda: HandlerConnections(refuse))
+    job_id = store.enqueue(registry.spec("charge")).id
+    with Runner(store, registry) as runner:
+        report = runner.tick()
+
+    assert (report.lost_leases, report.retried, ran) == (1, 0, [])
+    held = store.get(job_id)
+    assert (held.status, held.attempts, held.error) == (Status.RUNNING, 1, None)
+    assert held.lease_until is not None
+    (reclaimed,) = store.reclaim(now=held.lease_until + timedelta(seconds=1))
+    assert (reclaimed.status, reclaimed.error) == (Status.RETRYING, "lease expired")
 
 
 def test_a_transactional_handler_cannot_be_async_or_batched() -> None:

@@ -1187,4 +1187,35 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/browser/test_operator_workflow_view.py::test_the_operator_sees_a_map_step_and_opens_its_children_without_their_data",
         ),
     ),
+    Mutant(
+        "partition-attach-ignores-finishes-in-flight",
+        "maintenance attaches a day's partition without waiting for the finishes in flight,"
+        " so one that chose the default partition before fails its check after",
+        (
+            Edit(
+                function("jobs_partitions_ensure"),
+                "                lock table only tickq.jobs_done in share mode;\n",
+                "",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_partitions.py::test_a_finish_that_waited_out_its_days_attach_lands_in_the_new_partition",
+        ),
+    ),
+    Mutant(
+        "refused-handler-connection-fails-the-job",
+        "a transactional handler whose connection was refused until its lease ran out fails"
+        " its job, early, for an error its handler never met",
+        (
+            Edit(
+                TRANSACTIONAL,
+                "                if not _time_before(until):\n"
+                "                    raise HandlerNotStarted(str(exc)) from exc\n",
+                "                if not _time_before(until):\n                    raise\n",
+            ),
+        ),
+        targeted=(
+            f"{TRANSACTIONAL_TESTS}::test_a_handler_whose_connection_is_refused_for_its_whole_lease_leaves_its_job_to_the_reclaim",
+        ),
+    ),
 )

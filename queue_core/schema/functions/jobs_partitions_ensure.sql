@@ -1,8 +1,8 @@
 -- Day partitions of finished jobs. Gives each of the days from p_from to p_from + p_days
 -- (and every day that has rows in the default partition) a partition of its own, moving
 -- those rows out of the default first. Each day is one short step under a short lock
--- timeout, retried, so it never holds up the queue: attaching takes a brief exclusive lock
--- on the default partition only, and none that blocks a finish. Maintenance calls it
+-- timeout, retried, so it never holds up the queue for long: a new day holds finishes back
+-- only while its (usually empty) rows move and it attaches. Maintenance calls it
 -- (queue_core/partitions.py), and `tickq migrate` after every run.
 create function tickq.jobs_partitions_ensure(p_from date, p_days integer)
     returns integer
@@ -36,7 +36,14 @@ begin
         v_try := 0;
         loop
             begin
-                -- The default partition first: a finish on this day must not land there
+                -- Finishes first. A finish picks its partition from the days attached
+                -- when it opened jobs_done, before it waits for the default partition's
+                -- lock: one that picked the default while this day was missing, and went
+                -- on after the attach, would fail the default's new check (and its job,
+                -- a transactional handler's work with it). SHARE on jobs_done alone waits
+                -- for the finishes in flight and holds new ones back until the commit.
+                lock table only tickq.jobs_done in share mode;
+                -- Then the default partition: a finish on this day must not land there
                 -- between the move below and the attach, which would then fail its check.
                 -- Attaching takes this lock anyway; taken first, it also covers the move.
                 lock table tickq.jobs_done_default in access exclusive mode;
