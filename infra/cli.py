@@ -555,7 +555,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 if finished == len(ids):
                     break
                 time.sleep(0.1)
-        jobs = [store.get(i) for i in ids]
+        # The children a workflow step spawned are jobs of the demo too, in the order made.
+        spawned = {
+            i: sorted(r.id for r in store.relatives(i) if r.relation == "spawned") for i in ids
+        }
+        jobs = [store.get(i) for i in [*ids, *(c for cs in spawned.values() for c in cs)]]
+        resumes = {i: StepStore(store).show(i).resumes for i, cs in spawned.items() if cs}
         tree = _pipeline_tree(store, steps[0])
 
     def human() -> None:
@@ -576,6 +581,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
             if job.status == Status.DEAD:
                 out.print(f"[bold red]dead letter[/] {job.id} ({job.type}): {job.error}")
         out.print(tree)
+        for parent in (j for j in jobs if spawned.get(j.id)):
+            out.print(
+                f"workflow: {parent.type} …{str(parent.id)[-8:]} {_status(parent.status.value)}"
+                f" after the {len(spawned[parent.id])} child jobs it mapped (at most 2"
+                f" runnable at once): resumed {resumes[parent.id]} time(s), with their"
+                " results in order"
+            )
         out.print(
             f"{ticks} ticks ran {total.batches} batches: {total.succeeded} succeeded, "
             f"{total.retried} retried, {total.snoozed} snoozed, {total.dead} dead"

@@ -1,5 +1,6 @@
-"""The demo's handlers: a realistic mix of AI back-end jobs with failures built in, and two
-durable-step jobs: a long transcription that crosses ticks, and one waiting for approval."""
+"""The demo's handlers: a realistic mix of AI back-end jobs with failures built in, two
+durable-step jobs (a long transcription that crosses ticks, one waiting for approval), and a
+workflow that fans out to child jobs and goes on with their results."""
 
 from __future__ import annotations
 
@@ -72,6 +73,18 @@ def transcribe_long(job: JobContext) -> dict[str, Any]:
     return {"parts": parts, "words": words}
 
 
+@demo.task("index-corpus", backoff=_FAST)
+def index_corpus(job: JobContext) -> dict[str, Any]:
+    # Fan-out inside a job: one embed child job per document, at most two runnable at once.
+    # The job suspends (no worker held) until every child has ended, then resumes with
+    # their results in the documents' order.
+    docs = list(job.payload.get("docs", []))
+    embedded = job.map(
+        "embed-docs", "embed", [{"doc": d, "chunks": 2} for d in docs], max_concurrency=2
+    )
+    return {"documents": len(docs), "vectors": sum(int(e["vectors"]) for e in embedded)}
+
+
 def _transcribe_part(audio: dict[str, Any], i: int) -> int:
     time.sleep(0.25)  # the speech API's latency
     return 900 + 37 * i
@@ -138,4 +151,8 @@ def requests() -> list[dict[str, Any]]:
         {"type": "reindex", "payload": {"index": "missing"}},
         {"type": "transcribe-long", "payload": {"audio": "all-hands-2h.m4a", "parts": 8}},
         {"type": "publish", "payload": {"title": "Release notes 2.0"}},
+        {
+            "type": "index-corpus",
+            "payload": {"docs": ["pricing.md", "security.md", "api.md", "changelog.md"]},
+        },
     ]

@@ -1,5 +1,6 @@
 """`tickq demo` shows durable steps: the long transcription crosses several ticks with each
-part stored once, and the publish job waits for its approval signal."""
+part stored once, the publish job waits for its approval signal, and a workflow maps child
+jobs and sums their results."""
 
 from __future__ import annotations
 
@@ -36,3 +37,20 @@ def test_the_demo_runs_a_job_across_ticks_and_one_through_an_approval(
     ).fetchone()
     assert row is not None and row[0] >= 1 and row[1] == 9  # fetch + 8 parts, once each
     assert shown["report"]["suspended"] >= 2 and shown["report"]["resumed"] >= 2
+
+    # The workflow: four embed children, listed with the demo's jobs, summed by their parent
+    corpus = jobs["index-corpus"]
+    assert (corpus["status"], corpus["result"]) == ("succeeded", {"documents": 4, "vectors": 32})
+    children = conn.execute(
+        "select c.status, count(*) from tickq.job_children l join tickq.jobs c on c.id = l.child_id"
+        " where l.parent_id = %s group by c.status",
+        (corpus["id"],),
+    ).fetchall()
+    assert children == [("succeeded", 4)]
+    listed = {j["id"] for j in shown["jobs"]}
+    assert all(
+        str(child) in listed
+        for (child,) in conn.execute(
+            "select child_id from tickq.job_children where parent_id = %s", (corpus["id"],)
+        ).fetchall()
+    )
