@@ -25,7 +25,7 @@ from .ports import StepOperations, Store
 from .steps import ChildFailed, Durable, InvalidStep, Retry, WaitKind, WaitTimeout
 
 # How often one undo is tried before its job is left dead with the undo's error.
-UNDO_TRIES = 5
+UNDO_TRIES = steps.UNDO_TRIES
 # The most children one map step may start.
 MAX_CHILDREN = 10_000
 
@@ -141,7 +141,7 @@ class JobSteps:
         except Exception as exc:
             self._failed_try(name, retry, exc)
             raise
-        return self._passed(name, self._store(name, result), undo)
+        return self._passed(name, self._store(name, result, undo=undo is not None), undo)
 
     async def step_async(
         self,
@@ -162,7 +162,7 @@ class JobSteps:
         except Exception as exc:
             self._failed_try(name, retry, exc)
             raise
-        return self._passed(name, self._store(name, result), undo)
+        return self._passed(name, self._store(name, result, undo=undo is not None), undo)
 
     def map(self, name: Any, type: Any, payloads: Any, max_concurrency: Any = None) -> list[Any]:
         """One child job per payload, enqueued with the parent's suspension in one commit;
@@ -416,10 +416,13 @@ class JobSteps:
             self._extend_lease(seconds)
             self.lease_ends = started + seconds
 
-    def _store(self, name: str, result: Any, *, counted: bool = True) -> Any:
+    def _store(self, name: str, result: Any, *, counted: bool = True, undo: bool = False) -> Any:
         state = self._load()
         encoded = steps.step_result(state.steps, self.step_bytes, name, result)
-        self._db().complete(self.job.id, self.token, name, encoded)
+        if undo:  # marked: a job ended away from its handler compensates (reclaim, cancel)
+            self._db().complete(self.job.id, self.token, name, encoded, compensable=True)
+        else:
+            self._db().complete(self.job.id, self.token, name, encoded)
         value = json.loads(encoded)
         # Added in place: copying the mapping per step would make a long job quadratic.
         state.steps[name] = value
