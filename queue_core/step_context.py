@@ -134,7 +134,7 @@ class JobSteps:
         _step_options(fn, retry, undo)
         name, state = self._enter(name)
         if name in state.steps:
-            return self._passed(name, state.steps[name], undo)
+            return self._replayed(self._passed(name, state.steps[name], undo))
         self._make_room()
         try:
             result = self._inside(name, fn)
@@ -155,7 +155,7 @@ class JobSteps:
         _step_options(fn, retry, undo)
         name, state = self._enter(name)
         if name in state.steps:
-            return self._passed(name, state.steps[name], undo)
+            return self._replayed(self._passed(name, state.steps[name], undo))
         self._make_room()
         try:
             result = await self._inside_async(name, fn)
@@ -169,7 +169,7 @@ class JobSteps:
         on the run after they have all ended, their results in order (stored as this step)."""
         name, state = self._enter(name)
         if name in state.steps:
-            return list(state.steps[name])
+            return list(self._replayed(state.steps[name]))
         specs = self._child_specs(type, payloads)
         if max_concurrency is not None and (
             type_(max_concurrency) is not int or max_concurrency < 1
@@ -256,6 +256,7 @@ class JobSteps:
         seconds = _seconds(seconds, "sleep seconds")
         name, state = self._enter(name)
         if name in state.steps:
+            self._replayed(None)
             return
         wait = state.wait
         if wait is not None and wait.kind is WaitKind.SLEEP and wait.name == name:
@@ -270,7 +271,7 @@ class JobSteps:
             timeout = _seconds(timeout, "wait_for timeout")
         name, state = self._enter(name, "signal name")
         if name in state.steps:
-            return steps.waited(name, state.steps[name])
+            return steps.waited(name, self._replayed(state.steps[name]))
         if name in state.signals:
             return self._store(name, state.signals[name], counted=False)
         wait = state.wait
@@ -353,6 +354,16 @@ class JobSteps:
                 return result
         finally:
             _IN_STEP.reset(inside)
+
+    def _replayed(self, value: Any) -> Any:
+        """A stored step returned again: a handler replayed to compensate is stopped once it
+        has passed every stored step (each undo it will ever pass is known), lest what it
+        does after them (what killed its worker, perhaps) run again before the undos."""
+        if self.compensating is not None:
+            assert self.state is not None
+            if self.names.issuperset(self.state.steps):
+                raise Compensating()
+        return value
 
     def _passed(self, name: str, result: Any, undo: Callable[..., Any] | None) -> Any:
         if undo is not None:

@@ -387,6 +387,8 @@ end $$;
 -- A cancel of an application's own saga that is not running records its compensation
 -- (jobs_cancel, tickq.job_children_cancel): that row alone, on a job that owes undos.
 grant insert on tickq.job_step_tries to tickq_app;
+-- The attempts its undos need (tickq.jobs_app_guard allows no other change of them).
+grant update (max_attempts) on tickq.jobs to tickq_app;
 create policy job_step_tries_owner_compensation on tickq.job_step_tries for insert
     to tickq_app
     with check (kind = 'compensation' and name = 'cancelled' and tries = 0

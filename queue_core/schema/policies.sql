@@ -52,7 +52,9 @@ grant update (status, attempts, run_after, updated_at, finished_at, cancel_reque
               -- sending a signal appends to `signals`; a fresh retry clears the rest
               resumes, wait_kind, wait_name, wait_until, signals,
               -- marking a parent, cancelling a waiting child with its parent's failure
-              has_children, error)
+              has_children, error,
+              -- cancelling a saga: the attempts its undos need (tickq.jobs_app_guard)
+              max_attempts)
     on tickq.jobs to tickq_app;
 
 -- Row-level security binds the table's owner too (force): one master login for
