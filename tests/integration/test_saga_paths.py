@@ -12,7 +12,16 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from queue_core import JobContext, PostgresStore, Registry, Runner, Status, StepStore, TickReport
+from queue_core import (
+    JobContext,
+    PermanentError,
+    PostgresStore,
+    Registry,
+    Runner,
+    Status,
+    StepStore,
+    TickReport,
+)
 from queue_core.console import BulkAction, OperatorConsole
 from queue_core.transitions import compensating
 
@@ -234,3 +243,38 @@ def test_a_job_without_an_undo_ends_as_before_on_cancel_and_reclaim(
     job = tick(store, registry, crasher, until=ended)
     assert (job.status, job.error) == (Status.DEAD, "lease expired")
     assert compensation_rows(conn, sleeper) == compensation_rows(conn, crasher) == []
+
+
+def test_a_saga_compensating_already_is_not_compensated_again_by_a_cancel(
+    store: PostgresStore, registry: Registry, conn: psycopg.Connection
+) -> None:
+    tries: list[int] = []
+
+    def refund(_: Any) -> None:
+        tries.append(1)
+        if len(tries) == 1:
+            raise ConnectionError("the bank is down")  # tried again after its backoff
+
+    @registry.task("saga", max_attempts=1, backoff=INSTANT)
+    def run(job: JobContext) -> None:
+        job.step("charge", lambda: "ch_1", undo=refund)
+        raise PermanentError("out of stock")
+
+    job_id = store.enqueue(registry.spec("saga")).id
+    tick(store, registry, job_id, until=lambda j: j.status == Status.QUEUED)
+    conn.execute(
+        "update tickq.jobs set run_after = now() + interval '1 hour' where id = %s", (job_id,)
+    )
+    before = store.get(job_id)
+
+    answer = store.cancel(job_id)
+
+    assert compensating(answer) and answer.max_attempts == before.max_attempts
+    assert compensation_rows(conn, job_id) == [("dead", "PermanentError: out of stock")]
+    conn.execute("update tickq.jobs set run_after = now() where id = %s", (job_id,))
+    job = tick(store, registry, job_id, until=ended)
+    assert (job.status, job.error, len(tries)) == (
+        Status.DEAD,
+        "PermanentError: out of stock",
+        2,
+    )
