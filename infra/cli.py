@@ -922,7 +922,9 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_cancel,
         "cancel waiting jobs; ask running ones to stop",
         "  tickq cancel 0192f4c3-...                   queued/retrying: cancelled at once\n"
-        "                                              running: stops at its next heartbeat",
+        "                                              running: stops at its next heartbeat\n"
+        "                                              a saga with undos: compensating, runs\n"
+        "                                              them, then ends cancelled",
     )
     p.add_argument("ids", nargs="+", metavar="ID")
 
