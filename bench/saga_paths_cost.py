@@ -7,7 +7,8 @@ tree's in turn, each in a transaction rolled back, and times it. Cases:
 - reclaim, nothing expired: the statement every tick runs (nearly always this one);
 - reclaim, N expired plain jobs with attempts left, and N on their last attempt (the only
   ones the new statement looks up, each one probe of its steps);
-- cancel of N retrying plain jobs (each claimed before, so each is looked up).
+- cancel of N queued plain jobs never claimed (none is looked up), and of N retrying ones
+  (each claimed before, so each is looked up).
 
     .venv/bin/python -m bench.saga_paths_cost --before d439545 [--jobs 500] [--rounds 15]
 
@@ -58,12 +59,13 @@ def expired(conn: psycopg.Connection[Any], n: int, *, last: bool) -> None:
     )
 
 
-def retrying(conn: psycopg.Connection[Any], n: int) -> list[Any]:
+def waiting(conn: psycopg.Connection[Any], n: int, *, claimed: bool) -> list[Any]:
+    """n plain jobs not running: retrying after a claim, or queued and never claimed."""
     rows = conn.execute(
         "insert into tickq.jobs (id, queue, type, status, payload, attempts, max_attempts,"
-        " run_after) select gen_random_uuid(), 'default', 'plain', 'retrying', '{}', 1, 3,"
+        " run_after) select gen_random_uuid(), 'default', 'plain', %s, '{}', %s, 3,"
         " now() + interval '1 minute' from generate_series(1, %s) returning id",
-        (n,),
+        ("retrying" if claimed else "queued", 1 if claimed else 0, n),
     ).fetchall()
     return [r[0] for r in rows]
 
@@ -92,14 +94,15 @@ def measure(url: str, ref: str, jobs: int, rounds: int) -> dict[str, Any]:
 
             return setup
 
-        def cancel() -> dict[str, Any]:
-            return {"now": None, "ids": retrying(conn, jobs)}
+        def cancel(claimed: bool) -> Callable[[], dict[str, Any]]:
+            return lambda: {"now": None, "ids": waiting(conn, jobs, claimed=claimed)}
 
         cases = {
             "reclaim, nothing expired": ("jobs_reclaim", reclaim(0, False)),
             f"reclaim, {jobs} expired with attempts left": ("jobs_reclaim", reclaim(jobs, False)),
             f"reclaim, {jobs} expired on their last attempt": ("jobs_reclaim", reclaim(jobs, True)),
-            f"cancel of {jobs} retrying jobs": ("jobs_cancel", cancel),
+            f"cancel of {jobs} queued jobs never claimed": ("jobs_cancel", cancel(False)),
+            f"cancel of {jobs} retrying jobs": ("jobs_cancel", cancel(True)),
         }
         out: dict[str, Any] = {}
         for case, (name, setup) in cases.items():

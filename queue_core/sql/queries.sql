@@ -461,11 +461,12 @@ with clock as materialized (
         j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at,
         j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children
 ), begun as (
-    insert into tickq.job_step_tries (job_id, kind, name, tries, error, at)
-    select d.id, 'compensation', d.ends, 0, d.error, clock.now
+    select case when count(*) > 0
+                then tickq.job_compensations_record(array_agg(d.id), array_agg(d.ends),
+                                                    array_agg(d.error), min(clock.now))
+           end as compensations
     from decided d, clock
     where d.spare > 0
-    on conflict (job_id, kind, name) do nothing
 ), settled as (
     -- A job that went dead or cancelled here takes its waiting descendants with it.
     select case when count(*) > 0
@@ -478,7 +479,7 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
-from reclaimed cross join settled;
+from reclaimed cross join settled cross join begun;
 
 -- name: jobs_extend_lease
 -- Push a running job's lease out; fenced by its lease token.

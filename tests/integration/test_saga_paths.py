@@ -278,3 +278,36 @@ def test_a_saga_compensating_already_is_not_compensated_again_by_a_cancel(
         "PermanentError: out of stock",
         2,
     )
+
+
+def test_the_saga_children_of_a_cancelled_parent_compensate_before_they_end_cancelled(
+    store: PostgresStore, registry: Registry, conn: psycopg.Connection
+) -> None:
+    undone: list[str] = []
+
+    @registry.task("parent")
+    def parent(job: JobContext) -> Any:
+        return job.map("legs", "leg", [{"n": n} for n in range(2)])
+
+    @registry.task("leg", backoff=INSTANT)
+    def leg(job: JobContext) -> None:
+        n = job.payload["n"]
+        job.step("book", lambda: n, undo=lambda b: undone.append(f"unbook {b}"))
+        job.sleep("until confirmed", 3600)
+
+    job_id = store.enqueue(registry.spec("parent")).id
+    with Runner(store, registry) as runner:
+        for _ in range(3):
+            runner.run_batch(TickReport())
+    legs = conn.execute(
+        "select id, status from tickq.jobs where type = 'leg' order by id"
+    ).fetchall()
+    assert [s for _, s in legs] == ["queued", "queued"]  # each asleep after its booking
+
+    assert store.cancel(job_id).status == Status.CANCELLED
+
+    for leg_id, _ in legs:
+        assert compensation_rows(conn, leg_id) == [("cancelled", f"parent {job_id} is cancelled")]
+        job = tick(store, registry, leg_id, until=ended)
+        assert (job.status, job.error) == (Status.CANCELLED, f"parent {job_id} is cancelled")
+    assert sorted(undone) == ["unbook 0", "unbook 1"]

@@ -1122,6 +1122,20 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "cancelled-parent-takes-saga-children-uncompensated",
+        "the saga children of a parent that ended cancelled are cancelled without their undos",
+        (
+            Edit(
+                function("job_children_cancel"),
+                "                    then tickq.job_compensation_spare(c.id) else 0 end as spare\n",
+                "                    then 0 else 0 end as spare\n",
+            ),
+        ),
+        targeted=(
+            f"{SAGA_PATHS}::test_the_saga_children_of_a_cancelled_parent_compensate_before_they_end_cancelled",
+        ),
+    ),
+    Mutant(
         "compensation-begun-twice",
         "a cancel of a saga compensating already records a second compensation",
         (
