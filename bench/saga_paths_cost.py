@@ -81,6 +81,28 @@ def timed(
         return time.perf_counter() - started, len(rows)
 
 
+def idle_reclaim(conn: psycopg.Connection[Any], old: str, new: str, runs: int) -> dict[str, Any]:
+    """The reclaim as nearly every tick runs it (1,000 running jobs, no lease expired), the
+    two statements alternating `runs` times each, prepared as the worker's are: median
+    microseconds after the first tenth."""
+    with conn.transaction(force_rollback=True):
+        conn.execute(
+            "insert into tickq.jobs (id, queue, type, status, payload, attempts, max_attempts,"
+            " lease_until, lease_token, started_at) select gen_random_uuid(), 'default',"
+            " 'plain', 'running', '{}', 1, 3, now() + interval '1 hour', gen_random_uuid(),"
+            " now() from generate_series(1, 1000)"
+        )
+        times: dict[str, list[float]] = {"before": [], "after": []}
+        for _ in range(runs):
+            for side, sql in (("before", old), ("after", new)):
+                started = time.perf_counter()
+                conn.execute(sql, {"now": None, "limit": 100}, prepare=True).fetchall()
+                times[side].append(time.perf_counter() - started)
+    before, after = (statistics.median(t[runs // 10 :]) * 1e6 for t in times.values())
+    ratio = round(after / before, 3)
+    return {"before_us": round(before, 1), "after_us": round(after, 1), "ratio": ratio}
+
+
 def measure(url: str, ref: str, jobs: int, rounds: int) -> dict[str, Any]:
     old, new = statements(ref), queries.QUERIES
     with psycopg.connect(url, autocommit=True) as conn:
@@ -104,7 +126,11 @@ def measure(url: str, ref: str, jobs: int, rounds: int) -> dict[str, Any]:
             f"cancel of {jobs} queued jobs never claimed": ("jobs_cancel", cancel(False)),
             f"cancel of {jobs} retrying jobs": ("jobs_cancel", cancel(True)),
         }
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {
+            "reclaim every tick (nothing expired), prepared": idle_reclaim(
+                conn, old["jobs_reclaim"], new["jobs_reclaim"], 20 * rounds
+            )
+        }
         for case, (name, setup) in cases.items():
             times: dict[str, list[float]] = {"before": [], "after": []}
             counts: dict[str, set[int]] = {"before": set(), "after": set()}

@@ -134,13 +134,14 @@ def test_children_are_enqueued_once_and_undos_run_once_under_kills_and_crashes(
                 supervisor.kill_one(rng)
                 next_kill = time.monotonic() + rng.uniform(0.5, 2)
             if time.monotonic() >= next_cancel:
-                cancels += cancel_one(db.url, rng)
+                cancels += cancel_one(db.url, rng, at_rest=True)
                 next_cancel = time.monotonic() + rng.uniform(0.3, 1)
             time.sleep(0.1)
         deadline = time.monotonic() + DRAIN_SECONDS
         while time.monotonic() < deadline and unfinished(db.url) != 0:
             supervisor.fill()
-            cancels += cancel_one(db.url, rng)  # the sleepers end only when cancelled
+            # The sleepers end only when cancelled.
+            cancels += cancel_one(db.url, rng, at_rest=rng.random() < 0.5)
             time.sleep(0.3)
         supervisor.stop()
         with psycopg.connect(db.url, autocommit=True) as conn:
@@ -163,17 +164,20 @@ def test_children_are_enqueued_once_and_undos_run_once_under_kills_and_crashes(
     assert summary["compensated"] > 0, "no saga compensated"
     assert summary["cancels"] > 0, "no saga was cancelled"
     assert summary["compensated_by"].get("lease expired"), "no reclaim compensated a saga"
+    assert summary["compensated_by"].get("cancelled"), "no cancel at rest compensated a saga"
 
 
-def cancel_one(url: str, rng: random.Random) -> int:
-    """Cancel one saga of mode "cancel" not yet ended (a sleeper, one on its children or
-    retrying, or a running one, asked to stop), by the API's statement or the operator's
-    function: 1 when one was asked."""
+def cancel_one(url: str, rng: random.Random, *, at_rest: bool) -> int:
+    """Cancel one saga of mode "cancel" not yet ended, by the API's statement or the
+    operator's function: `at_rest`, one suspended (asleep, or on its children), else any (a
+    running one is asked to stop). 1 when one was asked."""
     with psycopg.connect(url, autocommit=True) as conn:
         rows = conn.execute(
             "select id from tickq.jobs where type = 'chaos-wf-saga'"
             " and payload->>'mode' = 'cancel' and status in ('queued', 'retrying', 'running')"
-            " order by id"
+            " and (not %s or (status <> 'running' and wait_kind is not null))"
+            " order by id",
+            (at_rest,),
         ).fetchall()
         if not rows:
             return 0
