@@ -80,11 +80,13 @@ begin
     if (v_moved <@ array['run_after', 'max_attempts', 'updated_at']
         and new.status = old.status and old.status in ('queued', 'retrying')
         and not new.cancel_requested
-        and (v_moved <@ array['updated_at']
-             or (new.run_after <= old.run_after
-                 and new.max_attempts = greatest(
-                     old.max_attempts, old.attempts + tickq.job_compensation_spare(old.id))))
-        ) is true then
+        and case when v_moved <@ array['updated_at']
+                 then tickq.job_compensation_spare(old.id) is null
+                 else tickq.job_compensation_spare(old.id) > 0
+                      and new.run_after <= old.run_after
+                      and new.max_attempts = greatest(
+                          old.max_attempts, old.attempts + tickq.job_compensation_spare(old.id))
+            end) is true then
         return new;
     end if;
     -- Ask a running job to cancel.
