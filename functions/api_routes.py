@@ -19,6 +19,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from queue_core import InvalidJob, Job, JobBatch, JobSpec, dependencies
 from queue_core.ports import Store
 from queue_core.steps import MAX_SIGNAL_BYTES
+from queue_core.transitions import compensating
 
 from . import console_routes
 from .aws import RETURN_RESERVE_MS, TimeLeft, time_left_of
@@ -125,7 +126,8 @@ def signal_job(job_id: str, name: str) -> Response:
 
 @router.post("/jobs/<job_id>/cancel")
 def cancel_job(job_id: str) -> Response:
-    return _job(store(user_id=_caller()).cancel(job_id))
+    job = store(user_id=_caller()).cancel(job_id)
+    return _json(HTTPStatus.OK, {**job.to_dict(), "compensating": compensating(job)})
 
 
 def _for_outside_caller(spec: JobSpec) -> JobSpec:

@@ -38,6 +38,7 @@ from queue_core.ports import StatsRow, Store
 from queue_core.postgres import PostgresStore, StepStore
 from queue_core.registry import Registry
 from queue_core.tick import Runner, TickReport
+from queue_core.transitions import compensating
 
 from . import (
     cli_console,
@@ -399,10 +400,14 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
     def human() -> None:
         for job in jobs:
-            note = " (asked to stop at its next heartbeat)" if job.cancel_requested else ""
+            note = ""
+            if job.cancel_requested:
+                note = " (asked to stop at its next heartbeat)"
+            elif compensating(job):
+                note = " (compensating: its undos run, then it ends cancelled)"
             out.print(f"{job.id} {_status(job.status.value)}{note}")
 
-    emit(args, [j.to_dict() for j in jobs], human)
+    emit(args, [{**j.to_dict(), "compensating": compensating(j)} for j in jobs], human)
     return 0
 
 
@@ -929,7 +934,9 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_cancel,
         "cancel waiting jobs; ask running ones to stop",
         "  tickq cancel 0192f4c3-...                   queued/retrying: cancelled at once\n"
-        "                                              running: stops at its next heartbeat",
+        "                                              running: stops at its next heartbeat\n"
+        "                                              a saga with undos: compensating, runs\n"
+        "                                              them, then ends cancelled",
     )
     p.add_argument("ids", nargs="+", metavar="ID")
 

@@ -109,8 +109,9 @@ class JobFilter:
 @dataclass(frozen=True, slots=True)
 class ActionResult:
     """What a bulk action did to one job: `outcome` is retried, cancelled, asked to stop,
-    not found, not retryable, not cancellable, parents unfinished or key taken; `status` is
-    the job's status after it (or before, when nothing changed)."""
+    compensating (a saga that runs its undos before it ends cancelled), not found, not
+    retryable, not cancellable, parents unfinished or key taken; `status` is the job's
+    status after it (or before, when nothing changed)."""
 
     id: UUID
     outcome: str

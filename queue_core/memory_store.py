@@ -467,6 +467,7 @@ class NoSteps:
         name: str,
         result_json: str,
         *,
+        compensable: bool = False,
         now: datetime | None = None,
     ) -> datetime:
         _no_steps()

@@ -323,9 +323,12 @@ class StepOperations(Protocol):
         name: str,
         result_json: str,
         *,
+        compensable: bool = False,
         now: datetime | None = None,
     ) -> datetime:
-        """Store a step's result, fenced by the lease; returns when it finished."""
+        """Store a step's result, fenced by the lease (marked compensable when the step has
+        an undo, so a job ended away from its handler compensates); returns when it
+        finished."""
         ...
 
     def suspend(

@@ -25,7 +25,7 @@ from .ports import StepOperations, Store
 from .steps import ChildFailed, Durable, InvalidStep, Retry, WaitKind, WaitTimeout
 
 # How often one undo is tried before its job is left dead with the undo's error.
-UNDO_TRIES = 5
+UNDO_TRIES = steps.UNDO_TRIES
 # The most children one map step may start.
 MAX_CHILDREN = 10_000
 
@@ -134,14 +134,14 @@ class JobSteps:
         _step_options(fn, retry, undo)
         name, state = self._enter(name)
         if name in state.steps:
-            return self._passed(name, state.steps[name], undo)
+            return self._replayed(self._passed(name, state.steps[name], undo))
         self._make_room()
         try:
             result = self._inside(name, fn)
         except Exception as exc:
             self._failed_try(name, retry, exc)
             raise
-        return self._passed(name, self._store(name, result), undo)
+        return self._passed(name, self._store(name, result, undo=undo is not None), undo)
 
     async def step_async(
         self,
@@ -155,21 +155,21 @@ class JobSteps:
         _step_options(fn, retry, undo)
         name, state = self._enter(name)
         if name in state.steps:
-            return self._passed(name, state.steps[name], undo)
+            return self._replayed(self._passed(name, state.steps[name], undo))
         self._make_room()
         try:
             result = await self._inside_async(name, fn)
         except Exception as exc:
             self._failed_try(name, retry, exc)
             raise
-        return self._passed(name, self._store(name, result), undo)
+        return self._passed(name, self._store(name, result, undo=undo is not None), undo)
 
     def map(self, name: Any, type: Any, payloads: Any, max_concurrency: Any = None) -> list[Any]:
         """One child job per payload, enqueued with the parent's suspension in one commit;
         on the run after they have all ended, their results in order (stored as this step)."""
         name, state = self._enter(name)
         if name in state.steps:
-            return list(state.steps[name])
+            return list(self._replayed(state.steps[name]))
         specs = self._child_specs(type, payloads)
         if max_concurrency is not None and (
             type_(max_concurrency) is not int or max_concurrency < 1
@@ -256,6 +256,7 @@ class JobSteps:
         seconds = _seconds(seconds, "sleep seconds")
         name, state = self._enter(name)
         if name in state.steps:
+            self._replayed(None)
             return
         wait = state.wait
         if wait is not None and wait.kind is WaitKind.SLEEP and wait.name == name:
@@ -270,7 +271,7 @@ class JobSteps:
             timeout = _seconds(timeout, "wait_for timeout")
         name, state = self._enter(name, "signal name")
         if name in state.steps:
-            return steps.waited(name, state.steps[name])
+            return steps.waited(name, self._replayed(state.steps[name]))
         if name in state.signals:
             return self._store(name, state.signals[name], counted=False)
         wait = state.wait
@@ -354,6 +355,16 @@ class JobSteps:
         finally:
             _IN_STEP.reset(inside)
 
+    def _replayed(self, value: Any) -> Any:
+        """A stored step returned again: a handler replayed to compensate is stopped once it
+        has passed every stored step (each undo it will ever pass is known), lest what it
+        does after them (what killed its worker, perhaps) run again before the undos."""
+        if self.compensating is not None:
+            assert self.state is not None
+            if self.names.issuperset(self.state.steps):
+                raise Compensating()
+        return value
+
     def _passed(self, name: str, result: Any, undo: Callable[..., Any] | None) -> Any:
         if undo is not None:
             self.undos.append((name, undo, result))
@@ -416,10 +427,13 @@ class JobSteps:
             self._extend_lease(seconds)
             self.lease_ends = started + seconds
 
-    def _store(self, name: str, result: Any, *, counted: bool = True) -> Any:
+    def _store(self, name: str, result: Any, *, counted: bool = True, undo: bool = False) -> Any:
         state = self._load()
         encoded = steps.step_result(state.steps, self.step_bytes, name, result)
-        self._db().complete(self.job.id, self.token, name, encoded)
+        if undo:  # marked: a job ended away from its handler compensates (reclaim, cancel)
+            self._db().complete(self.job.id, self.token, name, encoded, compensable=True)
+        else:
+            self._db().complete(self.job.id, self.token, name, encoded)
         value = json.loads(encoded)
         # Added in place: copying the mapping per step would make a long job quadratic.
         state.steps[name] = value

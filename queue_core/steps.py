@@ -25,6 +25,9 @@ MAX_STEP_BYTES = 256 * 1024  # one step's result; larger data belongs in object 
 MAX_STEPS_BYTES = 32 * 1024 * 1024  # all of a job's step results together
 MAX_SIGNAL_BYTES = 64 * 1024  # all of a job's signal payloads together
 MAX_SIGNALS = 100  # signals one job holds: bounds its row and every view of it
+# How often one undo is tried before its job is left dead with the undo's error (also in
+# SQL: tickq.job_compensation_spare).
+UNDO_TRIES = 5
 # A wait without a timeout: the job is runnable again only when its signal comes.
 FOREVER = datetime(9999, 1, 1, tzinfo=UTC)
 
@@ -68,6 +71,10 @@ class Durable:
     # "<kind>:<name>" -> {"tries", "error", "done"}: retried steps ("step"), undos ("undo"),
     # and the compensation once begun ("compensation:<status it ends in>").
     tries: dict[str, Any] = field(default_factory=dict)
+    # Names of the stored steps that have an undo (job_steps.compensable): a job ended away
+    # from its handler (the reclaim, a cancel while it does not run) compensates when it has
+    # one. A handler's load leaves it empty: the undos its replay passes tell it.
+    undoable: frozenset[str] = frozenset()
 
     def compensation(self) -> tuple[Status, str] | None:
         """The status a compensating job ends in and the error that ended it, once begun."""
@@ -250,14 +257,18 @@ def step_result(done: Mapping[str, Any], used_bytes: int, name: str, result: Any
     return encoded
 
 
-def complete_step(job: Job, state: Durable, *, token: Any, name: str, result: Any) -> Durable:
-    """Store one step's result; only the holder of the job's current lease may."""
+def complete_step(
+    job: Job, state: Durable, *, token: Any, name: str, result: Any, undo: bool = False
+) -> Durable:
+    """Store one step's result (marked undoable when it has an undo); only the holder of
+    the job's current lease may."""
     _check_lease(job, token)
     encoded = step_result(state.steps, state.step_bytes, name, result)
     return replace(
         state,
         steps={**state.steps, name: json.loads(encoded)},
         step_bytes=state.step_bytes + len(encoded.encode()),
+        undoable=state.undoable | {name} if undo else state.undoable,
     )
 
 

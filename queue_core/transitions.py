@@ -202,6 +202,12 @@ def cancel(job: Job, *, now: datetime) -> Job:
     raise InvalidTransition(job.id, job.status, "cancel")
 
 
+def compensating(job: Job) -> bool:
+    """What a cancel's answer means when the job is neither cancelled nor asked to stop: a
+    saga that runs its undos first, then ends cancelled (workflows.cancel)."""
+    return job.status not in TERMINAL and not job.cancel_requested
+
+
 # Dependencies: what a parent's end does to a waiting child. Which children, and
 # when, is decided over the graph by `dependencies.settle`.
 

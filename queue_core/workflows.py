@@ -1,9 +1,10 @@
 """Durable workflows as pure transitions: child jobs a step maps (enqueued with the parent's
 suspension, released at most `max_running` at a time, counting the parent down and waking
-it), the children a dead or cancelled parent takes with it, and the tries of retried steps
-and undos. Every function takes `now` and reads no clock; the store does the same in SQL
-(sql/steps.sql, functions/job_children_settle.sql) and the model-based test holds the two
-to each other."""
+it), the children a dead or cancelled parent takes with it, the tries of retried steps and
+undos, and the compensations a saga begins away from its handler (a cancel while it does
+not run, the reclaim that would end it). Every function takes `now` and reads no clock;
+the store does the same in SQL (sql/steps.sql, queries.sql's jobs_cancel and jobs_reclaim,
+functions/job_children_cancel.sql) and the model-based test holds the two to each other."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from . import transitions
 from .errors import InvalidTransition
-from .jobs import TERMINAL, Job, JobSpec, Status
-from .steps import FOREVER, Durable, Wait, WaitKind, _check_lease, suspend
+from .jobs import TERMINAL, Job, JobSpec, Outcome, Status
+from .steps import FOREVER, UNDO_TRIES, Durable, Wait, WaitKind, _check_lease, suspend
 from .transitions import new_job
 
 
@@ -91,15 +93,18 @@ def settle_children(
     ended: Sequence[Job],
     *,
     now: datetime,
+    durable: dict[UUID, Durable] | None = None,
 ) -> tuple[dict[UUID, Job], dict[UUID, Waiting]]:
     """What jobs that just finished do to their workflow's other side: a parent ending dead
-    or cancelled cancels its unfinished children (asks a running one to stop), transitively;
-    a child that ended counts its waiting parent down, releases its next waiting siblings
+    or cancelled cancels its unfinished children (cancel_children: a saga owing undos
+    compensates first, its state in `durable` updated in place), transitively; a child
+    that ended counts its waiting parent down, releases its next waiting siblings
     (children run in their step's order: the first max_running + ended of them) and wakes
     the parent when none is left. Returns the jobs and the waits that changed."""
     jobs = dict(jobs)
     waits = dict(waiting)
-    _cancel_children(jobs, links, [j for j in ended if j.status is not Status.SUCCEEDED], now)
+    failed = [j for j in ended if j.status is not Status.SUCCEEDED]
+    cancel_children(jobs, links, failed, now, {} if durable is None else durable)
     ended_ids = {j.id for j in ended if j.status in TERMINAL}
     groups: dict[tuple[UUID, str], int] = {}
     for link in links:
@@ -126,9 +131,17 @@ def settle_children(
     return jobs, waits
 
 
-def _cancel_children(
-    jobs: dict[UUID, Job], links: Sequence[Link], failed: Sequence[Job], now: datetime
+def cancel_children(
+    jobs: dict[UUID, Job],
+    links: Sequence[Link],
+    failed: Sequence[Job],
+    now: datetime,
+    durable: dict[UUID, Durable],
 ) -> None:
+    """The children of jobs that ended dead or cancelled (or began compensating to end so)
+    go with them, transitively, in place: a running one asked to stop, one not running
+    cancelled, but for a saga that owes undos, which begins its compensation instead (and
+    takes its own children), and one compensating already, which is left to finish."""
     failed = [j for j in failed if j.status in (Status.DEAD, Status.CANCELLED)]
     while failed:
         doomed: list[Job] = []
@@ -137,22 +150,99 @@ def _cancel_children(
                 if link.parent != parent.id:
                     continue
                 child = jobs[link.child]
-                if child.status is Status.RUNNING and not child.cancel_requested:
-                    jobs[child.id] = replace(child, cancel_requested=True, updated_at=now)
-                elif child.status in (Status.WAITING, Status.QUEUED, Status.RETRYING):
-                    named = child.status is Status.WAITING  # as the dependency cascade
-                    gone = replace(
-                        child,
-                        status=Status.CANCELLED,
-                        error=f"parent {parent.id} is {parent.status.value}"
-                        if named
-                        else child.error,
-                        updated_at=now,
-                        finished_at=now,
+                if child.status is Status.RUNNING:
+                    if not child.cancel_requested:
+                        jobs[child.id] = replace(child, cancel_requested=True, updated_at=now)
+                    continue
+                if child.status not in (Status.WAITING, Status.QUEUED, Status.RETRYING):
+                    continue
+                state = durable.get(child.id, Durable())
+                spare = compensation_spare(child, state)
+                if spare is None:
+                    continue  # compensating already: left to finish
+                if spare:
+                    error = transitions.parent_failed_error(parent.id, parent.status)
+                    jobs[child.id], durable[child.id] = _compensating(
+                        child, state, spare, Status.CANCELLED, error, now
                     )
-                    jobs[child.id] = gone
-                    doomed.append(gone)
+                    doomed.append(replace(jobs[child.id], status=Status.CANCELLED))
+                    continue
+                named = child.status is Status.WAITING  # as the dependency cascade
+                gone = replace(
+                    child,
+                    status=Status.CANCELLED,
+                    error=transitions.parent_failed_error(parent.id, parent.status)
+                    if named
+                    else child.error,
+                    updated_at=now,
+                    finished_at=now,
+                )
+                jobs[child.id] = gone
+                doomed.append(gone)
         failed = doomed
+
+
+def compensation_spare(job: Job, state: Durable) -> int | None:
+    """The attempts a job ended away from its handler must be left for its undos: 0 when it
+    owes none (no stored step has an undo, or it never ran), its undoable steps x UNDO_TRIES
+    + 1 when it owes them, None when its compensation has begun already."""
+    if state.compensation() is not None:
+        return None
+    if not state.undoable or (job.attempts == 0 and not state.resumes):
+        return 0
+    return len(state.undoable) * UNDO_TRIES + 1
+
+
+def _compensating(
+    job: Job, state: Durable, spare: int, ends: Status, error: str, now: datetime
+) -> tuple[Job, Durable]:
+    """A saga not running made to compensate: runnable at once with `spare` attempts more,
+    its compensation recorded (its handler, replayed, runs the undos, then ends it)."""
+    job = replace(
+        job,
+        run_after=min(job.run_after, now),
+        max_attempts=max(job.max_attempts, job.attempts + spare),
+        updated_at=now,
+    )
+    entry = {"tries": 0, "error": error, "done": False}
+    return job, replace(state, tries={**state.tries, f"compensation:{ends.value}": entry})
+
+
+def cancel(job: Job, state: Durable, *, now: datetime) -> tuple[Job, Durable]:
+    """A cancel (the API's, the CLI's, the operator's): as transitions.cancel, but a saga
+    not running that owes undos compensates first (see _compensating) and one compensating
+    already is left to finish (only its time moves). The caller cancels the workflow
+    children of a saga that began compensating (cancel_children) as of a cancelled job."""
+    spare = compensation_spare(job, state) if job.status in (Status.QUEUED, Status.RETRYING) else 0
+    if spare is None:
+        return replace(job, updated_at=now), state
+    if spare:
+        return _compensating(job, state, spare, Status.CANCELLED, "cancelled", now)
+    return transitions.cancel(job, now=now), state
+
+
+def reclaim(job: Job, state: Durable, *, now: datetime) -> tuple[Job, Durable]:
+    """The reclaim of an expired lease (transitions.reclaim), but a saga it would end (asked
+    to cancel, or on its last attempt) that owes undos goes back to run them at once, its
+    compensation recorded with the status it was to end in and the error that ended it; a
+    compensating one's cancel is taken as its compensation's (it goes on, or runs out of
+    attempts)."""
+    if not transitions.is_reclaimable(job, now):
+        raise InvalidTransition(job.id, job.status, "reclaim")
+    ends = job.cancel_requested or job.attempts >= job.max_attempts
+    spare = compensation_spare(job, state) if ends else 0
+    if spare is None:
+        return transitions.reclaim(replace(job, cancel_requested=False), now=now), state
+    if not spare:
+        return transitions.reclaim(job, now=now), state
+    error = "cancelled while running" if job.cancel_requested else transitions.RECLAIM_ERROR
+    status = Status.CANCELLED if job.cancel_requested else Status.DEAD
+    assert job.lease_token is not None  # running, as is_reclaimable checked
+    outcome = Outcome(job.id, job.lease_token, Status.RETRYING, error=error, delay=0)
+    retried = transitions.finish(job, outcome, now=now)
+    retried = replace(retried, max_attempts=max(job.max_attempts, job.attempts + spare))
+    entry = {"tries": 0, "error": error, "done": False}
+    return retried, replace(state, tries={**state.tries, f"compensation:{status.value}": entry})
 
 
 def tried(state: Durable, *, kind: str, name: str, add: int, error: str | None) -> Durable:

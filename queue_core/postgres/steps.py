@@ -57,16 +57,18 @@ class StepStore:
         name: str,
         result_json: str,
         *,
+        compensable: bool = False,
         now: datetime | None = None,
     ) -> datetime:
-        """Store a step's result (committed on an autocommit connection); LeaseLost when
-        another attempt holds the job."""
+        """Store a step's result (committed on an autocommit connection), marked
+        compensable when it has an undo; LeaseLost when another attempt holds the job."""
         params = {
             "id": job_id,
             "lease_token": lease_token,
             "name": name,
             "result": result_json,
             "size": len(result_json.encode()),
+            "compensable": compensable,
             "now": now,
         }
         rows = self._db.rows("job_steps_insert", params)

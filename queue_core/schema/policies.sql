@@ -52,7 +52,9 @@ grant update (status, attempts, run_after, updated_at, finished_at, cancel_reque
               -- sending a signal appends to `signals`; a fresh retry clears the rest
               resumes, wait_kind, wait_name, wait_until, signals,
               -- marking a parent, cancelling a waiting child with its parent's failure
-              has_children, error)
+              has_children, error,
+              -- cancelling a saga: the attempts its undos need (tickq.jobs_app_guard)
+              max_attempts)
     on tickq.jobs to tickq_app;
 
 -- Row-level security binds the table's owner too (force): one master login for
@@ -207,6 +209,17 @@ create policy job_children_owner_clear on tickq.job_children for delete to tickq
     using (exists (select from tickq.jobs j
                    where j.id = parent_id and j.user_id = tickq.current_user_id()
                      and j.status in ('dead', 'cancelled')));
+-- A cancel of an application's own saga that is not running records its compensation
+-- (jobs_cancel, tickq.job_children_cancel): that row alone, on a job that owes undos.
+grant insert on tickq.job_step_tries to tickq_app;
+create policy job_step_tries_owner_compensation on tickq.job_step_tries for insert
+    to tickq_app
+    with check (kind = 'compensation' and name = 'cancelled' and tries = 0
+                and done_at is null
+                and (error = 'cancelled' or error ~ '^parent [0-9a-f-]{36} is (dead|cancelled)$')
+                and exists (select from tickq.jobs j
+                            where j.id = job_id and j.user_id = tickq.current_user_id()
+                              and j.status in ('queued', 'retrying')));
 create policy job_step_tries_worker on tickq.job_step_tries to tickq_worker
     using (true) with check (true);
 create policy job_children_owner on tickq.job_children for select to tickq_app

@@ -246,6 +246,9 @@ create table tickq.job_steps (
     result      jsonb,
     size        integer not null,
     finished_at timestamptz not null,
+    -- Stored with an undo (a saga's step): a job that ends dead or cancelled away from its
+    -- handler (the reclaim, a cancel while not running) compensates when it has one.
+    compensable boolean not null default false,
     primary key (job_id, name),
     constraint job_steps_name_check check (name <> '')
 );

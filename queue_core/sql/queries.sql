@@ -399,39 +399,55 @@ returning id;
 
 -- name: jobs_reclaim
 -- Return jobs whose lease expired to retrying (a failed attempt, with backoff), or to dead
--- when their attempts are used up, checking and writing in one statement.
+-- when their attempts are used up, checking and writing in one statement. A saga it would
+-- end with undos owed is sent back at once with its compensation recorded instead.
 with clock as materialized (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), expired as materialized (
     -- SKIP LOCKED: a row locked right now is being finished by its worker; leave it to them.
-    select id
+    -- What decides the job's fate is read here, from the row as locked: a cancel that
+    -- committed after this statement began is in it, where another read of tickq.jobs (the
+    -- statement's snapshot) would miss it and retry a job asked to cancel.
+    select id, cancel_requested, attempts, max_attempts
     from tickq.jobs, clock
     where status = 'running' and lease_until <= clock.now
     order by lease_until
     limit %(limit)s
     for update of jobs skip locked
+), owed as materialized (
+    -- A job this reclaim would end (asked to cancel, or its last attempt) that owes undos
+    -- (tickq.job_compensation_spare: null when its compensation has begun already). Only
+    -- those are looked up: a job with attempts left pays one comparison.
+    select j.id, j.cancel_requested, j.attempts, j.max_attempts,
+           case when j.cancel_requested or j.attempts >= j.max_attempts
+                then tickq.job_compensation_spare(j.id) else 0 end as spare
+    from expired j
 ), decided as (
-    select j.id,
-           case when j.cancel_requested then 'cancelled'
-                when j.attempts >= j.max_attempts then 'dead'
+    -- A saga that owes undos goes back to run them at once (its handler compensates, then
+    -- it ends as it was to end here); a compensating one's cancel is its compensation's.
+    select o.id, o.spare,
+           case when o.spare > 0 then 'retrying'
+                when o.cancel_requested and o.spare is not null then 'cancelled'
+                when o.attempts >= o.max_attempts then 'dead'
                 else 'retrying' end as status,
-           case when j.cancel_requested then 'cancelled while running'
-                else 'lease expired' end as error
-    from tickq.jobs j join expired using (id)
-    -- Running and locked above; the live partition's statuses read it alone (not
-    -- 'running', the predicate of jobs_lease_idx, which the planner could walk instead).
-    where j.status in ('waiting', 'queued', 'running', 'retrying')
+           case when o.cancel_requested and o.spare is not null then 'cancelled while running'
+                else 'lease expired' end as error,
+           case when o.cancel_requested then 'cancelled' else 'dead' end as ends
+    from owed o
 ), reclaimed as (
     update tickq.jobs j
     set status = d.status,
         error = d.error,
         errors = tickq.error_history(j.errors, jsonb_build_object(
             'attempt', j.attempts, 'at', clock.now, 'error', d.error)),
-        run_after = case when d.status = 'retrying'
+        run_after = case when d.spare > 0 then clock.now
+                         when d.status = 'retrying'
                          then clock.now + tickq.backoff_seconds(
                              j.attempts, j.backoff_base, j.backoff_factor, j.backoff_max,
                              j.backoff_jitter) * interval '1 second'
                          else j.run_after end,
+        max_attempts = case when d.spare > 0 then greatest(j.max_attempts, j.attempts + d.spare)
+                            else j.max_attempts end,
         lease_until = null,
         lease_token = null,
         cancel_requested = false,
@@ -444,6 +460,13 @@ with clock as materialized (
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
         j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at,
         j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children
+), begun as (
+    select case when count(*) > 0
+                then tickq.job_compensations_record(array_agg(d.id), array_agg(d.ends),
+                                                    array_agg(d.error), min(clock.now))
+           end as compensations
+    from decided d, clock
+    where d.spare > 0
 ), settled as (
     -- A job that went dead or cancelled here takes its waiting descendants with it.
     select case when count(*) > 0
@@ -456,7 +479,7 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
-from reclaimed cross join settled;
+from reclaimed cross join settled cross join begun;
 
 -- name: jobs_extend_lease
 -- Push a running job's lease out; fenced by its lease token.
@@ -500,35 +523,74 @@ limit %(limit)s;
 
 -- name: jobs_cancel
 -- Cancel jobs not yet running at once (with their waiting descendants) and ask running ones
--- to stop at their next heartbeat.
+-- to stop at their next heartbeat. A saga not running that owes undos
+-- (tickq.job_compensation_spare) compensates first: its compensation recorded, runnable at
+-- once with attempts for its undos, its workflow children cancelled now; its handler runs
+-- the undos, then it ends cancelled. It is returned as it is (queued or retrying, not asked
+-- to stop), as is one compensating already, which is left to finish.
 with clock as materialized (
     select coalesce(%(now)s::timestamptz, now()) as now
+), owed as materialized (
+    -- Only a job that ran (claimed, or resumed) may have stored a step.
+    select j.id,
+           case when j.status in ('queued', 'retrying')
+                     and (j.attempts > 0 or j.resumes is not null)
+                then tickq.job_compensation_spare(j.id) else 0 end as spare
+    from tickq.jobs j
+    where j.id = any(%(ids)s::uuid[])
+      and j.status in ('waiting', 'queued', 'retrying', 'running')
+    -- Locked, so these columns are the row's latest: a job that suspended after this
+    -- statement began is seen at rest, and compensates instead of ending without undos.
+    for update of j
 ), cancelled as (
     update tickq.jobs j
-    set status = case when j.status = 'running' then j.status else 'cancelled' end,
+    set status = case when j.status = 'running' or o.spare is distinct from 0 then j.status
+                      else 'cancelled' end,
         cancel_requested = (j.status = 'running'),
-        finished_at = case when j.status = 'running' then null else clock.now end,
+        run_after = case when j.status <> 'running' and o.spare > 0
+                         then least(j.run_after, clock.now) else j.run_after end,
+        max_attempts = case when j.status <> 'running' and o.spare > 0
+                            then greatest(j.max_attempts, j.attempts + o.spare)
+                            else j.max_attempts end,
+        finished_at = case when j.status = 'running' or o.spare is distinct from 0 then null
+                           else clock.now end,
         updated_at = clock.now
-    from clock
-    where j.id = any(%(ids)s::uuid[])
+    from clock, owed o
+    where j.id = o.id
       and j.status in ('waiting', 'queued', 'retrying', 'running')
     returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
         j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
         j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at,
-        j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children
+        j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children,
+        j.status <> 'cancelled' and not j.cancel_requested and o.spare > 0 as begun
+), begun as (
+    insert into tickq.job_step_tries (job_id, kind, name, tries, error, at)
+    select c.id, 'compensation', 'cancelled', 0, 'cancelled', clock.now
+    from cancelled c, clock
+    where c.begun
+    on conflict (job_id, kind, name) do nothing
 ), settled as (
     select case when count(*) > 0
                 then tickq.jobs_settle(array_agg(c.id), array_agg(c.status), min(clock.now))
            end as children
     from cancelled c, clock
     where c.has_children and c.status = 'cancelled'
+), compensating as (
+    -- The workflow children of a parent that begins compensating are cancelled now.
+    select case when count(*) > 0
+                then tickq.job_children_cancel(
+                    array_agg(c.id), array_fill('cancelled'::text, array[count(*)::integer]),
+                    min(clock.now))
+           end as children
+    from cancelled c, clock
+    where c.has_children and c.begun
 )
 select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
-from cancelled cross join settled;
+from cancelled cross join settled cross join compensating;
 
 -- name: jobs_retry
 -- Send dead (or, by id, cancelled) jobs back to the queue with fresh attempts. A job whose

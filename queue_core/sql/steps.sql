@@ -22,7 +22,8 @@ from tickq.jobs j
 where j.id = %(id)s and j.lease_token = %(lease_token)s and j.status = 'running';
 
 -- name: job_steps_insert
--- Store one completed step, only while the job runs under the given lease token.
+-- Store one completed step, only while the job runs under the given lease token, marked
+-- compensable when it has an undo (tickq.job_compensation_spare reads the mark).
 -- FOR SHARE holds off a reclaim or a new claim until this insert commits: the insert of a
 -- stale worker either sees the new token and stores nothing, or commits before the row
 -- moves on, so the load of the next attempt sees it. The primary key keeps one result per name.
@@ -32,8 +33,9 @@ with holder as (
     where id = %(id)s and lease_token = %(lease_token)s and status = 'running'
     for share
 )
-insert into tickq.job_steps (job_id, name, result, size, finished_at)
-select holder.id, %(name)s, %(result)s::jsonb, %(size)s, coalesce(%(now)s::timestamptz, now())
+insert into tickq.job_steps (job_id, name, result, size, finished_at, compensable)
+select holder.id, %(name)s, %(result)s::jsonb, %(size)s, coalesce(%(now)s::timestamptz, now()),
+       %(compensable)s
 from holder
 on conflict (job_id, name) do nothing
 returning finished_at;

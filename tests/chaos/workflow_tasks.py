@@ -1,6 +1,7 @@
 """The handlers of the durable-workflows soak: a saga that maps children and may fail for
-good after them, children that may crash their worker, and undos that may crash theirs
-before or after their effect. Each undo writes its effect to chaos.undo_runs (the test's
+good after them, sleep to be cancelled, or kill its worker on every attempt; children
+that may crash their worker, and undos that may crash theirs before or after their
+effect. Each undo writes its effect to chaos.undo_runs (the test's
 evidence, never the engine's), with the lease it ran under."""
 
 from __future__ import annotations
@@ -52,11 +53,19 @@ def effect(name: str) -> str:
     backoff=STEP_BACKOFF,
 )
 def saga(job: JobContext) -> dict[str, Any]:
+    """Its payload's mode: "ok", "fail" (its last step fails for good), "cancel" (it sleeps
+    an hour after its first step, for the test to cancel) or "die" (its worker dies after
+    its second step, on every attempt)."""
+    mode = job.payload["mode"]
     job.step("a", lambda: effect("a"), undo=lambda _: undo(job, "a"))
+    if mode == "cancel":
+        job.sleep("until cancelled", 3600)
     payloads = [{"parent": str(job.id), "i": i} for i in range(CHILDREN)]
     kids = job.map("kids", "chaos-wf-child", payloads, max_concurrency=2)
     job.step("b", lambda: effect("b"), undo=lambda _: undo(job, "b"))
-    if job.payload["fail"]:
+    if mode == "die":
+        os._exit(CRASH_EXIT_CODE)  # on its last attempt the reclaim makes it compensate
+    if mode == "fail":
 
         def fails() -> None:
             raise PermanentError(FAILURE)

@@ -8,6 +8,7 @@ from uuid import uuid4
 import psycopg
 
 from queue_core import PostgresStore, StepStore, validation
+from queue_core.steps import WaitKind
 
 from .conftest import Invoke
 
@@ -188,3 +189,23 @@ def test_the_api_refuses_to_cancel_one_child_of_a_waiting_parent_and_changes_not
     worker.cancel(child.id)  # a worker login may: the parent counts down, the next is released
     statuses = sorted(r.status.value for r in worker.relatives(claimed.id))
     assert statuses == ["cancelled", "queued"]
+
+
+def test_cancelling_ones_own_saga_that_waits_answers_compensating_and_records_it(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    _, job = call_api("POST", "/jobs", body={"type": "checkout"}, sub=ALICE)
+    worker = PostgresStore(conn)
+    (claimed,) = worker.claim()
+    assert claimed.lease_token is not None
+    steps = StepStore(worker)
+    steps.complete(claimed.id, claimed.lease_token, "charge", '"ch_1"', compensable=True)
+    steps.suspend(claimed.id, claimed.lease_token, kind=WaitKind.SIGNAL, name="approved")
+
+    status, answer = call_api("POST", f"/jobs/{job['id']}/cancel", sub=ALICE)
+    status_again, again = call_api("POST", f"/jobs/{job['id']}/cancel", sub=ALICE)
+
+    assert (status, answer["status"], answer["compensating"]) == (200, "queued", True)
+    assert (status_again, again["compensating"]) == (200, True)
+    assert steps.show(claimed.id).to_dict()["compensation"]["ends"] == "cancelled"
+    assert call_api("POST", f"/jobs/{job['id']}/cancel", sub=BOB)[0] == 404

@@ -34,6 +34,7 @@ from hypothesis.stateful import (
 )
 
 from queue_core import steps, transitions, validation, workflows
+from queue_core.console import BulkAction, OperatorConsole
 from queue_core.errors import InvalidJob, InvalidTransition, JobCancelled, LeaseLost
 from queue_core.jobs import KEY_HOLDING, Job, Status
 from queue_core.postgres import StepStore
@@ -104,7 +105,7 @@ class StepsVersusModel(RuleBasedStateMachine):
         ended = [j for j in ended if j.status in (Status.SUCCEEDED, Status.DEAD, Status.CANCELLED)]
         if ended:
             self.model, self.waits = workflows.settle_children(
-                self.model, self.links, self.waits, ended, now=self.now
+                self.model, self.links, self.waits, ended, now=self.now, durable=self.durable
             )
 
     def parents_to_be(self) -> list[Job]:
@@ -195,27 +196,58 @@ class StepsVersusModel(RuleBasedStateMachine):
 
     @rule()
     def reclaim(self) -> None:
+        """Expired leases: a saga on its last attempt (or asked to cancel) that owes undos
+        goes back to run them (workflows.reclaim), the others as transitions.reclaim."""
         reclaimed = {j.id: j for j in self.store.reclaim(now=self.now)}
         expected = [j for j in self.model.values() if transitions.is_reclaimable(j, self.now)]
         assert set(reclaimed) == {j.id for j in expected}
         for job in expected:
             self.stale.append(job)
-            self.model[job.id] = transitions.reclaim(job, now=self.now)
+            self.model[job.id], self.durable[job.id] = workflows.reclaim(
+                job, self.durable[job.id], now=self.now
+            )
         self.settle([self.model[j.id] for j in expected])
 
     @precondition(lambda self: self.model)
-    @rule(data=st.data())
-    def cancel(self, data: st.DataObject) -> None:
-        job = self.model[data.draw(st.sampled_from(sorted(self.model)))]
+    @rule(data=st.data(), by_operator=st.booleans())
+    def cancel(self, data: st.DataObject, by_operator: bool) -> None:
+        """The API's cancel (jobs_cancel) or the operator's (tickq.operator_cancel): a saga
+        not running that owes undos compensates first (workflows.cancel)."""
+        self.cancel_job(self.model[data.draw(st.sampled_from(sorted(self.model)))], by_operator)
+
+    def cancel_job(self, job: Job, by_operator: bool) -> None:
         try:
-            expected = transitions.cancel(job, now=self.now)
+            expected, state = workflows.cancel(job, self.durable[job.id], now=self.now)
         except InvalidTransition:
+            if by_operator:
+                (result,) = self.operator_cancel(job.id)
+                assert result.outcome == "not cancellable"
+                return
             with pytest.raises(InvalidTransition):
                 self.store.cancel(job.id, now=self.now)
             return
-        self.store.cancel(job.id, now=self.now)
-        self.model[job.id] = expected
+        compensating = state.compensation() is not None
+        if by_operator:
+            (result,) = self.operator_cancel(job.id)
+            outcome = "asked to stop" if expected.cancel_requested else "cancelled"
+            assert result.outcome == ("compensating" if compensating else outcome), result
+        else:
+            answer = self.store.cancel(job.id, now=self.now)
+            assert observable(answer) == observable(expected)
+        began = compensating and self.durable[job.id].compensation() is None
+        self.model[job.id], self.durable[job.id] = expected, state
+        if began:  # its workflow children go now, as a cancelled parent's
+            workflows.cancel_children(
+                self.model,
+                self.links,
+                [replace(expected, status=Status.CANCELLED)],
+                self.now,
+                self.durable,
+            )
         self.settle([expected])
+
+    def operator_cancel(self, job_id: UUID) -> list[Any]:
+        return OperatorConsole(self.conn).act(BulkAction.CANCEL, [job_id], now=self.now)
 
     @precondition(lambda self: self.model)
     @rule(data=st.data())
@@ -248,6 +280,7 @@ class StepsVersusModel(RuleBasedStateMachine):
             self.durable[job.id] = replace(
                 state,
                 steps={n: r for n, r in state.steps.items() if n not in undone},
+                undoable=state.undoable - undone,
                 tries={
                     k: v
                     for k, v in state.tries.items()
@@ -258,16 +291,26 @@ class StepsVersusModel(RuleBasedStateMachine):
     # Durable steps
 
     @precondition(lambda self: self.running())
-    @rule(data=st.data(), name=st.sampled_from(["a", "b", "c"]), result=st.integers(0, 9))
-    def complete_step(self, data: st.DataObject, name: str, result: int) -> None:
-        job = data.draw(st.sampled_from(self.running()))
+    @rule(
+        data=st.data(),
+        name=st.sampled_from(["a", "b", "c"]),
+        result=st.integers(0, 9),
+        undo=st.booleans(),
+    )
+    def complete_step(self, data: st.DataObject, name: str, result: int, undo: bool) -> None:
+        """A step stored, with an undo (a saga's, marked compensable) or without."""
+        self.store_step(data.draw(st.sampled_from(self.running())), name, result, undo)
+
+    def store_step(self, job: Job, name: str, result: int, undo: bool) -> None:
         assert job.lease_token is not None
         if name in self.durable[job.id].steps:
             return  # the runner never writes a name twice (JobSteps refuses it first)
         self.durable[job.id] = steps.complete_step(
-            job, self.durable[job.id], token=job.lease_token, name=name, result=result
+            job, self.durable[job.id], token=job.lease_token, name=name, result=result, undo=undo
         )
-        self.steps.complete(job.id, job.lease_token, name, str(result), now=self.now)
+        self.steps.complete(
+            job.id, job.lease_token, name, str(result), compensable=undo, now=self.now
+        )
 
     @precondition(lambda self: self.stale)
     @rule(data=st.data())
@@ -491,6 +534,36 @@ class StepsVersusModel(RuleBasedStateMachine):
             self.steps.undo_done(job.id, job.lease_token, name, now=self.now)
             state = workflows.undo_done(job, state, token=job.lease_token, name=name)
         self.durable[job.id] = state
+
+    @precondition(lambda self: self.running())
+    @rule(data=st.data(), kind=st.sampled_from([None, WaitKind.SLEEP, WaitKind.SIGNAL]))
+    def saga_cancelled_at_rest(self, data: st.DataObject, kind: WaitKind | None) -> None:
+        """The path a saga cancelled while it does not run takes: it stores a step with an
+        undo, leaves the worker (a sleep, a signal wait, or a failed attempt), is cancelled
+        (and cancelled again): it compensates once, runnable at once, not cancelled."""
+        job = data.draw(st.sampled_from(self.running()))
+        if job.cancel_requested or job.attempts >= job.max_attempts:
+            return
+        self.store_step(job, "a", 1, True)
+        if kind is None:
+            self.store.fail(job, "boom", now=self.now)
+            outcome = transitions.failed(job, "boom")
+            self.model[job.id] = transitions.finish(job, outcome, now=self.now)
+        else:
+            self.suspend_job(self.model[job.id], kind, 5)
+        self.cancel_job(self.model[job.id], data.draw(st.booleans()))
+        self.cancel_job(self.model[job.id], data.draw(st.booleans()))
+
+    @precondition(lambda self: self.running())
+    @rule(data=st.data())
+    def saga_reclaimed_at_its_last_attempt(self, data: st.DataObject) -> None:
+        """The path a saga whose worker dies on its last attempt takes: its lease expires,
+        and the reclaim sends it back to compensate instead of ending it dead."""
+        job = data.draw(st.sampled_from(self.running()))
+        self.store_step(job, "b", 2, True)
+        self.advance_clock(LEASE + 1)
+        self.reclaim()
+        self.claim(4)
 
     @rule(seconds=st.sampled_from([0.5, 1, 3, 10, 31, 120]))
     def advance_clock(self, seconds: float) -> None:

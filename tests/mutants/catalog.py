@@ -58,6 +58,7 @@ OPERATOR_VIEW = "tests/integration/test_operator_job_view.py"
 WORKFLOWS = "tests/integration/test_workflows.py"
 WORKFLOWS_E2E = "tests/e2e/test_workflows_done_when.py"
 CLAIM_REPLY_LOST = "tests/integration/test_claim_reply_lost.py"
+SAGA_PATHS = "tests/integration/test_saga_paths.py"
 
 
 def function(name: str) -> str:
@@ -121,8 +122,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 QUERIES,
-                "when j.attempts >= j.max_attempts then 'dead'",
-                "when j.attempts + 1 >= j.max_attempts then 'dead'",
+                "when o.attempts >= o.max_attempts then 'dead'",
+                "when o.attempts + 1 >= o.max_attempts then 'dead'",
             ),
         ),
     ),
@@ -138,8 +139,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 QUERIES,
-                "case when j.cancel_requested then 'cancelled'\n                when j.attempts",
-                "case when false then 'cancelled'\n                when j.attempts",
+                "when o.cancel_requested and o.spare is not null then 'cancelled'\n",
+                "when false then 'cancelled'\n",
             ),
         ),
     ),
@@ -1067,6 +1068,113 @@ MUTANTS: tuple[Mutant, ...] = (
         targeted=(
             f"{WORKFLOWS}::test_undos_run_in_reverse_order_once_each_though_the_worker_dies_during_one",
             f"{WORKFLOWS_E2E}::test_a_saga_undoes_its_completed_steps_in_reverse_once_each_across_a_sigkill",
+        ),
+    ),
+    Mutant(
+        "cancel-saga-at-rest-not-compensated",
+        "the API's and the CLI's cancel of a suspended or retrying saga ends it without its undos",
+        (
+            Edit(
+                QUERIES,
+                "                     and (j.attempts > 0 or j.resumes is not null)\n"
+                "                then tickq.job_compensation_spare(j.id) else 0 end as spare\n"
+                "    from tickq.jobs j\n"
+                "    where j.id = any(%(ids)s::uuid[])\n",
+                "                     and (j.attempts > 0 or j.resumes is not null)\n"
+                "                then 0 else 0 end as spare\n"
+                "    from tickq.jobs j\n"
+                "    where j.id = any(%(ids)s::uuid[])\n",
+            ),
+        ),
+        targeted=(
+            f"{SAGA_PATHS}::test_a_saga_cancelled_while_it_does_not_run_runs_its_undos_then_ends_cancelled",
+            f"{SAGA_PATHS}::test_the_cli_cancel_of_a_suspended_saga_says_it_compensates",
+        ),
+    ),
+    Mutant(
+        "operator-cancel-saga-not-compensated",
+        "the operator's cancel of a saga waiting on its children ends it without its undos",
+        (
+            Edit(
+                function("operator_cancel"),
+                "                then tickq.job_compensation_spare(j.id) else 0 end as spare\n",
+                "                then 0 else 0 end as spare\n",
+            ),
+        ),
+        targeted=(
+            f"{SAGA_PATHS}::test_a_saga_waiting_on_its_children_cancelled_by_the_operator_cancels_them_and_compensates",
+        ),
+    ),
+    Mutant(
+        "reclaim-last-attempt-not-compensated",
+        "the reclaim ends a saga dead on its last attempt without its undos (a cancel's still run)",
+        (
+            Edit(
+                QUERIES,
+                "           case when j.cancel_requested or j.attempts >= j.max_attempts\n"
+                "                then tickq.job_compensation_spare(j.id) else 0 end as spare\n",
+                "           case when j.cancel_requested\n"
+                "                then tickq.job_compensation_spare(j.id) else 0 end as spare\n",
+            ),
+        ),
+        targeted=(
+            f"{SAGA_PATHS}::test_a_saga_whose_worker_dies_on_its_last_attempt_compensates_then_ends_dead",
+        ),
+    ),
+    Mutant(
+        "cancelled-parent-takes-saga-children-uncompensated",
+        "the saga children of a parent that ended cancelled are cancelled without their undos",
+        (
+            Edit(
+                function("job_children_cancel"),
+                "                    then tickq.job_compensation_spare(c.id) else 0 end as spare\n",
+                "                    then 0 else 0 end as spare\n",
+            ),
+        ),
+        targeted=(
+            f"{SAGA_PATHS}::test_the_saga_children_of_a_cancelled_parent_compensate_before_they_end_cancelled",
+        ),
+    ),
+    Mutant(
+        "compensation-begun-twice",
+        "a cancel of a saga compensating already records a second compensation",
+        (
+            Edit(
+                function("job_compensation_spare"),
+                "    select case when exists (select from tickq.job_step_tries t\n",
+                "    select case when false and exists (select from tickq.job_step_tries t\n",
+            ),
+        ),
+        targeted=(
+            f"{SAGA_PATHS}::test_a_saga_compensating_already_is_not_compensated_again_by_a_cancel",
+        ),
+    ),
+    Mutant(
+        "reclaim-compensation-without-spare-attempts",
+        "the reclaim sends a saga back to compensate without the attempts its undos need",
+        (
+            Edit(
+                QUERIES,
+                "        max_attempts = case when d.spare > 0 then greatest(",
+                "        max_attempts = case when false then greatest(",
+            ),
+        ),
+        targeted=(
+            f"{SAGA_PATHS}::test_a_saga_whose_worker_dies_on_its_last_attempt_compensates_then_ends_dead",
+        ),
+    ),
+    Mutant(
+        "compensating-replay-runs-past-its-steps",
+        "a handler replayed to compensate runs on past its stored steps (what killed its worker)",
+        (
+            Edit(
+                "queue_core/step_context.py",
+                "            if self.names.issuperset(self.state.steps):\n",
+                "            if False:\n",
+            ),
+        ),
+        targeted=(
+            f"{SAGA_PATHS}::test_a_saga_whose_worker_dies_on_its_last_attempt_compensates_then_ends_dead",
         ),
     ),
     Mutant(

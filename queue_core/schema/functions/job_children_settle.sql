@@ -1,9 +1,9 @@
 -- Settle the workflow side of jobs that just finished (job.map, job.call): the children of a
--- parent that ended dead or cancelled are cancelled with it (a running one is asked to
--- stop), transitively; a child that ended counts down its parent's unfinished children
--- (pending_parents on the suspended parent), releases the next waiting siblings so that at
--- most the step's max_running are runnable at once, and wakes the parent when the last one
--- ended. Called by tickq.jobs_settle, so only for finished jobs with has_children.
+-- parent that ended dead or cancelled are cancelled with it (tickq.job_children_cancel: a
+-- running one is asked to stop, a saga compensates first), transitively; a child that
+-- ended counts down its parent's unfinished children (pending_parents on the suspended
+-- parent), releases the next waiting siblings so that at most the step's max_running are
+-- runnable at once, and wakes the parent when the last one ended. Called by tickq.jobs_settle, so only for finished jobs with has_children.
 --
 -- Children are released in their step's order: the runnable ones are always the first
 -- max_running + ended of them, so the next to release follow from the count alone (no
@@ -16,7 +16,6 @@ create function tickq.job_children_settle(p_ids uuid[], p_statuses text[], p_at 
 declare
     v_failed uuid[];
     v_ended uuid[];
-    v_doomed uuid[];
     v_touched integer := 0;
     v_n integer;
 begin
@@ -27,33 +26,7 @@ begin
     where p.status in ('succeeded', 'dead', 'cancelled');
 
     if cardinality(v_failed) > 0 then
-        update tickq.jobs c
-        set cancel_requested = true, updated_at = p_at
-        from tickq.job_children k
-        where k.parent_id = any(v_failed) and c.id = k.child_id
-          and c.status = 'running' and not c.cancel_requested;
-
-        with gone as (
-            update tickq.jobs c
-            set status = 'cancelled',
-                -- Named on the children that were waiting, as the dependency cascade names
-                -- them (the only error an application's cancel may write).
-                error = case when c.status = 'waiting'
-                             then 'parent ' || k.parent_id || ' is ' || p.status
-                             else c.error end,
-                updated_at = p_at,
-                finished_at = p_at
-            from tickq.job_children k
-            join unnest(p_ids, p_statuses) as p (id, status) on p.id = k.parent_id
-            where k.parent_id = any(v_failed) and c.id = k.child_id
-              and c.status in ('waiting', 'queued', 'retrying')
-            returning c.id
-        )
-        select coalesce(array_agg(id), '{}') into v_doomed from gone;
-        if cardinality(v_doomed) > 0 then
-            v_touched := v_touched + cardinality(v_doomed) + tickq.jobs_settle(
-                v_doomed, array_fill('cancelled'::text, array[cardinality(v_doomed)]), p_at);
-        end if;
+        v_touched := tickq.job_children_cancel(p_ids, p_statuses, p_at);
     end if;
 
     -- Only children of a parent waiting for their step count it down; the others stop

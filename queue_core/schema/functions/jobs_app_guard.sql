@@ -1,7 +1,8 @@
 -- Applications may change a job only through the documented operations
 -- (docs/threat-model.md), each one a set of columns it may move and how: debounce a job of
 -- a debounce's key that has not started (tickq.job_gate), cancel a job not yet running (a waiting one with an error naming the failed ancestor when the cascade of
--- tickq.jobs_settle does it), ask a running job to cancel, send a dead or cancelled job back
+-- tickq.jobs_settle does it; a saga that owes undos compensates first), ask a running job
+-- to cancel, send a dead or cancelled job back
 -- to the queue with fresh attempts, mark a parent as having children, deliver a signal, and
 -- forget a finished job's wait and signals before a fresh retry. The guard compares the
 -- whole row (every column, those added later too): an update that moves any column its
@@ -70,6 +71,22 @@ begin
                  and exists (select from tickq.jobs r
                              where r.id = substr(new.error, 8, 36)::uuid
                                and r.status in ('dead', 'cancelled'))))) is true then
+        return new;
+    end if;
+    -- Cancel a saga not running that owes undos: it stays as it is, but runnable at once
+    -- with the attempts its compensation needs (tickq.job_compensation_spare, read before
+    -- the compensation's row is written in the same statement), or, compensating already,
+    -- untouched but for the time.
+    if (v_moved <@ array['run_after', 'max_attempts', 'updated_at']
+        and new.status = old.status and old.status in ('queued', 'retrying')
+        and not new.cancel_requested
+        and case when v_moved <@ array['updated_at']
+                 then tickq.job_compensation_spare(old.id) is null
+                 else tickq.job_compensation_spare(old.id) > 0
+                      and new.run_after <= old.run_after
+                      and new.max_attempts = greatest(
+                          old.max_attempts, old.attempts + tickq.job_compensation_spare(old.id))
+            end) is true then
         return new;
     end if;
     -- Ask a running job to cancel.
