@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
 import logging
 import os
 import random
@@ -26,7 +25,7 @@ from uuid import UUID
 from . import handler_batch, telemetry, transitions, worker
 from .context import AsyncJobContext, JobContext, TransactionalJobContext
 from .errors import DatabaseError, InvalidJob, JobCancelled, LeaseLost, PermanentError, RetryAfter
-from .events import lifecycle_event
+from .events import with_opted_event
 from .handler_batch import HandlerBatch
 from .ids import new_id
 from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, Status
@@ -602,12 +601,13 @@ class Runner:
         """fn(job, conn) and the job's fenced success in one transaction of a connection of
         its own: the outcome is stored by that commit, so the batch's statement skips it."""
         context = TransactionalJobContext(
-            job, self.store, self.lease_seconds, self._steps, task.step_seconds
+            job, self.store, self.lease_seconds, self._steps, task.step_seconds, task.events
         )
         try:
             outcome = self._handler_transactions().run(context, task.fn)
         except BaseException as exc:  # rolled back; judged as any handler's exception
-            return self._judge(job, exc)
+            # Finished by the batch's statement, with the events a plain handler's writes.
+            return with_event(task, job, self._judge(job, exc))
         if log.isEnabledFor(logging.INFO):
             log.info("job succeeded in its handler's transaction", extra=log_fields(job, outcome))
         return outcome
@@ -723,11 +723,9 @@ class Runner:
 def with_event(task: Task, job: Job, outcome: Outcome) -> Outcome:
     """The outcome carrying the lifecycle event its task opted into, if any: the finish that
     persists it writes the event into the outbox (a task that opts into none pays a test)."""
-    if not task.events or outcome.status not in task.events:
+    if not task.events:
         return outcome
-    return dataclasses.replace(
-        outcome, event_json=lifecycle_event(job, outcome.status, outcome.error)
-    )
+    return with_opted_event(task.events, job, outcome)
 
 
 def with_events(task: Task, jobs: Sequence[Job], outcomes: Sequence[Outcome]) -> list[Outcome]:

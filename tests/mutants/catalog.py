@@ -52,6 +52,7 @@ VARIANTS = "tests/integration/test_claim_variants.py"
 TRANSACTIONAL = "queue_core/postgres/transactional.py"
 HANDLER_BATCH = "queue_core/handler_batch.py"
 TRANSACTIONAL_TESTS = "tests/integration/test_transactional.py"
+TRANSACTIONAL_EVENTS = "tests/integration/test_transactional_events.py"
 BATCH_TESTS = "tests/integration/test_handler_batches.py"
 HANDLER_PROCESSES = "tests/e2e/test_handler_semantics_done_when.py"
 OPERATOR_VIEW = "tests/integration/test_operator_job_view.py"
@@ -784,6 +785,36 @@ MUTANTS: tuple[Mutant, ...] = (
         (Edit("queue_core/jobs.py", "            and not self.in_transaction\n", ""),),
         targeted=(
             f"{TRANSACTIONAL_TESTS}::test_a_transactional_handlers_row_and_its_jobs_success_commit_together",
+        ),
+    ),
+    Mutant(
+        "transactional-success-without-event",
+        "a success completed in the handler's transaction writes no event its task opted into",
+        (
+            Edit(
+                TRANSACTIONAL,
+                "    outcome = with_opted_event(opted, row, outcome)\n",
+                "",
+            ),
+        ),
+        targeted=(
+            f"{TRANSACTIONAL_EVENTS}::test_a_transactional_success_writes_one_job_succeeded_event_in_the_handlers_transaction",
+            f"{TRANSACTIONAL_EVENTS}::test_complete_in_on_a_job_claimed_by_hand_writes_the_events_it_is_given",
+        ),
+    ),
+    Mutant(
+        "transactional-failure-without-event",
+        "a transactional handler's failure, finished after its transaction rolled back, writes"
+        " no event its task opted into",
+        (
+            Edit(
+                RUNNER,
+                "            return with_event(task, job, self._judge(job, exc))\n",
+                "            return self._judge(job, exc)\n",
+            ),
+        ),
+        targeted=(
+            f"{TRANSACTIONAL_EVENTS}::test_every_outcome_of_a_transactional_handler_writes_the_events_a_plain_handler_writes",
         ),
     ),
     Mutant(
