@@ -11,9 +11,15 @@ of one server, taking turns round by round (medians reported, ratios within this
    shows as a ratio above 1.
 3. A transactional handler (its row and the job's success in one transaction) against a
    plain handler writing the same row on the worker's own connection.
+4. A transactional handler by the engine at `--before` and by this tree, with no event
+   (what a type that opts into none pays) and with `events=["succeeded"]` (this tree).
+
+Each case also runs once more, untimed, with every connection of the drain traced: its
+round trips per job (the worker's and the handler connections' together) and the outbox
+rows it wrote.
 
     python -m bench.handler_semantics_cost --before REF [--jobs 10000] [--rounds 3]
-                                           [--tables batch,plain,transactional]
+                              [--tables batch,plain,transactional,transactional-before]
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,11 +42,13 @@ ROOT = Path(__file__).resolve().parents[1]
 API_SECONDS = 0.002  # what a handler call waits in the "2 ms per call" rows
 HANDLER_BATCH = 50
 CLAIM_BATCH = 100
+TRIP_JOBS = 200  # jobs of each case's traced run
 
 
-def child(kind: str, url: str, jobs: int, batch: int) -> dict[str, float]:
+def child(kind: str, url: str, jobs: int, batch: int, traced: bool = False) -> dict[str, float]:
     """Drain `jobs` jobs of one handler kind with whichever engine is first on the path;
-    the drain's wall seconds and handler calls."""
+    the drain's wall seconds, handler calls and outbox rows, and `traced`, the round trips
+    of every connection it used."""
     import psycopg
 
     from queue_core import PostgresStore, Registry, Runner
@@ -48,6 +57,7 @@ def child(kind: str, url: str, jobs: int, batch: int) -> dict[str, float]:
     registry = Registry()
     calls = [0]
     wait = API_SECONDS if kind.endswith("-api") else 0.0
+    traces = _trace_connections(psycopg) if traced else None
 
     def call() -> None:
         calls[0] += 1  # under the GIL; the rows compare counts, not races
@@ -59,13 +69,14 @@ def child(kind: str, url: str, jobs: int, batch: int) -> dict[str, float]:
         conn.execute("create table if not exists public.bench_rows (job_id uuid)")
         if kind.startswith("batch"):
             registry.task("work", batch_size=HANDLER_BATCH)(lambda b: call())
-        elif kind == "transactional":
+        elif kind.startswith("transactional"):
 
             def transactional(job: Any, tx: psycopg.Connection[Any]) -> None:
                 call()
                 tx.execute("insert into public.bench_rows values (%s)", (job.id,))
 
-            registry.task("work", transactional=True)(transactional)
+            events = ["succeeded"] if kind.endswith("-events") else []
+            registry.task("work", transactional=True, events=events)(transactional)
         elif kind == "row":
             writer = psycopg.connect(url, autocommit=True)
 
@@ -79,23 +90,96 @@ def child(kind: str, url: str, jobs: int, batch: int) -> dict[str, float]:
         store = PostgresStore(conn)
         store.enqueue_many([registry.spec("work", {"i": i}) for i in range(jobs)])
         with Runner(store, registry, batch_size=batch) as runner:
+            if traces is not None:
+                traces.mark()
             began = time.perf_counter()
             runner.tick()
             seconds = time.perf_counter() - began
+            # Read while every connection is open: untracing flushes its trace.
+            trips = None if traces is None else traces.round_trips()
         left = conn.execute("select count(*) from tickq.jobs where status <> 'succeeded'")
         assert left.fetchone() == (0,), "the drain left jobs behind"
-    return {"seconds": seconds, "calls": calls[0]}
+        outbox = conn.execute("select count(*) from tickq.outbox").fetchone()
+    found = {"seconds": seconds, "calls": calls[0], "events": outbox[0] if outbox else 0}
+    return found if trips is None else {**found, "trips": trips}
 
 
-def run(admin_url: str, tree: Path, kind: str, jobs: int, batch: int) -> dict[str, float]:
+class Traces:
+    """libpq traces of a drain's connections, counted as round trips (bench/roundtrips.py
+    counts one connection's the same way)."""
+
+    def __init__(self) -> None:
+        # Each traced connection, its trace file's descriptor, where the counted part begins.
+        self.files: list[tuple[Any, int, int]] = []
+
+    def add(self, conn: Any) -> None:
+        fd, path = tempfile.mkstemp(prefix="tickq-trace-")
+        os.unlink(path)  # the descriptor keeps it until the count
+        _trace(conn, fd)
+        self.files.append((conn, fd, 0))
+
+    def mark(self) -> None:
+        """Count only what comes after this (the drain, not the setup)."""
+        marked = []
+        for conn, fd, _ in self.files:
+            conn.pgconn.untrace()  # flushes the trace so far
+            marked.append((conn, fd, os.fstat(fd).st_size))
+            _trace(conn, fd)
+        self.files = marked
+
+    def round_trips(self) -> int:
+        """The server's ReadyForQuery messages on every traced connection since the mark,
+        read while all are open (untracing flushes a trace)."""
+        total = 0
+        for conn, fd, start in self.files:
+            conn.pgconn.untrace()
+            os.lseek(fd, start, os.SEEK_SET)
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            total += sum(
+                1
+                for line in b"".join(chunks).decode(errors="replace").splitlines()
+                if line.startswith("B\t") and "\tReadyForQuery" in line
+            )
+        return total
+
+
+def _trace(conn: Any, fd: int) -> None:
+    from psycopg import pq
+
+    os.lseek(fd, 0, os.SEEK_END)
+    conn.pgconn.trace(fd)
+    conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+
+
+def _trace_connections(psycopg: Any) -> Traces:
+    """Trace every connection opened from now on (the handler connections too)."""
+    traces = Traces()
+    connect = psycopg.connect
+
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        conn = connect(*args, **kwargs)
+        traces.add(conn)
+        return conn
+
+    psycopg.connect = traced
+    return traces
+
+
+def run(
+    admin_url: str, tree: Path, kind: str, jobs: int, batch: int, traced: bool = False
+) -> dict[str, float]:
     code = (
         "import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
         "from bench.handler_semantics_cost import child;"
-        "print(json.dumps(child(sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))))"
+        "print(json.dumps(child(sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]),"
+        " sys.argv[7] == '1')))"
     )
     with fresh_database(admin_url, f"handlers_{kind.replace('-', '_')}") as url:
+        args = [str(tree), str(ROOT), kind, url, str(jobs), str(batch), "1" if traced else "0"]
         out = subprocess.run(
-            [sys.executable, "-c", code, str(tree), str(ROOT), kind, url, str(jobs), str(batch)],
+            [sys.executable, "-c", code, *args],
             capture_output=True,
             text=True,
             check=True,
@@ -108,7 +192,8 @@ def run(admin_url: str, tree: Path, kind: str, jobs: int, batch: int) -> dict[st
 
 # (row label, tree: "after" or "before", handler kind, jobs factor, claim batch)
 Case = tuple[str, str, str, float, int]
-TABLES = ("batch", "plain", "transactional")  # the keys of `cases`, in its order
+# The keys of `cases`, in its order.
+TABLES = ("batch", "plain", "transactional", "transactional-before")
 
 
 def cases(before: str) -> list[tuple[str, list[Case]]]:
@@ -145,6 +230,14 @@ def cases(before: str) -> list[tuple[str, list[Case]]]:
                 ("transactional handler", "after", "transactional", 0.05, 10),
             ],
         ),
+        (
+            "transactional handler, before and after (each writes one row)",
+            [
+                (f"no event @{before}", "before", "transactional", 0.2, 10),
+                ("no event, this tree", "after", "transactional", 0.2, 10),
+                ('events=["succeeded"], this tree', "after", "transactional-events", 0.2, 10),
+            ],
+        ),
     ]
 
 
@@ -154,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=10_000, help="jobs of the batch rows")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (medians)")
     parser.add_argument(
-        "--tables", default="batch,plain,transactional", help="comma list of the tables to run"
+        "--tables", default=",".join(TABLES), help="comma list of the tables to run"
     )
     args = parser.parse_args(argv)
     chosen = args.tables.split(",")
@@ -167,29 +260,45 @@ def main(argv: list[str] | None = None) -> int:
             for label, side, kind, factor, batch in every if round_ % 2 == 0 else every[::-1]:
                 jobs = int(args.jobs * factor)
                 found.setdefault(label, []).append(run(admin_url, trees[side], kind, jobs, batch))
-    print(render(tables, found, args.jobs, args.rounds))
+        traced = {
+            label: run(admin_url, trees[side], kind, TRIP_JOBS, batch, traced=True)
+            for _, rows in tables
+            for label, side, kind, _, batch in rows
+        }
+    print(render(tables, found, traced, args.jobs, args.rounds))
     return 0
 
 
 def render(
     tables: list[tuple[str, list[Case]]],
     found: dict[str, list[dict[str, float]]],
+    traced: dict[str, dict[str, float]],
     jobs: int,
     rounds: int,
 ) -> str:
     lines = []
     for title, rows in tables:
-        lines += [f"\n{title}", "", "| drain | jobs | handler calls | wall s | vs first row |"]
-        lines.append("|---|---|---|---|---|")
+        lines += [
+            f"\n{title}",
+            "",
+            "| drain | jobs | handler calls | wall s | vs first row "
+            f"| round trips / job ({TRIP_JOBS} jobs) | outbox rows / job |",
+            "|---|---|---|---|---|---|---|",
+        ]
         first = statistics.median(r["seconds"] for r in found[rows[0][0]])
         for label, _, _, factor, _ in rows:
             seconds = statistics.median(r["seconds"] for r in found[label])
             calls = int(statistics.median(r["calls"] for r in found[label]))
+            trips = traced[label]["trips"] / TRIP_JOBS
+            events = traced[label]["events"] / TRIP_JOBS
             lines.append(
                 f"| {label} | {int(jobs * factor):,} | {calls:,} | {seconds:.2f} "
-                f"| {seconds / first:.2f} |"
+                f"| {seconds / first:.2f} | {trips:.2f} | {events:.2f} |"
             )
-    lines.append(f"\nmedians of {rounds} rounds, one server, turns alternating by round")
+    lines.append(
+        f"\nmedians of {rounds} rounds, one server, turns alternating by round; round trips "
+        "of every connection of one more, traced drain per row"
+    )
     return "\n".join(lines)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from .errors import ConfigurationError, JobCancelled
-from .jobs import DEFAULT_LEASE_SECONDS, Job, Outcome
+from .jobs import DEFAULT_LEASE_SECONDS, Job, Outcome, Status
 from .ports import LeaseKeeper
 from .step_context import JobSteps, StepHost
 from .steps import Retry
@@ -178,9 +178,27 @@ class JobContext:
 
 class TransactionalJobContext(JobContext):
     """The `job` of a transactional handler: remembers a completion the handler made itself
-    (queue_core.complete_in), so the runner does not complete the job a second time."""
+    (queue_core.complete_in), so the runner does not complete the job a second time, and
+    carries its task's events, which that completion writes with the success."""
 
-    __slots__ = ("_completed",)
+    __slots__ = ("_completed", "_events")
+
+    def __init__(
+        self,
+        job: Job,
+        keeper: LeaseKeeper,
+        lease_seconds: int,
+        host: StepHost | None = None,
+        step_seconds: float | None = None,
+        events: frozenset[Status] = frozenset(),
+    ) -> None:
+        super().__init__(job, keeper, lease_seconds, host, step_seconds)
+        self._events = events
+
+    @property
+    def events(self) -> frozenset[Status]:
+        """The statuses whose events the job's task opted into."""
+        return self._events
 
     @property
     def completed(self) -> Outcome | None:

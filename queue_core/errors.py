@@ -86,10 +86,12 @@ class DatabaseError(TickqError):
     """The database failed or could not be reached."""
 
 
-class HandlerNotStarted(DatabaseError):
-    """The database refused a transactional handler's connection until its job's lease ran
-    out: the handler never ran, so the worker reports nothing and leaves the job to the
-    reclaim, as a worker that lost the database would."""
+class HandlerConnectionLost(DatabaseError):
+    """A transactional handler's connection failed: refused until its job's lease ran out
+    (the handler never ran), or lost during its transaction (whether that committed is the
+    database's to know). The worker reports nothing and leaves the job to the reclaim, as a
+    worker that lost the database would: a committed success stands, and an attempt that
+    did not commit is retried once its lease expires."""
 
 
 class SchemaError(TickqError):

@@ -3,12 +3,13 @@ carries to the finish statement (queue_core/outbox.py writes and publishes them)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from typing import Any
 
 from .errors import InvalidJob
-from .jobs import Job, Status
+from .jobs import Job, Outcome, Status
 
 # A job's lifecycle events a task may opt into, by the status its outcome sets; `Job Dead`
 # is always written.
@@ -41,6 +42,17 @@ def lifecycle_event(job: Job, status: Status, error: str | None) -> str:
             "detail_type": DETAIL_TYPES[status],
             "detail": detail,
         }
+    )
+
+
+def with_opted_event(opted: frozenset[Status], job: Job, outcome: Outcome) -> Outcome:
+    """The outcome carrying its event when its status is one the task opted into: the one
+    rule of every path that finishes an attempt (the runner's finish, a completion in the
+    handler's transaction), so each writes the same events with the outcome it persists."""
+    if outcome.status not in opted:
+        return outcome
+    return dataclasses.replace(
+        outcome, event_json=lifecycle_event(job, outcome.status, outcome.error)
     )
 
 

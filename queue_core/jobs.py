@@ -193,8 +193,9 @@ class Outcome:
     event_json: str | None = None
     # The batch handler call the attempt ran in (batch consume), stored with the outcome.
     batch_id: UUID | None = None
-    # Nothing to store: the handler never ran (its transaction's connection was refused
-    # until its lease ended), so the job is left to the reclaim, as a lost worker's is.
+    # Nothing to store: a transactional handler's connection failed (refused until its
+    # lease ended, or lost during its transaction, which may have committed), so the job
+    # is left to the reclaim, as a lost worker's is.
     abandoned: bool = False
 
     @property

@@ -111,6 +111,11 @@ class CompletableJob(Protocol):
 
     def note_completed(self, outcome: Outcome) -> None: ...
 
+    @property
+    def events(self) -> frozenset[Status]:
+        """The statuses whose events its task opted into: the completion writes them."""
+        ...
+
 
 class HandlerTransactions(Protocol):
     """The transactions transactional handlers run in, each on a connection of its own."""

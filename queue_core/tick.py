@@ -27,14 +27,14 @@ from . import handler_batch, telemetry, transitions, worker
 from .context import AsyncJobContext, JobContext, TransactionalJobContext
 from .errors import (
     DatabaseError,
-    HandlerNotStarted,
+    HandlerConnectionLost,
     InvalidJob,
     JobCancelled,
     LeaseLost,
     PermanentError,
     RetryAfter,
 )
-from .events import lifecycle_event
+from .events import with_opted_event
 from .handler_batch import HandlerBatch
 from .ids import new_id
 from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, Status
@@ -610,15 +610,18 @@ class Runner:
         """fn(job, conn) and the job's fenced success in one transaction of a connection of
         its own: the outcome is stored by that commit, so the batch's statement skips it."""
         context = TransactionalJobContext(
-            job, self.store, self.lease_seconds, self._steps, task.step_seconds
+            job, self.store, self.lease_seconds, self._steps, task.step_seconds, task.events
         )
         try:
             outcome = self._handler_transactions().run(context, task.fn)
-        except HandlerNotStarted as exc:
-            log.warning("handler not started: %s", exc, extra={"job_id": str(job.id)})
+        except HandlerConnectionLost as exc:
+            log.warning("left to the reclaim: %s", exc, extra={"job_id": str(job.id)})
             return dataclasses.replace(transitions.failed(job, str(exc)), abandoned=True)
         except BaseException as exc:  # rolled back; judged as any handler's exception
-            return self._judge(job, exc)
+            # Finished by the batch's statement, after the undos its stored steps owe (they
+            # were stored on the worker's connection, so outlive the rollback), with the
+            # events a plain handler's writes.
+            return with_event(task, job, self._settle(context, self._judge(job, exc)))
         if log.isEnabledFor(logging.INFO):
             log.info("job succeeded in its handler's transaction", extra=log_fields(job, outcome))
         return outcome
@@ -734,11 +737,9 @@ class Runner:
 def with_event(task: Task, job: Job, outcome: Outcome) -> Outcome:
     """The outcome carrying the lifecycle event its task opted into, if any: the finish that
     persists it writes the event into the outbox (a task that opts into none pays a test)."""
-    if not task.events or outcome.status not in task.events:
+    if not task.events:
         return outcome
-    return dataclasses.replace(
-        outcome, event_json=lifecycle_event(job, outcome.status, outcome.error)
-    )
+    return with_opted_event(task.events, job, outcome)
 
 
 def with_events(task: Task, jobs: Sequence[Job], outcomes: Sequence[Outcome]) -> list[Outcome]:

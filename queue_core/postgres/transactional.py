@@ -3,11 +3,12 @@ handler's own writes, fenced by the job's lease token.
 
 `complete_in(conn, job, result)` marks the running job (fenced: no row when the lease was
 lost) and then finishes it through the one finish rule (jobs_finish_and_claim, claiming
-nothing), both inside the caller's transaction. A worker whose lease expired and whose job
-was claimed again cannot commit: `complete_in` raises LeaseLost, and the caller's writes
-roll back with it. `HandlerConnections` keeps the connections transactional handlers of one
-runner run in: one per handler running at the same time, opened on first use, kept between
-batches.
+nothing), both inside the caller's transaction, with the event its task opted into, so
+the outbox row commits or rolls back with the success. A worker whose lease expired and
+whose job was claimed again cannot commit: `complete_in` raises LeaseLost, and the
+caller's writes roll back with it. `HandlerConnections` keeps the connections
+transactional handlers of one runner run in: one per handler running at the same time,
+opened on first use, kept between batches.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,7 +26,8 @@ import psycopg
 from psycopg import pq
 
 from .. import transitions
-from ..errors import ConfigurationError, HandlerNotStarted, LeaseLost
+from ..errors import ConfigurationError, HandlerConnectionLost, LeaseLost
+from ..events import event_statuses, with_opted_event
 from ..jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome
 from ..ports import CompletableJob
 from .claim import outcome_params
@@ -38,10 +40,18 @@ Connect = Callable[[], psycopg.Connection[Any]]
 
 
 def complete_in(
-    conn: psycopg.Connection[Any], job: CompletableJob | Job, result: Any = None
+    conn: psycopg.Connection[Any],
+    job: CompletableJob | Job,
+    result: Any = None,
+    *,
+    events: Iterable[str] | None = None,
 ) -> Outcome:
     """Succeed the running `job` inside the open transaction of `conn`, fenced by its lease
-    token: the success commits or rolls back with everything else the transaction wrote.
+    token: the success, and the `Job Succeeded` event when its task opted into it, commit
+    or roll back with everything else the transaction wrote.
+
+    A transactional handler's `job` knows its task's events; for a job claimed by hand,
+    `events` names them as `@task(events=...)` does (none by default).
 
     Raises LeaseLost when another attempt holds the job (its lease expired and it was
     claimed again, or it finished): the caller must roll back. An autocommit connection
@@ -57,7 +67,13 @@ def complete_in(
     row = job if isinstance(job, Job) else job.row
     if row.lease_token is None:
         raise LeaseLost(row.id)
+    if events is not None:
+        opted = event_statuses(events)
+    else:
+        opted = frozenset() if isinstance(job, Job) else job.events
     outcome = transitions.succeeded(row, result)  # a result that is not JSON: refused here
+    # The event rides on the outcome into the finish below, as on the runner's finish.
+    outcome = with_opted_event(opted, row, outcome)
     marked = Executor(conn).rows(
         "job_complete_in_mark", {"id": row.id, "lease_token": row.lease_token}
     )
@@ -87,12 +103,22 @@ class HandlerConnections:
 
     def run(self, job: CompletableJob, fn: Callable[..., Any]) -> Outcome:
         """`fn(job, conn)` and the job's fenced success in one transaction of a connection
-        of its own; what `fn` raised (or LeaseLost) rolls both back and is raised again."""
-        with self.transaction(until=job.row.lease_until) as conn:
-            result = fn(job, conn)
-            done = job.completed  # the handler called complete_in itself
-            if done is None:
-                done = complete_in(conn, job, result)
+        of its own; what `fn` raised (or LeaseLost) rolls both back and is raised again, but
+        for a lost connection (HandlerConnectionLost): its commit may have happened."""
+        held: list[psycopg.Connection[Any]] = []
+        try:
+            with self.transaction(until=job.row.lease_until) as conn:
+                held.append(conn)
+                result = fn(job, conn)
+                done = job.completed  # the handler called complete_in itself
+                if done is None:
+                    done = complete_in(conn, job, result)
+        except HandlerConnectionLost:
+            raise
+        except BaseException as exc:
+            if held and held[0].broken:
+                raise HandlerConnectionLost(f"the handler's connection was lost: {exc}") from exc
+            raise
         return done
 
     @contextmanager
@@ -120,7 +146,7 @@ class HandlerConnections:
                 conn, kept = self._take()
             except psycopg.OperationalError as exc:
                 if not _time_before(until):
-                    raise HandlerNotStarted(str(exc)) from exc
+                    raise HandlerConnectionLost(str(exc)) from exc
                 continue
             begun = contextlib.ExitStack()
             try:
@@ -130,7 +156,7 @@ class HandlerConnections:
                     conn.close()
                 if kept or _time_before(until):
                     continue
-                raise HandlerNotStarted(str(exc)) from exc
+                raise HandlerConnectionLost(str(exc)) from exc
             return conn, begun
 
     def _take(self) -> tuple[psycopg.Connection[Any], bool]:

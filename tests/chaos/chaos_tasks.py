@@ -76,11 +76,12 @@ def chaos(job: JobContext) -> dict[str, Any]:
     max_attempts=MAX_ATTEMPTS,
     lease_seconds=LEASE_SECONDS,
     backoff=BACKOFF,
+    events=["succeeded"],
 )
 def chaos_tx(job: JobContext, conn: psycopg.Connection[Any]) -> dict[str, Any]:
-    """A transactional handler: its row in chaos.tx_rows must commit exactly when the job
-    succeeds, whatever the execution does after writing it (raise, snooze, die, outlive its
-    lease and report success all the same)."""
+    """A transactional handler: its row in chaos.tx_rows, and its `Job Succeeded` event,
+    must commit exactly when the job succeeds, whatever the execution does after writing it
+    (raise, snooze, die, outlive its lease and report success all the same)."""
 
     def run(action: str) -> dict[str, Any]:
         conn.execute(

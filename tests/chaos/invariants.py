@@ -201,6 +201,14 @@ ALWAYS: dict[str, str] = {
         group by j.id, j.status
         having count(r.job_id) <> case when j.status = 'succeeded' then 1 else 0 end
     """,
+    # Its `Job Succeeded` event rides on the same commit: one exactly when it succeeded.
+    "a transactional job's Job Succeeded events disagree with its success": """
+        select j.id, j.status, count(o.id) from tickq.jobs j
+        left join tickq.outbox o on o.job_id = j.id and o.detail_type = 'Job Succeeded'
+        where j.type = 'chaos-tx'
+        group by j.id, j.status
+        having count(o.id) <> case when j.status = 'succeeded' then 1 else 0 end
+    """,
     "more than one accepted completion": """
         select job_id, count(*) from chaos.versions
         where op = 'update' and new_status = 'succeeded'

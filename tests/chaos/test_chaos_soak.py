@@ -115,6 +115,9 @@ def summary(url: str, supervisor: Supervisor, enqueuer: Enqueuer, **extra: Any) 
             "job_dead_events": one(
                 "select count(*) from tickq.outbox where detail_type = 'Job Dead'"
             ),
+            "tx_succeeded_events": one(
+                "select count(*) from tickq.outbox where detail_type = 'Job Succeeded'"
+            ),
             "worker_kills": supervisor.kills,
             "worker_exits": dict(supervisor.exits),
             "worker_processes_started": supervisor.started,
@@ -213,3 +216,5 @@ def test_no_job_is_lost_under_kills_crashes_and_a_database_restart(tmp_path: Pat
     assert Counter(report["outcomes"]).keys() <= {"succeeded", "dead", "cancelled"}
     # Deaths happened, each with its one event (the invariant above): the outbox was tested.
     assert report["job_dead_events"] >= report["outcomes"].get("dead", 0) > 0, report
+    # Transactional successes wrote their events (one each, the invariant above).
+    assert report["tx_succeeded_events"] > 0, report

@@ -17,6 +17,7 @@ from queue_core import (
     ConfigurationError,
     JobContext,
     LeaseLost,
+    PermanentError,
     PostgresStore,
     Registry,
     Runner,
@@ -303,6 +304,52 @@ def test_a_handler_whose_connection_is_refused_for_its_whole_lease_leaves_its_jo
     assert held.lease_until is not None
     (reclaimed,) = store.reclaim(now=held.lease_until + timedelta(seconds=1))
     assert (reclaimed.status, reclaimed.error) == (Status.RETRYING, "lease expired")
+
+
+def test_a_handler_whose_connection_is_lost_in_its_transaction_leaves_its_job_to_the_reclaim(
+    store: PostgresStore, registry: Registry, conn: psycopg.Connection
+) -> None:
+    """Whether a transaction whose connection died committed is the database's to know: the
+    worker reports nothing, and the reclaim retries the job once its lease expires (its
+    charge rolled back with the connection), rather than the worker failing it early."""
+
+    @registry.task("charge", transactional=True, lease_seconds=30)
+    def handler(job: JobContext, tx: psycopg.Connection) -> None:
+        charge(job, tx)
+        conn.execute("select pg_terminate_backend(%s)", (tx.info.backend_pid,))
+
+    job_id = store.enqueue(registry.spec("charge")).id
+    with Runner(store, registry) as runner:
+        report = runner.tick()
+
+    assert (report.lost_leases, report.retried, report.succeeded) == (1, 0, 0)
+    held = store.get(job_id)
+    assert (held.status, held.attempts, charge_rows(conn, job_id)) == (Status.RUNNING, 1, [])
+    assert held.lease_until is not None
+    (reclaimed,) = store.reclaim(now=held.lease_until + timedelta(seconds=1))
+    assert (reclaimed.status, reclaimed.error) == (Status.RETRYING, "lease expired")
+
+
+def test_a_transactional_saga_that_fails_for_good_runs_its_undos_before_it_ends_dead(
+    store: PostgresStore, registry: Registry, conn: psycopg.Connection
+) -> None:
+    """Its transaction rolled back, the steps it stored (on the worker's connection, so
+    kept) are undone as a plain handler's would be, then the job ends dead."""
+    undone: list[int] = []
+
+    @registry.task("book", transactional=True)
+    def handler(job: JobContext, tx: psycopg.Connection) -> None:
+        charge(job, tx)
+        job.step("reserve", lambda: {"seat": 7}, undo=lambda r: undone.append(r["seat"]))
+        raise PermanentError("card declined")
+
+    job_id = store.enqueue(registry.spec("book")).id
+    with Runner(store, registry) as runner:
+        report = runner.tick()
+
+    assert (report.dead, undone, charge_rows(conn, job_id)) == (1, [7], [])
+    ended = store.get(job_id)
+    assert (ended.status, ended.error) == (Status.DEAD, "PermanentError: card declined")
 
 
 def test_a_transactional_handler_cannot_be_async_or_batched() -> None:

@@ -52,6 +52,7 @@ VARIANTS = "tests/integration/test_claim_variants.py"
 TRANSACTIONAL = "queue_core/postgres/transactional.py"
 HANDLER_BATCH = "queue_core/handler_batch.py"
 TRANSACTIONAL_TESTS = "tests/integration/test_transactional.py"
+TRANSACTIONAL_EVENTS = "tests/integration/test_transactional_events.py"
 BATCH_TESTS = "tests/integration/test_handler_batches.py"
 HANDLER_PROCESSES = "tests/e2e/test_handler_semantics_done_when.py"
 OPERATOR_VIEW = "tests/integration/test_operator_job_view.py"
@@ -788,6 +789,41 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "transactional-success-without-event",
+        "a success completed in the handler's transaction writes no event its task opted into",
+        (
+            Edit(
+                TRANSACTIONAL,
+                "    outcome = with_opted_event(opted, row, outcome)\n",
+                "",
+            ),
+        ),
+        targeted=(
+            f"{TRANSACTIONAL_EVENTS}::test_a_transactional_success_writes_one_job_succeeded_event_in_the_handlers_transaction",
+            f"{TRANSACTIONAL_EVENTS}::test_complete_in_on_a_job_claimed_by_hand_writes_the_events_it_is_given",
+        ),
+    ),
+    Mutant(
+        "transactional-failure-without-event",
+        "a transactional handler's failure, finished after its transaction rolled back, writes"
+        " no event its task opted into",
+        (
+            Edit(
+                RUNNER,
+                "            return with_event(task, job,"
+                " self._settle(context, self._judge(job, exc)))\n"
+                "        if log.isEnabledFor(logging.INFO):\n"
+                "            log.info(\"job succeeded in its handler's transaction\"",
+                "            return self._settle(context, self._judge(job, exc))\n"
+                "        if log.isEnabledFor(logging.INFO):\n"
+                "            log.info(\"job succeeded in its handler's transaction\"",
+            ),
+        ),
+        targeted=(
+            f"{TRANSACTIONAL_EVENTS}::test_every_outcome_of_a_transactional_handler_writes_the_events_a_plain_handler_writes",
+        ),
+    ),
+    Mutant(
         "batch-call-over-size",
         "a batch handler call holds one job more than its batch size",
         (
@@ -1212,10 +1248,10 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 TRANSACTIONAL,
-                "            result = fn(job, conn)\n            done = job.completed",
-                "            result = fn(job, conn)\n"
-                "        with self.transaction() as conn:\n"
-                "            done = job.completed",
+                "                result = fn(job, conn)\n                done = job.completed",
+                "                result = fn(job, conn)\n"
+                "            with self.transaction() as conn:\n"
+                "                done = job.completed",
             ),
         ),
         targeted=(
@@ -1318,12 +1354,47 @@ MUTANTS: tuple[Mutant, ...] = (
             Edit(
                 TRANSACTIONAL,
                 "                if not _time_before(until):\n"
-                "                    raise HandlerNotStarted(str(exc)) from exc\n",
+                "                    raise HandlerConnectionLost(str(exc)) from exc\n",
                 "                if not _time_before(until):\n                    raise\n",
             ),
         ),
         targeted=(
             f"{TRANSACTIONAL_TESTS}::test_a_handler_whose_connection_is_refused_for_its_whole_lease_leaves_its_job_to_the_reclaim",
+        ),
+    ),
+    Mutant(
+        "lost-handler-connection-fails-the-job",
+        "a transactional handler whose connection died in its transaction (which may have"
+        " committed) fails its job early instead of leaving it to the reclaim",
+        (
+            Edit(
+                TRANSACTIONAL,
+                "            if held and held[0].broken:\n",
+                "            if False:\n",
+            ),
+        ),
+        targeted=(
+            f"{TRANSACTIONAL_TESTS}::test_a_handler_whose_connection_is_lost_in_its_transaction_leaves_its_job_to_the_reclaim",
+        ),
+    ),
+    Mutant(
+        "transactional-saga-not-compensated",
+        "a transactional handler that fails for good ends dead without the undos its stored"
+        " steps owe",
+        (
+            Edit(
+                RUNNER,
+                "            return with_event(task, job,"
+                " self._settle(context, self._judge(job, exc)))\n"
+                "        if log.isEnabledFor(logging.INFO):\n"
+                "            log.info(\"job succeeded in its handler's transaction\"",
+                "            return with_event(task, job, self._judge(job, exc))\n"
+                "        if log.isEnabledFor(logging.INFO):\n"
+                "            log.info(\"job succeeded in its handler's transaction\"",
+            ),
+        ),
+        targeted=(
+            f"{TRANSACTIONAL_TESTS}::test_a_transactional_saga_that_fails_for_good_runs_its_undos_before_it_ends_dead",
         ),
     ),
 )
