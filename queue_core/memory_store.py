@@ -547,6 +547,7 @@ class NoSteps:
         step: str,
         specs: Sequence[JobSpec],
         max_running: int,
+        queue: str | None = None,
         now: datetime | None = None,
     ) -> datetime:
         _no_steps()

@@ -410,9 +410,11 @@ class StepOperations(Protocol):
         step: str,
         specs: Sequence[JobSpec],
         max_running: int,
+        queue: str | None = None,
         now: datetime | None = None,
     ) -> datetime:
-        """Enqueue a step's children and suspend the parent until they end (one commit)."""
+        """Enqueue a step's children and suspend the parent until they end (one commit);
+        QueueFull, writing nothing, when they would overflow `queue` (the parent's)."""
         ...
 
     def children(self, job_id: UUID, step: str) -> list[tuple[UUID, Status, Any, str | None]]: ...

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from . import steps, telemetry, transitions, validation
-from .errors import InvalidJob, JobCancelled, LeaseLost, PermanentError
+from .errors import InvalidJob, JobCancelled, LeaseLost, PermanentError, QueueFull, RetryAfter
 from .jobs import TERMINAL, Job, JobSpec, Outcome, Status
 from .ports import StepOperations, Store
 from .steps import ChildFailed, Durable, InvalidStep, Retry, WaitKind, WaitTimeout
@@ -187,13 +187,17 @@ class JobSteps:
             return list(self._store(name, [r for _, _, r, _ in children], counted=False))
         if not specs:
             return list(self._store(name, [], counted=False))
-        run_after = self._db().enqueue_children(
-            self.job.id,
-            self.token,
-            step=name,
-            specs=specs,
-            max_running=min(max_concurrency or len(specs), len(specs)),
-        )
+        try:
+            run_after = self._db().enqueue_children(
+                self.job.id,
+                self.token,
+                step=name,
+                specs=specs,
+                max_running=min(max_concurrency or len(specs), len(specs)),
+                queue=self.job.queue,
+            )
+        except QueueFull as exc:  # backpressure: wait for room, not an attempt spent
+            raise RetryAfter(self.job.backoff.delay(self.job.attempts), str(exc)) from None
         self.host.counts.add("suspended")
         raise Suspended(self.job.id, run_after)
 

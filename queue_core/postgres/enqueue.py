@@ -228,10 +228,24 @@ class Enqueues:
         store is not an application user's (the jobs_app_admit trigger admits those)."""
         return self._db.user_id is None and bool(self._limits.current().queues)
 
+    @contextmanager
+    def children_admitted(self, queue: str | None, count: int) -> Iterator[None]:
+        """A map step's children, counted against their queue's maximum depth (the
+        parent's queue) in the transaction that enqueues them: QueueFull writes nothing."""
+        if queue is None or not self._admits_here():
+            yield
+            return
+        with self._db.conn.transaction():
+            self._admit_counts({queue: count})
+            yield
+
     def _admit(self, specs: Sequence[JobSpec]) -> None:
         incoming: dict[str, int] = {}
         for spec in specs:
             incoming[spec.queue] = incoming.get(spec.queue, 0) + 1
+        self._admit_counts(incoming)
+
+    def _admit_counts(self, incoming: dict[str, int]) -> None:
         params = {"queues": list(incoming), "counts": list(incoming.values())}
         for queue, depth, max_depth in self._db.rows("queue_limits_admit", params):
             raise QueueFull(queue, depth, max_depth)

@@ -13,6 +13,7 @@ from ..errors import InvalidJob, InvalidTransition, JobCancelled, JobNotFound, L
 from ..ids import new_ids
 from ..jobs import RUNNABLE, Job, JobSpec, Status
 from ..steps import Durable, DurableView, Wait, WaitKind
+from .enqueue import Enqueues
 from .reads import Reads, job_uuid
 
 # The parameters of jobs_suspend that count a failed try, for a suspension that counts none.
@@ -251,11 +252,13 @@ class StepStore:
         step: str,
         specs: Sequence[JobSpec],
         max_running: int,
+        queue: str | None = None,
         now: datetime | None = None,
     ) -> datetime:
         """Enqueue one child job per spec (all of one type) and suspend the parent until they
         have all ended, in one statement; returns the parent's wake time (far off: the last
-        child brings it forward). JobCancelled or LeaseLost as `suspend`."""
+        child brings it forward). JobCancelled or LeaseLost as `suspend`; QueueFull, writing
+        nothing, when `queue` (the parent's) has a maximum depth they would pass."""
         first = specs[0]
         params = {
             "id": job_id,
@@ -274,7 +277,11 @@ class StepStore:
             "forever": steps.FOREVER,
             "now": now,
         }
-        rows = self._db.rows("job_children_enqueue", params)
+        if isinstance(self.store, Enqueues):
+            with self.store.children_admitted(queue, len(specs)):
+                rows = self._db.rows("job_children_enqueue", params)
+        else:
+            rows = self._db.rows("job_children_enqueue", params)
         children, _, run_after = rows[0]
         if not children or run_after is None:
             self._lost_or_cancelled(job_id, lease_token)

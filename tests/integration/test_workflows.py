@@ -295,3 +295,37 @@ def test_retry_from_a_step_forgets_it_and_every_later_step_and_keeps_the_earlier
     job = store.get(job_id)
     assert (job.status, job.result) == (Status.SUCCEEDED, ["a", "b", "c"])
     assert calls == ["a", "b", "c", "b", "c"]
+
+
+def test_a_map_that_would_overflow_its_queue_waits_for_room_without_spending_an_attempt(
+    conn: psycopg.Connection, registry: Registry
+) -> None:
+    """The parent's queue has a maximum depth: the children are admitted as one enqueue in
+    their statement's transaction, so a map that does not fit enqueues none, and the parent
+    snoozes (its attempt given back) until there is room."""
+    from queue_core.limits import Limits, queue_limit
+
+    @registry.task("part")
+    def part(job: JobContext) -> int:
+        return int(job.payload["n"])
+
+    @registry.task("whole", backoff=INSTANT)
+    def whole(job: JobContext) -> int:
+        return sum(job.map("parts", "part", [{"n": n} for n in range(8)], max_concurrency=2))
+
+    Limits(conn).set_queue(queue_limit("default", max_depth=5))
+    store = PostgresStore(conn)  # its look at the limit tables sees the limit
+    parent = enqueue(store, registry, "whole")
+    with Runner(store, registry, rand=lambda: 0.0) as runner:
+        report = runner.tick()
+
+    snoozed = store.get(parent)
+    assert (report.snoozed, snoozed.status, snoozed.error) == (1, Status.QUEUED, None)
+    assert snoozed.max_attempts == registry.spec("whole").max_attempts + 1  # given back
+    assert conn.execute("select count(*) from tickq.jobs where type = 'part'").fetchone() == (0,)
+
+    Limits(conn).set_queue(queue_limit("default", max_depth=20))
+    roomy = PostgresStore(conn)
+    run(roomy, registry, parent)
+    done = roomy.get(parent)
+    assert (done.status, done.result, done.errors) == (Status.SUCCEEDED, 28, [])

@@ -1397,4 +1397,18 @@ MUTANTS: tuple[Mutant, ...] = (
             f"{TRANSACTIONAL_TESTS}::test_a_transactional_saga_that_fails_for_good_runs_its_undos_before_it_ends_dead",
         ),
     ),
+    Mutant(
+        "map-children-bypass-queue-depth",
+        "a map step's children are enqueued past their queue's maximum depth",
+        (
+            Edit(
+                "queue_core/step_context.py",
+                "                queue=self.job.queue,\n",
+                "                queue=None,\n",
+            ),
+        ),
+        targeted=(
+            f"{WORKFLOWS}::test_a_map_that_would_overflow_its_queue_waits_for_room_without_spending_an_attempt",
+        ),
+    ),
 )
