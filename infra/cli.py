@@ -188,8 +188,20 @@ def _runner(
     )
 
 
+def _worker_registry(command: str, modules: Sequence[str] | None) -> Registry:
+    """The handlers a tick or a worker runs, saying so on stderr when no module was named:
+    every job it claims would then fail with "no handler registered"."""
+    if not (modules or Settings.from_env().task_modules):
+        err.print(
+            f"tickq {command}: no handler modules named (--tasks MODULE or "
+            "TICKQ_TASK_MODULES, the template's TaskModules): a job of a type no module "
+            "registers fails with 'no handler registered'"
+        )
+    return load_registry(modules)
+
+
 def cmd_tick(args: argparse.Namespace) -> int:
-    reg = load_registry(args.tasks)
+    reg = _worker_registry("tick", args.tasks)
     # --max-seconds plays a Lambda's timeout: no claims after it, and steps that would not
     # fit before it suspend their job (docs/steps.md).
     ends = None if args.max_seconds is None else time.monotonic() + args.max_seconds
@@ -206,7 +218,7 @@ def cmd_tick(args: argparse.Namespace) -> int:
 def cmd_work(args: argparse.Namespace) -> int:
     from .progress import WorkStatus, live_status
 
-    reg = load_registry(args.tasks)
+    reg = _worker_registry("work", args.tasks)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -215,10 +215,11 @@ def test_tick_without_handlers_records_the_failures_and_reports_them(
 ) -> None:
     job_id = PostgresStore(conn).enqueue(job_spec("embed", max_attempts=2)).id
 
-    code, report, _ = cli("tick", "--json")
+    code, report, stderr = cli("tick", "--json")
 
     assert code == 0
     assert (report["claimed"], report["retried"], report["succeeded"]) == (1, 1, 0)
+    assert "no handler modules named (--tasks MODULE or TICKQ_TASK_MODULES" in stderr
     job = PostgresStore(conn).get(job_id)
     assert job.status == Status.RETRYING
     assert job.error is not None and "no handler registered" in job.error
