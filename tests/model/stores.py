@@ -20,3 +20,15 @@ def deterministic_store(conn: psycopg.Connection[Any]) -> PostgresStore:
     store = PostgresStore(conn, groups_ttl_seconds=0.0, rand=lambda: 0.5)
     store.paused.ttl_seconds = 0.0
     return store
+
+
+# What other tests leave behind that changes what a store does: limits and pauses. A model
+# test's database is shared with the tests that ran before it in its process, and the
+# fixtures empty tables before a test, not after.
+SETTINGS = "tickq.type_limits, tickq.queue_limits, tickq.queue_group_limits, tickq.queue_pauses"
+
+
+def empty(conn: psycopg.Connection[Any], tables: str = "tickq.jobs") -> None:
+    """Truncate `tables` (and what references them) with every limit and pause."""
+    conn.execute(f"truncate {tables}, {SETTINGS} cascade")
+

@@ -26,7 +26,7 @@ from queue_core import HandlerBatch, JobContext, PermanentError, Registry, Retry
 from queue_core.jobs import Status
 from queue_core.tick import TickReport
 from tests.model.profiles import budget
-from tests.model.stores import deterministic_store
+from tests.model.stores import deterministic_store, empty
 
 SIZES = {"embed3": 3, "embed5": 5, "aembed2": 2, "plain": None}
 ACTIONS = ("ok", "ok", "fail", "dead", "snooze", "boom")
@@ -146,7 +146,7 @@ def test_batch_calls_and_each_jobs_outcome_match_the_model(
     database_url: str, jobs: list[tuple[str, list[str]]], claim_size: int, concurrency: int
 ) -> None:
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("truncate tickq.jobs cascade")
+        empty(conn)
         store = deterministic_store(conn)
         handlers = Handlers()
         types = [type_ for type_, _ in jobs]

@@ -31,7 +31,7 @@ from queue_core.errors import InvalidParent, InvalidTransition
 from queue_core.jobs import TERMINAL, Job, Status
 from tests.model import test_store_matches_transitions as base
 from tests.model.profiles import budget
-from tests.model.stores import deterministic_store
+from tests.model.stores import deterministic_store, empty
 
 FAILED = (Status.DEAD, Status.CANCELLED)
 
@@ -42,7 +42,7 @@ class GraphVersusModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.conn = psycopg.connect(self.database_url, autocommit=True)
-        self.conn.execute("truncate tickq.jobs cascade")
+        empty(self.conn)
         self.store = deterministic_store(self.conn)
         self.now = base.T0
         self.model: dict[UUID, Job] = {}

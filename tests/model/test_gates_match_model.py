@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from queue_core import gates
 from queue_core.validation import job_spec
 from tests.model.profiles import budget
-from tests.model.stores import deterministic_store
+from tests.model.stores import deterministic_store, empty
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 # Steps of whole milliseconds: PostgreSQL keeps microseconds, so times compare exactly.
@@ -83,7 +83,7 @@ def test_random_enqueues_of_one_key_make_the_models_jobs(database_url: str) -> N
         @example(STARTED_THEN_AGAIN)
         def check(drawn: tuple[gates.Gate, list[gates.Event]]) -> None:
             gate, events = drawn
-            conn.execute("truncate tickq.jobs, tickq.job_gates cascade")
+            empty(conn, "tickq.jobs, tickq.job_gates")
             assert run_on_postgres(conn, gate, events) == gates.model(gate, events)
 
         check()

@@ -37,7 +37,7 @@ from queue_core import transitions, validation
 from queue_core.errors import InvalidTransition, LeaseLost
 from queue_core.jobs import KEY_HOLDING, Job, Outcome, Status
 from tests.model.profiles import budget
-from tests.model.stores import deterministic_store
+from tests.model.stores import deterministic_store, empty
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 LEASE = 30
@@ -120,7 +120,7 @@ class HotPathVersusModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.conn = psycopg.connect(self.database_url, autocommit=True)
-        self.conn.execute("truncate tickq.jobs cascade")
+        empty(self.conn)
         self.store = deterministic_store(self.conn)
         self.now = T0
         self.model: dict[UUID, Job] = {}

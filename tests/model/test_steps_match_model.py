@@ -43,7 +43,7 @@ from queue_core.postgres import steps as postgres_steps
 from queue_core.steps import Durable, Wait, WaitKind
 from queue_core.workflows import Link, Waiting
 from tests.model.profiles import budget
-from tests.model.stores import deterministic_store
+from tests.model.stores import deterministic_store, empty
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 LEASE = 30
@@ -81,7 +81,7 @@ class StepsVersusModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.conn = psycopg.connect(self.database_url, autocommit=True)
-        self.conn.execute("truncate tickq.jobs cascade")
+        empty(self.conn)
         _IDS[0] = itertools.count(1)  # a fresh database: ids start again (see the test)
         self.store = deterministic_store(self.conn)
         self.now = T0

@@ -40,7 +40,7 @@ from queue_core.jobs import DEFAULT_QUEUE, KEY_HOLDING, Job, Status
 from queue_core.memory_store import MemoryStore
 from queue_core.pauses import QueueNotPaused, QueuePauses
 from tests.model.profiles import budget
-from tests.model.stores import deterministic_store
+from tests.model.stores import deterministic_store, empty
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 LEASE = 30
@@ -83,7 +83,7 @@ class StoreVersusModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.conn = psycopg.connect(self.database_url, autocommit=True)
-        self.conn.execute("truncate tickq.jobs cascade")
+        empty(self.conn)
         partitions.ensure(self.conn, days_ahead=0, now=T0)  # each run starts with T0's day
         self.store = deterministic_store(self.conn)
         self.now = T0
