@@ -3,6 +3,7 @@ on the store's executor (so user scope and error translation are the store's own
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NoReturn
@@ -277,10 +278,12 @@ class StepStore:
             "forever": steps.FOREVER,
             "now": now,
         }
-        if isinstance(self.store, Enqueues):
-            with self.store.children_admitted(queue, len(specs)):
-                rows = self._db.rows("job_children_enqueue", params)
-        else:
+        admitted = (
+            self.store.children_admitted(queue, len(specs))
+            if isinstance(self.store, Enqueues)
+            else contextlib.nullcontext()
+        )
+        with admitted:
             rows = self._db.rows("job_children_enqueue", params)
         children, _, run_after = rows[0]
         if not children or run_after is None:
