@@ -24,7 +24,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from queue_core import ConfigurationError, InvalidJob, Runner, TickReport
+from queue_core import ConfigurationError, InvalidJob, Registry, Runner, TickReport
 from queue_core.config import env_int
 from queue_core.postgres.transactional import HandlerConnections
 from queue_core.validation import integer, name
@@ -62,16 +62,11 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     config = settings()
     margin_ms = env_int("TICKQ_SAFETY_MARGIN_MS", 10_000, 0, 900_000)
     max_fanout = env_int("TICKQ_MAX_FANOUT", 0, 0, MAX_FANOUT_HOPS)
-    budget_ms = context.get_remaining_time_in_millis()
-    if config.lease_seconds * 1000 <= budget_ms + margin_ms:
-        raise ConfigurationError(
-            f"TICKQ_LEASE_SECONDS ({config.lease_seconds} s) must be longer than the function "
-            f"timeout ({budget_ms / 1000:.0f} s) plus the safety margin ({margin_ms} ms), or a "
-            "job still running at the timeout could be claimed twice"
-        )
+    registry = tasks()
+    check_leases(config.lease_seconds, registry, context.get_remaining_time_in_millis(), margin_ms)
     runner = Runner(
         store(),
-        tasks(),
+        registry,
         queues=request.queues or config.queues,
         batch_size=config.batch_size,
         concurrency=config.concurrency,
@@ -110,6 +105,25 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     }
     logger.info("tick finished", extra={"report": outcome})
     return outcome
+
+
+def check_leases(default_seconds: int, registry: Registry, budget_ms: int, margin_ms: int) -> None:
+    """Refuse a tick whose leases (the environment's, or a task's own) could end while the
+    function still runs: a job running at the timeout would then be claimed twice."""
+    rule = (
+        f"must be longer than the function timeout ({budget_ms / 1000:.0f} s) plus the "
+        f"safety margin ({margin_ms} ms), or a job still running at the timeout could be "
+        "claimed twice"
+    )
+    if default_seconds * 1000 <= budget_ms + margin_ms:
+        raise ConfigurationError(f"TICKQ_LEASE_SECONDS ({default_seconds} s) {rule}")
+    short = [
+        f"task {t.name!r} has lease_seconds={t.lease_seconds}"
+        for t in (registry.tasks[n] for n in registry.names())
+        if t.lease_seconds is not None and t.lease_seconds * 1000 <= budget_ms + margin_ms
+    ]
+    if short:
+        raise ConfigurationError(f"{'; '.join(short)}: a task's lease {rule}")
 
 
 def drain(

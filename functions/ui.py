@@ -196,7 +196,10 @@ def _claim_list(value: Any) -> set[str]:
 
 @cache
 def _asset_text(name: str) -> str:
-    return (resources.files("functions") / "static" / name).read_text(encoding="utf-8")
+    # By this module's own package, never a spelled name: installed it is
+    # tickq.functions, and an application may have a `functions` package of its own.
+    static = resources.files(__name__.rpartition(".")[0]) / "static"
+    return (static / name).read_text(encoding="utf-8")
 
 
 def _static(name: str, content_type: str) -> Response:

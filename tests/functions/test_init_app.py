@@ -4,6 +4,7 @@ reference template's functions from the user's folder, and bad input changes not
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from importlib import metadata
 from pathlib import Path
@@ -14,11 +15,11 @@ from cfnlint.api import lint_file
 
 from tickq.infra.cli import main
 from tickq.infra.cli_common import EXIT_INPUT
-from tickq.infra.init_app import FILES, REQUIREMENTS
+from tickq.infra.init_app import FILES, MANIFEST, REQUIREMENTS
 from tickq.infra.local_invoke import function_config, load_template
 
 ROOT = Path(__file__).resolve().parents[2]
-WRITTEN = sorted([*FILES.values(), REQUIREMENTS])
+WRITTEN = sorted([*FILES.values(), REQUIREMENTS, MANIFEST])
 
 
 def init(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
@@ -94,17 +95,43 @@ def test_the_sample_module_registers_its_task(app: Path) -> None:
     assert "hello" in registry.tasks
 
 
-def test_a_wheel_file_becomes_a_direct_reference(
+def test_a_wheel_file_is_vendored_and_named_by_a_relative_path(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    wheel = tmp_path / "tickq-0.1.0-py3-none-any.whl"
-    wheel.write_bytes(b"")
+    wheel = tmp_path / "dist" / "tickq-0.1.0-py3-none-any.whl"
+    wheel.parent.mkdir()
+    wheel.write_bytes(b"PK wheel bytes")
 
     code, written = init(capsys, str(tmp_path / "app"), "--requirement", str(wheel))
 
     assert code == 0
-    assert written["requirement"] == f"tickq[aws] @ {wheel.as_uri()}"
-    assert f"tickq[aws] @ {wheel.as_uri()}\n" in (tmp_path / "app" / REQUIREMENTS).read_text()
+    line = "./vendor/tickq-0.1.0-py3-none-any.whl[aws]"
+    assert written["requirement"] == line
+    requirements = (tmp_path / "app" / REQUIREMENTS).read_text()
+    assert line in requirements.splitlines()
+    # Nothing of this machine's paths: the folder can be moved and committed.
+    assert str(tmp_path) not in requirements and "file:" not in requirements
+    assert (tmp_path / "app" / "vendor" / wheel.name).read_bytes() == b"PK wheel bytes"
+
+
+def test_force_with_a_new_wheel_replaces_only_the_tickq_line_and_the_old_wheel(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new = tmp_path / "tickq-0.1.0-py3-none-any.whl", tmp_path / "tickq-0.2.0-py3-none-any.whl"
+    old.write_bytes(b"old")
+    new.write_bytes(b"new")
+    app = tmp_path / "app"
+    assert init(capsys, str(app), "--requirement", str(old))[0] == 0
+    requirements = app / REQUIREMENTS
+    requirements.write_text(requirements.read_text() + "numpy==2.1\n")
+
+    code, _ = init(capsys, str(app), "--force", "--requirement", str(new))
+
+    assert code == 0
+    lines = requirements.read_text().splitlines()
+    assert "./vendor/tickq-0.2.0-py3-none-any.whl[aws]" in lines and "numpy==2.1" in lines
+    assert not any("0.1.0" in line for line in lines)
+    assert sorted(p.name for p in (app / "vendor").iterdir()) == [new.name]
 
 
 def test_an_index_spec_is_written_as_given(
@@ -145,10 +172,39 @@ def test_existing_files_are_kept_unless_forced(
     assert "already has template.yaml, tasks.py" in error["message"]
     assert (app / "tasks.py").read_text() == "# mine\n"
 
-    code, _ = init(capsys, str(app), "--force")
+
+def test_force_rewrites_only_the_files_the_user_did_not_change(
+    app: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (app / "tasks.py").write_text("# mine\n")
+    template = app / "template.yaml"
+    template.write_text(template.read_text() + "# my own comment\n")
+    (app / "README.md").unlink()
+    (app / "events" / "tick.json").write_text("{}")
+
+    code, written = init(capsys, str(app), "--force")
 
     assert code == 0
-    assert (app / "tasks.py").read_text() != "# mine\n"
+    assert written["kept"] == ["events/tick.json", "tasks.py", "template.yaml"]
+    assert (app / "tasks.py").read_text() == "# mine\n"
+    assert template.read_text().endswith("# my own comment\n")
+    assert (app / "README.md").is_file()  # gone, so written again
+    assert "README.md" in written["files"] and "tasks.py" not in written["files"]
+
+
+def test_force_rewrites_a_file_that_still_holds_what_init_wrote(
+    app: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As an older tickq's init would have left it: the manifest says what it wrote then.
+    manifest = json.loads((app / ".tickq-init.json").read_text())
+    (app / "tasks.py").write_text("# what an older init wrote\n")
+    manifest["files"]["tasks.py"] = hashlib.sha256(b"# what an older init wrote\n").hexdigest()
+    (app / ".tickq-init.json").write_text(json.dumps(manifest))
+
+    code, written = init(capsys, str(app), "--force")
+
+    assert (code, written["kept"]) == (0, [])
+    assert (app / "tasks.py").read_text() != "# what an older init wrote\n"
 
 
 def test_a_file_where_the_folder_should_be_is_refused(

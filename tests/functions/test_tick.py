@@ -91,6 +91,24 @@ def test_refuses_to_start_when_the_lease_is_not_longer_than_timeout_plus_margin(
     assert statuses(conn) == ["queued"]
 
 
+def test_refuses_a_task_whose_own_lease_is_not_longer_than_timeout_plus_margin(
+    conn: psycopg.Connection, tasks: Registry
+) -> None:
+    # The environment's lease (120 s) is long enough; one task declares a shorter one.
+    tasks.task("ok", lease_seconds=71)(lambda job: None)
+    tasks.task("embed", lease_seconds=60)(lambda job: None)
+    enqueue(conn, "ok", using=tasks)
+
+    with pytest.raises(ConfigurationError) as refused:
+        tick.handler({}, FakeContext(remaining_ms=60_000))
+
+    message = str(refused.value)
+    assert "task 'embed' has lease_seconds=60" in message
+    assert "'ok'" not in message
+    assert "longer than the function timeout (60 s) plus the safety margin" in message
+    assert statuses(conn) == ["queued"]
+
+
 @pytest.mark.parametrize(
     "event",
     [
