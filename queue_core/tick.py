@@ -38,8 +38,8 @@ from .events import with_opted_event
 from .handler_batch import HandlerBatch
 from .ids import new_id
 from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, Status
-from .pipeline import Pipeline
-from .ports import NO_JOBS, HandlerTransactions, JobList, Store
+from .pipeline import Batch, Pipeline
+from .ports import NO_JOBS, ClaimedBatch, HandlerTransactions, JobList, Store
 from .registry import Registry, Task
 from .report import TICK_COUNTERS, DeadLetter, TickReport, log_fields
 from .step_context import Compensating, StepCounts, StepHost, Suspended
@@ -420,16 +420,9 @@ class Runner:
             report.resumed += resumes
         # Persist: the overlapped statement has persisted the previous batch...
         if in_flight is not None:
-            try:
-                held, pipeline.next = in_flight.result()
-            except DatabaseError:
-                # Lost with the connection, maybe: both batches' outcomes are kept for the
-                # next connection (see `resend`).
-                pipeline.failed(unsaved, (jobs, outcomes), seed=ahead_seed)
-                raise
-            if unsaved is not None:
-                report.record(*unsaved, held)
-                pipeline.note_parents(*unsaved)
+            ahead = self._persisted_ahead(
+                report, in_flight, unsaved, (jobs, outcomes), ahead=ahead, seed=ahead_seed
+            )
         if pipeline.next:  # ...and leased the next, whose statement will persist this one
             pipeline.unsaved = (jobs, outcomes)
             return len(jobs)
@@ -445,12 +438,81 @@ class Runner:
                     lease_seconds=self.lease_seconds,
                     seed=seed,
                 )
+        except InvalidJob as refused:
+            # The database refused a value of one outcome; nothing of the statement stands,
+            # the next batch's lease included.
+            held, outcomes = self._persist_apart(jobs, outcomes, refused)
+            if more:
+                pipeline.next = self._claim()
         except DatabaseError:
             pipeline.failed((jobs, outcomes), seed=seed)  # for the next connection (`resend`)
             raise
         report.record(jobs, outcomes, held)
         pipeline.note_parents(jobs, outcomes)
         return len(jobs)
+
+    def _persisted_ahead(
+        self,
+        report: TickReport,
+        in_flight: concurrent.futures.Future[tuple[set[UUID], ClaimedBatch]],
+        unsaved: Batch | None,
+        batch: Batch,
+        *,
+        ahead: bool,
+        seed: bytes | None,
+    ) -> bool:
+        """Take the overlapped statement's answer: the previous batch persisted, the next
+        leased. Returns whether the next batch is leased ahead (False when the statement
+        was refused: it stored and leased nothing)."""
+        pipeline = self.pipeline
+        try:
+            held, pipeline.next = in_flight.result()
+        except InvalidJob as refused:
+            # A value of one of the previous batch's outcomes was refused. Those outcomes
+            # go one by one; this batch's are persisted after, as if none was leased ahead.
+            pipeline.next, ahead = NO_JOBS, False
+            if unsaved is None:
+                return ahead
+            held, stored = self._persist_apart(*unsaved, refused)
+            unsaved = (unsaved[0], stored)
+        except DatabaseError:
+            # Lost with the connection, maybe: both batches' outcomes are kept for the
+            # next connection (see `resend`).
+            pipeline.failed(unsaved, batch, seed=seed)
+            raise
+        if unsaved is not None:
+            report.record(*unsaved, held)
+            pipeline.note_parents(*unsaved)
+        return ahead
+
+    def _persist_apart(
+        self, jobs: Sequence[Job], outcomes: Sequence[Outcome], refused: InvalidJob
+    ) -> tuple[set[UUID], list[Outcome]]:
+        """After the database refused the statement persisting a batch for a value of one
+        of its outcomes: each outcome in a statement of its own, and one refused again
+        ends its job dead with the reason. One job's outcome never costs its batch-mates
+        theirs (left running, they would end `lease expired`), nor the tick."""
+        log.error("a batch's outcomes were refused; persisting them one by one: %s", refused)
+        held: set[UUID] = set()
+        stored: list[Outcome] = []
+        for job, outcome in zip(jobs, outcomes, strict=True):
+            try:
+                held |= self._persist_one(outcome)
+            except InvalidJob as exc:
+                log.error("outcome refused: %s", exc, extra=log_fields(job, outcome))
+                outcome = transitions.unstorable(outcome, str(exc))
+                try:
+                    held |= self._persist_one(outcome)
+                except InvalidJob as again:  # the row itself is refused: the reclaim's
+                    log.error("job left to the reclaim: %s", again, extra=log_fields(job, outcome))
+            stored.append(outcome)
+        return held, stored
+
+    def _persist_one(self, outcome: Outcome) -> set[UUID]:
+        held, _ = self.store.finish_and_claim_unparsed(
+            [outcome], queues=self.queues, limit=0, lease_seconds=self.lease_seconds
+        )
+        return held
 
     def _claim(self) -> JobList:
         """A fresh claim. Its seed is kept when the statement fails: it may have committed,

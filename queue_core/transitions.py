@@ -140,6 +140,19 @@ def failed(job: Job, error: str, *, permanent: bool = False, rand: float = 0.0) 
     return Outcome(job.id, _token(job), Status.RETRYING, error=error, delay=delay)
 
 
+def unstorable(outcome: Outcome, reason: str) -> Outcome:
+    """What ends an attempt whose outcome the database refused to store (a value its
+    checks do not take): the job goes dead with the reason, so its batch-mates' outcomes
+    and the tick go on without it."""
+    return Outcome(
+        outcome.job_id,
+        outcome.lease_token,
+        Status.DEAD,
+        error=storable_error(f"its outcome ({outcome.status.value}) could not be stored: {reason}"),
+        batch_id=outcome.batch_id,
+    )
+
+
 def snoozed(job: Job, seconds: float) -> Outcome:
     """Run again later without counting an error: the attempt is given back."""
     return Outcome(job.id, _token(job), Status.QUEUED, delay=seconds, extra_attempt=True)

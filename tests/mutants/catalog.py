@@ -1411,4 +1411,34 @@ MUTANTS: tuple[Mutant, ...] = (
             f"{WORKFLOWS}::test_a_map_that_would_overflow_its_queue_waits_for_room_without_spending_an_attempt",
         ),
     ),
+    Mutant(
+        "refused-outcome-fails-the-batch",
+        "an outcome the database refuses fails the whole batch's statement and the tick",
+        (
+            Edit(
+                RUNNER,
+                "            held, outcomes = self._persist_apart(jobs, outcomes, refused)\n",
+                "            raise refused\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_runner_isolation.py::"
+            "test_a_refused_outcome_fails_its_job_and_nothing_else[one-statement]",
+        ),
+    ),
+    Mutant(
+        "refused-overlapped-outcome-fails-the-batch",
+        "an outcome refused in the overlapped statement fails both batches and the tick",
+        (
+            Edit(
+                RUNNER,
+                "            held, stored = self._persist_apart(*unsaved, refused)\n",
+                "                    raise refused\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_runner_isolation.py::"
+            "test_a_refused_outcome_fails_its_job_and_nothing_else[overlapped]",
+        ),
+    ),
 )
