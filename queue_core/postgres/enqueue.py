@@ -87,7 +87,10 @@ class Enqueues:
                 "now": now,
                 "id": params["id"],
             }
-            ((job_id, outcome, run_after),) = self._db.rows("jobs_gate", gated)
+            # An application user's gate takes its owner and clock from the session and
+            # the database (tickq.job_gate_app), never from the request.
+            statement = "jobs_gate" if self._db.user_id is None else "jobs_gate_app"
+            ((job_id, outcome, run_after),) = self._db.rows(statement, gated)
             if outcome != "created":
                 (job,) = self._db.rows("jobs_get", {"id": job_id}, jobs)
                 return EnqueueResult(

@@ -278,10 +278,17 @@ grant execute on function tickq.enqueue(text, jsonb, text, text, integer, timest
     to tickq_app, tickq_worker;
 
 -- Debounce and throttle: every gated enqueue (tickq.enqueue, the Python store's) asks it.
+-- tickq.job_gate takes an owner and a clock: the workers' alone. Applications ask
+-- tickq.job_gate_app, which takes both from the session and the database.
 revoke all on function tickq.job_gate(text, text, uuid, double precision, double precision,
                                       jsonb, timestamptz, uuid) from public;
 grant execute on function tickq.job_gate(text, text, uuid, double precision, double precision,
-                                         jsonb, timestamptz, uuid) to tickq_app, tickq_worker;
+                                         jsonb, timestamptz, uuid) to tickq_worker;
+revoke all on function tickq.job_gate_app(text, text, double precision, double precision,
+                                          jsonb, uuid) from public;
+grant execute on function tickq.job_gate_app(text, text, double precision, double precision,
+                                             jsonb, uuid) to tickq_app, tickq_worker;
+revoke all on function tickq.job_gates_have_jobs() from public;
 revoke all on function tickq.operator_job_gate(uuid) from public;
 grant execute on function tickq.operator_job_gate(uuid) to tickq_operator, tickq_worker;
 

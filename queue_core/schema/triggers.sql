@@ -100,3 +100,8 @@ create trigger job_signals_app_admit after insert on tickq.job_signals
     for each row
     when (coalesce(current_setting('tickq.user_id', true), '') <> '')
     execute function tickq.job_signals_app_admit();
+
+-- A gate row goes with its job (tickq.job_gates_have_jobs): checked at commit.
+create constraint trigger job_gates_have_jobs after insert on tickq.job_gates
+    deferrable initially deferred
+    for each row execute function tickq.job_gates_have_jobs();

@@ -211,6 +211,13 @@ from tickq.job_gate(%(kind)s, %(key)s, %(user_id)s::uuid, %(seconds)s::float8,
                     %(max_seconds)s::float8, %(payload)s::jsonb, %(now)s::timestamptz,
                     %(id)s::uuid) g;
 
+-- name: jobs_gate_app
+-- jobs_gate for an application user's store: the owner is the transaction's user and the
+-- clock the database's (tickq.job_gate_app).
+select g.job_id, g.outcome, g.run_after
+from tickq.job_gate_app(%(kind)s, %(key)s, %(seconds)s::float8, %(max_seconds)s::float8,
+                        %(payload)s::jsonb, %(id)s::uuid) g;
+
 -- name: job_gate_of
 -- A job's gate, for its views: the kind, the key, the enqueues that landed on it.
 select kind, gate_key, enqueues, first_at from tickq.job_gates where job_id = %(id)s;

@@ -1441,4 +1441,50 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_a_refused_outcome_fails_its_job_and_nothing_else[overlapped]",
         ),
     ),
+    Mutant(
+        "app-executes-job-gate",
+        "the application role may execute tickq.job_gate, naming any owner and clock",
+        (
+            Edit(
+                "queue_core/schema/policies.sql",
+                "jsonb, timestamptz, uuid) to tickq_worker;",
+                "jsonb, timestamptz, uuid) to tickq_app, tickq_worker;",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_app_gate_surface.py::"
+            "test_the_application_may_not_name_another_owner_to_the_gate",
+        ),
+    ),
+    Mutant(
+        "app-gate-without-user",
+        "tickq.job_gate_app lets a login that names no user through",
+        (
+            Edit(
+                "queue_core/schema/functions/job_gate_app.sql",
+                "    if v_user is null then\n",
+                "    if false then\n",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_app_gate_surface.py::"
+            "test_the_application_gate_refuses_without_a_user",
+        ),
+    ),
+    Mutant(
+        "gate-rows-without-jobs",
+        "a gate row may name no job, or another owner's job",
+        (
+            Edit(
+                "queue_core/schema/functions/job_gates_have_jobs.sql",
+                "                     and j.user_id is not distinct from new.user_id) then",
+                "                     and j.user_id is not distinct from new.user_id) and false"
+                " then",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_app_gate_surface.py::"
+            "test_a_gate_row_cannot_be_planted_on_another_owners_job",
+        ),
+    ),
 )

@@ -136,11 +136,18 @@ begin
                 using errcode = 'invalid_parameter_value', column = 'group_key';
         end if;
     end if;
-    if v_kind is not null then
+    if v_kind is not null and v_owner is not null then
+        select g.job_id, g.outcome, g.run_after into v_gated
+        from tickq.job_gate_app(v_kind, coalesce(enqueue.debounce_key, enqueue.throttle_key),
+                                coalesce(enqueue.debounce_seconds, enqueue.throttle_seconds),
+                                enqueue.debounce_max_seconds, v_payload, v_id) g;
+    elsif v_kind is not null then
         select g.job_id, g.outcome, g.run_after into v_gated
         from tickq.job_gate(v_kind, coalesce(enqueue.debounce_key, enqueue.throttle_key),
-                            v_owner, coalesce(enqueue.debounce_seconds, enqueue.throttle_seconds),
+                            null, coalesce(enqueue.debounce_seconds, enqueue.throttle_seconds),
                             enqueue.debounce_max_seconds, v_payload, null, v_id) g;
+    end if;
+    if v_kind is not null then
         if v_gated.outcome <> 'created' then
             return v_gated.job_id;
         end if;

@@ -14,6 +14,8 @@
 -- Keys are per owner: the transaction's user (an application may gate only its own jobs),
 -- else p_owner (a worker naming the job's owner), else no owner, as idempotency keys. The
 -- checks refuse with SQLSTATE 22023 and the parameter as the column, before any write.
+-- Workers only: the application role calls tickq.job_gate_app, which names neither the
+-- owner nor the clock.
 --
 -- Concurrent enqueues of one key take turns on a transaction-level advisory lock of the
 -- key: the second waits until the first commits (or rolls back), then sees its job, so no
@@ -48,6 +50,12 @@ begin
     if v_user is not null and p_owner is distinct from v_user and p_owner is not null then
         raise exception 'tickq: a gate''s owner is the transaction''s user'
             using errcode = 'insufficient_privilege';
+    end if;
+    if not (isfinite(v_now) and v_now >= '0001-01-01 00:00:00+00'
+            and v_now < '9000-01-01 00:00:00+00') then
+        raise exception 'tickq: a gate''s clock must be a finite time of the years 1-8999, got %',
+            v_now
+            using errcode = 'invalid_parameter_value', column = 'now';
     end if;
     if p_kind is null or p_kind not in ('debounce', 'throttle') then
         raise exception 'tickq: a gate is debounce or throttle, got %',
