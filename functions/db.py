@@ -7,6 +7,11 @@ minutes. When the database rejects the cached password (it was rotated), the sec
 fetched again once and the connection retried, so a warm function recovers at once
 instead of failing until its cache expires or a cold start.
 
+A secret that RDS manages for its master user (ManageMasterUserPassword) holds only the
+username and password: TICKQ_DB_HOST, TICKQ_DB_PORT and TICKQ_DB_NAME (the stack's
+DatabaseHost, DatabasePort and DatabaseName) give what a secret lacks; the secret's own
+values win.
+
 With TICKQ_DB_IAM_AUTH=1 the password is an RDS IAM authentication token instead, signed
 with the function's credentials for the host, port and user of the URL or secret; each
 new connection gets a fresh one (they live 15 minutes), over TLS as RDS requires.
@@ -143,13 +148,25 @@ def _conninfo_from_secret(arn: str, *, fresh: bool = False) -> str:
     secret = secrets().get(arn, transform="json", max_age=SECRET_MAX_AGE, force_fetch=fresh)
     if not isinstance(secret, dict):
         raise ConfigurationError(f"secret {arn} is not a JSON object in the RDS format")
-    missing = [k for k in ("host", "username", "password") if not secret.get(k)]
+    missing = [k for k in ("username", "password") if not secret.get(k)]
     if missing:
         raise ConfigurationError(f"secret {arn} lacks {', '.join(missing)} (RDS secret format)")
+    host = secret.get("host") or _env("TICKQ_DB_HOST")
+    if not host:
+        raise ConfigurationError(
+            f"secret {arn} names no host (an RDS-managed secret holds only the username and "
+            "password): set TICKQ_DB_HOST (the stack's DatabaseHost parameter) to the "
+            "database's endpoint"
+        )
     return make_conninfo(
-        host=str(secret["host"]),
-        port=str(secret.get("port") or 5432),
+        host=str(host),
+        port=str(secret.get("port") or _env("TICKQ_DB_PORT") or 5432),
         user=str(secret["username"]),
         password=str(secret["password"]),
-        dbname=str(secret.get("dbname") or "postgres"),
+        dbname=str(secret.get("dbname") or _env("TICKQ_DB_NAME") or "postgres"),
     )
+
+
+def _env(name: str) -> str:
+    """An environment variable, blank when unset or only whitespace."""
+    return os.environ.get(name, "").strip()

@@ -28,6 +28,7 @@ FILES = {
     "app/template.yaml": "template.yaml",
     "app/tasks.py": "tasks.py",
     "app/README.md": "README.md",
+    "app/Makefile": "Makefile",
     "events/tick.json": "events/tick.json",
 }
 REQUIREMENTS = "requirements.txt"

@@ -45,9 +45,10 @@ def main() -> None:
     posted = loaded["ApiFunction"](post_event(), Context()) if "ApiFunction" in loaded else None
     ticked = loaded["TickFunction"]({"source": "tickq.schedule"}, Context())
     task_modules = [m for m in os.environ.get("TICKQ_TASK_MODULES", "").split(",") if m]
+    libraries = ("psycopg", "pydantic", "aws_lambda_powertools", "boto3", "botocore")
     modules = {
         name: getattr(sys.modules.get(name), "__file__", None)  # None: not imported
-        for name in ("psycopg", "pydantic", "aws_lambda_powertools", "boto3", *task_modules)
+        for name in (*libraries, *task_modules)
     }
     print(json.dumps({"posted": posted, "ticked": ticked, "modules": modules}, default=str))
 

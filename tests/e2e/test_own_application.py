@@ -145,7 +145,7 @@ def app(tmp_path_factory: pytest.TempPathFactory, wheel: Path, app_database: str
     app = App(install(wheel, work, "[aws,local]"), work / "myapp", wheel, app_database)
     app.directory.mkdir()
     written = app.tickq("init", ".", "--requirement", str(wheel))
-    assert written["requirement"] == f"tickq[aws] @ {wheel.as_uri()}"
+    assert written["requirement"] == f"./vendor/{wheel.name}[aws]"
     (app.directory / "functions").mkdir()
     (app.directory / "functions" / "__init__.py").write_text("")
     (app.directory / "functions" / "reports.py").write_text(USER_HANDLER)
@@ -258,9 +258,24 @@ def test_sam_build_of_the_application_runs_the_users_job_under_python_312(app: A
     }
     literal = {k: v for k, v in variables.items() if isinstance(v, str)}
     package = output / "TickFunction"
+    layer = output / "DependenciesLayer" / "python"
     assert handler == "tickq.functions.tick.handler"
-    assert (package / "functions" / "reports.py").is_file()  # the user's package ...
-    assert (package / "tickq" / "functions" / "tick.py").is_file()  # ... beside tickq's
+    # The user's modules beside tickq's Lambda code (not its command line), compiled; their
+    # dependencies in the layer, but boto3, which the runtime gives.
+    assert sorted(p.name for p in package.iterdir()) == [
+        "__pycache__",  # tasks.py's
+        "functions",
+        "queue_core",
+        "tasks.py",
+        "tickq",
+    ]
+    assert [p.name for p in (package / "tickq").iterdir()] == ["functions"]
+    assert (package / "functions" / "__pycache__" / "reports.cpython-312.pyc").is_file()
+    assert not {"boto3", "botocore", "rich", "tickq", "queue_core"} & {
+        p.name for p in layer.iterdir()
+    }
+    boto3 = app.directory.parent / "runtime-boto3"
+    run([py312, "-m", "pip", "install", "-q", "--target", str(boto3), "boto3"], app.directory, env)
     job = app.tickq("enqueue", "report", "--payload", '{"numbers": [10, 20]}')
 
     done = subprocess.run(
@@ -270,6 +285,8 @@ def test_sam_build_of_the_application_runs_the_users_job_under_python_312(app: A
             "-s",
             str(ROOT / "tests" / "artifact" / "run_built.py"),
             str(package),
+            str(layer),
+            str(boto3),
         ],
         input=json.dumps({"TickFunction": handler}),
         capture_output=True,
@@ -292,8 +309,10 @@ def test_sam_build_of_the_application_runs_the_users_job_under_python_312(app: A
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["ticked"]["succeeded"] == 1, result["ticked"]
-    for module in ("functions.reports", "psycopg", "aws_lambda_powertools", "boto3"):
-        assert result["modules"][module].startswith(str(package)), result["modules"]
+    assert result["modules"]["functions.reports"].startswith(str(package)), result["modules"]
+    for module in ("psycopg", "aws_lambda_powertools"):
+        assert result["modules"][module].startswith(str(layer)), result["modules"]
+    assert result["modules"]["boto3"].startswith(str(boto3)), result["modules"]
     with psycopg.connect(app.database_url) as conn:
         row = conn.execute(
             "select status, result from tickq.jobs where id = %s", (job["id"],)

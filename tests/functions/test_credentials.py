@@ -146,3 +146,73 @@ def test_iam_auth_requires_tls_unless_told_otherwise_and_a_host_and_user() -> No
 
     with pytest.raises(ConfigurationError, match="host and a user"):
         db.with_iam_token("dbname=q", lambda h, p, u: "t")
+
+
+DB_LOCATION_ENV = ("TICKQ_DB_HOST", "TICKQ_DB_PORT", "TICKQ_DB_NAME")
+
+
+def rds_managed_secret(url: str) -> dict[str, object]:
+    """What RDS keeps for a master user it manages: the login alone, no host, port or dbname."""
+    params = conninfo_to_dict(url)
+    return {"username": params["user"], "password": params.get("password") or "unused"}
+
+
+@pytest.mark.usefixtures("function_env", "aws")
+def test_an_rds_managed_secret_connects_at_the_host_port_and_database_of_the_environment(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    params = conninfo_to_dict(database_url)
+    client = boto3.client("secretsmanager")
+    secret = rds_managed_secret(database_url)
+    arn = client.create_secret(Name="tickq/managed", SecretString=json.dumps(secret))["ARN"]
+    monkeypatch.setenv("TICKQ_DB_SECRET_ARN", arn)
+    monkeypatch.setenv("TICKQ_DB_HOST", str(params.get("host") or "localhost"))
+    monkeypatch.setenv("TICKQ_DB_PORT", str(params.get("port") or 5432))
+    monkeypatch.setenv("TICKQ_DB_NAME", str(params["dbname"]))
+
+    row = db.connection().execute("select current_user, current_database()").fetchone()
+
+    assert row == (params["user"], params["dbname"])
+
+
+@pytest.mark.usefixtures("aws")
+def test_the_secrets_own_host_port_and_database_win_over_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    secret = {
+        "username": "worker",
+        "password": "pw",
+        "host": "db.example",
+        "port": 6432,
+        "dbname": "queue",
+    }
+    client = boto3.client("secretsmanager")
+    arn = client.create_secret(Name="tickq/full", SecretString=json.dumps(secret))["ARN"]
+    monkeypatch.setenv("TICKQ_DB_HOST", "elsewhere.example")
+    monkeypatch.setenv("TICKQ_DB_PORT", "5432")
+    monkeypatch.setenv("TICKQ_DB_NAME", "other")
+
+    params = conninfo_to_dict(db._conninfo_from_secret(arn))
+
+    assert (params["host"], params["port"], params["dbname"]) == ("db.example", "6432", "queue")
+
+
+@pytest.mark.usefixtures("aws")
+def test_what_neither_the_secret_nor_the_environment_gives_has_defaults_but_the_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from queue_core import ConfigurationError
+
+    for name in DB_LOCATION_ENV:
+        monkeypatch.delenv(name, raising=False)
+    client = boto3.client("secretsmanager")
+    secret = {"username": "owner", "password": "pw"}
+    arn = client.create_secret(Name="tickq/bare", SecretString=json.dumps(secret))["ARN"]
+
+    with pytest.raises(ConfigurationError, match=r"names no host.*TICKQ_DB_HOST.*DatabaseHost"):
+        db._conninfo_from_secret(arn)
+
+    monkeypatch.setenv("TICKQ_DB_HOST", "db.example")
+    params = conninfo_to_dict(db._conninfo_from_secret(arn))
+    assert (params["host"], params["port"], params["dbname"]) == ("db.example", "5432", "postgres")
+    assert (params["user"], params["password"]) == ("owner", "pw")

@@ -58,26 +58,25 @@ def test_the_functions_are_tickqs_with_the_users_folder_as_code(app: Path) -> No
     assert template["Globals"]["Function"]["CodeUri"] == "."
     assert tick.handler == "tickq.functions.tick.handler"
     assert tick.environment["TICKQ_TASK_MODULES"] == "tasks"  # the sample module's name
-    # requirements.txt brings tickq: the only layer is OpenTelemetry's, when asked for.
-    assert template["Globals"]["Function"]["Layers"] == {
-        "Fn::If": ["OtelOn", [{"Ref": "OtelLayerArn"}], {"Ref": "AWS::NoValue"}]
-    }
+    # The Makefile builds the user's modules and tickq's into each function, the rest of
+    # requirements.txt into DependenciesLayer (beside OpenTelemetry's, when asked for).
+    assert tick.code_uri == "."
+    assert template["Resources"]["TickFunction"]["Metadata"] == {"BuildMethod": "makefile"}
+    layer = template["Resources"]["DependenciesLayer"]
+    assert layer["Properties"]["ContentUri"] == "."  # requirements.txt, and vendor/'s wheel
+    assert layer["Metadata"]["BuildMethod"] == "makefile"
+    assert (app / "Makefile").read_text().count("build-DependenciesLayer:") == 1
 
 
 def test_the_template_is_the_reference_one_but_for_where_the_code_comes_from(app: Path) -> None:
     reference = load_template(ROOT / "template.yaml")
     written = load_template(app / "template.yaml")
 
-    # What differs: no layer (requirements.txt), no Makefile build (the user's folder is
-    # the code), the sample tasks module, and the descriptions that say so.
+    # What differs: the layer's contents (requirements.txt, the folder's Makefile), the
+    # sample tasks module, and the descriptions that say so.
     expected = copy.deepcopy(reference)
-    del expected["Resources"]["DependenciesLayer"]
-    expected["Globals"]["Function"]["Layers"] = {
-        "Fn::If": ["OtelOn", [{"Ref": "OtelLayerArn"}], {"Ref": "AWS::NoValue"}]
-    }
-    for resource in expected["Resources"].values():
-        if resource["Type"] == "AWS::Serverless::Function":
-            del resource["Metadata"]
+    layer = expected["Resources"]["DependenciesLayer"]["Properties"]
+    layer["Description"] = written["Resources"]["DependenciesLayer"]["Properties"]["Description"]
     expected["Parameters"]["TaskModules"]["Default"] = "tasks"
     for template in (expected, written):
         del template["Description"]
