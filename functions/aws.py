@@ -131,8 +131,9 @@ def publish_outbox(
     conn: psycopg.Connection[Any], *, time_left: TimeLeft | None = None
 ) -> PublishReport:
     """Publish the outbox's pending events to TICKQ_EVENT_BUS, each call within
-    `time_left()`, until none is left or the time is (queue_core/outbox.py: in order, retried
-    with backoff, a refused event left pending for the next run). Without a bus, nothing."""
+    `time_left()`, until none is left or the time is (queue_core/outbox.py: in order per job,
+    the owners sharing the calls, calls sized to EventBridge's limits, retried with backoff,
+    a refused event left pending for the next run). Without a bus, nothing."""
     bus = os.environ.get("TICKQ_EVENT_BUS")
     if not bus:
         return PublishReport()
@@ -149,9 +150,11 @@ def publish_outbox(
 
 
 def eventbridge_sender(bus: str, time_left: TimeLeft | None = None) -> Send:
-    """Put events on `bus`, at most 10 per call: per event, None when EventBridge accepted
+    """Put events on `bus`, one call for the events given (the publisher sizes its calls to
+    EventBridge's limits, queue_core/outbox.py): per event, None when EventBridge accepted
     it, else its reason. The event's stable id rides in its detail (`event_id`): a
-    PutEvents entry has no id field of its own."""
+    PutEvents entry has no id field of its own. The entries carry no Time and no Resources,
+    which `Event.size` would have to count."""
 
     def send(events: Sequence[Event]) -> list[str | None]:
         limits = CallLimits.within(None if time_left is None else time_left())

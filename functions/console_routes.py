@@ -37,10 +37,10 @@ from queue_core.pauses import QueuePauses
 
 from . import db
 from .errors import BadRequest
-from .identity import caller_id
+from .identity import caller_id, iam_arn, jwt_claims
 from .requests import json_body, parse
 from .runtime import store
-from .ui import NotOperator, is_operator
+from .ui import NotOperator, caller_is_operator
 
 router = Router()
 
@@ -219,13 +219,13 @@ def job_filter(query: Mapping[str, str]) -> JobFilter:
 
 def _operator() -> str:
     """The operator's name (who paused a queue), or NotOperator."""
-    context = router.current_event.raw_event.get("requestContext") or {}
-    claims = ((context.get("authorizer") or {}).get("jwt") or {}).get("claims") or {}
-    claims = claims if isinstance(claims, Mapping) else {}
-    if not is_operator(claims, os.environ):
+    context = router.current_event.raw_event.get("requestContext")
+    context = context if isinstance(context, Mapping) else None
+    if not caller_is_operator(context, os.environ):
         raise NotOperator()
+    claims = jwt_claims(context)
     name = claims.get("username") or claims.get("cognito:username") or claims.get("sub")
-    return str(name or _caller())[:200]
+    return str(name or iam_arn(context) or _caller())[:200]
 
 
 def _caller() -> UUID:

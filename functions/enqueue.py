@@ -1,7 +1,8 @@
 """EnqueueFunction: other functions of the account enqueue jobs by invoking this directly.
 
 Event: {"type": ..., "payload": {...}, ...options} or {"jobs": [request, ...]}, either with
-an optional "traceparent" (the caller's W3C trace context, for OpenTelemetry); options are
+an optional "traceparent" (the caller's W3C trace context, for OpenTelemetry; one that is
+not a valid W3C traceparent is refused like any bad input, null is none); options are
 those of POST /jobs plus "user_id"; in "jobs", "after" may also name the position of an
 earlier request, so a whole graph is enqueued by one event (a parent must have the same
 owner). Answer: {"jobs": [{"id", "status", "duplicate", "debounced"}, ...]}; "debounce" and
@@ -25,7 +26,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from queue_core import DatabaseError, InvalidJob, JobBatch, JobSpec, dependencies
+from queue_core import DatabaseError, InvalidJob, JobBatch, JobSpec, dependencies, telemetry
 
 from . import db
 from .aws import RETURN_RESERVE_MS, time_left_of
@@ -40,9 +41,10 @@ TRACE_KEY = "traceparent"
 
 
 def event_traceparent(event: Any) -> Mapping[str, str] | None:
-    """The caller's trace context the event carries, if any."""
+    """The caller's trace context the event carries, if any and valid (an invalid one is
+    refused by the handler, and never continued)."""
     found = event.get(TRACE_KEY) if isinstance(event, Mapping) else None
-    return {"traceparent": found} if isinstance(found, str) else None
+    return {"traceparent": found} if telemetry.valid_traceparent(found) else None
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -86,6 +88,8 @@ def _requests(event: Any) -> tuple[list[Any], bool]:
     if not isinstance(event, Mapping):
         raise BadRequest(f"the event must be a JSON object, got {type(event).__name__}")
     if TRACE_KEY in event:  # the caller's trace, read by continue_trace
+        if event[TRACE_KEY] is not None:
+            telemetry.check_traceparent(event[TRACE_KEY], TRACE_KEY)
         event = {k: v for k, v in event.items() if k != TRACE_KEY}
     if "jobs" not in event:
         return [event], False

@@ -98,12 +98,19 @@ def continue_trace(
 
 
 def http_trace_headers(event: Any) -> Mapping[str, str] | None:
-    """The W3C trace headers of an HTTP API (v2) event (lower-case names)."""
+    """The W3C trace headers of an HTTP API (v2) event (lower-case names), without the
+    spaces or tabs around a value, which HTTP does not count as part of it. A traceparent
+    that is not valid, repeated ones joined by a comma included, is ignored with its
+    tracestate: the request starts a trace of its own (telemetry.valid_traceparent)."""
     headers = event.get("headers") if isinstance(event, Mapping) else None
     if not isinstance(headers, Mapping):
         return None
-    found = {k: v for k in ("traceparent", "tracestate") if isinstance(v := headers.get(k), str)}
-    return found or None
+    found = {
+        k: v.strip(" \t")
+        for k in ("traceparent", "tracestate")
+        if isinstance(v := headers.get(k), str)
+    }
+    return found if telemetry.valid_traceparent(found.get("traceparent")) else None
 
 
 def record_tick(report: TickReport) -> None:

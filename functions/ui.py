@@ -2,9 +2,18 @@
 
 The page is static HTML and plain JavaScript that calls the same HTTP API as any client,
 so it can do nothing a caller could not do with curl. The operator view shows counts
-across users; it is open only to identities whose TICKQ_OPERATOR_CLAIM claim (default
-`sub`) is listed in TICKQ_OPERATORS, or whose TICKQ_OPERATOR_GROUPS_CLAIM claim (default
-`cognito:groups`) holds a group of TICKQ_OPERATOR_GROUPS (default "tickq-operators").
+across users; it is open only to the callers of the allow-list:
+
+* TICKQ_OPERATORS, comma-separated entries, each `<issuer>|<subject>`: a JWT whose `iss`
+  is that issuer and whose TICKQ_OPERATOR_CLAIM claim (default `sub`) is that subject,
+  both exact (split at the first `|`: issuers have none, subjects such as `auth0|42` may);
+  or an IAM principal ARN (`arn:...`), an IAM caller whose principal ARN it is. An entry
+  of neither form is refused when the module loads, since a subject without its issuer
+  would name the users of that subject of every trusted issuer.
+* A group of TICKQ_OPERATOR_GROUPS (default "tickq-operators") in the claim named by
+  TICKQ_OPERATOR_GROUPS_CLAIM (default `cognito:groups`), only in tokens of
+  TICKQ_OPERATOR_GROUPS_ISSUER when that is set.
+
 One named claim each: a user name or an owner UUID never stands in for another claim.
 """
 
@@ -14,7 +23,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from functools import cache
+from functools import cache, lru_cache
 from http import HTTPStatus
 from importlib import resources
 from typing import Any
@@ -22,12 +31,12 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from queue_core import Status, TickqError
+from queue_core import ConfigurationError, Status, TickqError
 from queue_core.config import comma_list
 from queue_core.fairness import GroupStats
 from queue_core.ports import StatsRow
 
-from .identity import caller_id
+from .identity import caller_id, iam_arn, jwt_claims
 from .runtime import store
 
 DEFAULT_OPERATOR_GROUPS = "tickq-operators"
@@ -51,6 +60,9 @@ SECURITY_HEADERS = {
     # Assets change with each deploy; revalidating is cheap next to a stale page.
     "Cache-Control": "no-cache",
 }
+
+OPERATORS_SETTING = "TICKQ_OPERATORS"
+GROUPS_ISSUER_SETTING = "TICKQ_OPERATOR_GROUPS_ISSUER"
 
 router = Router()
 
@@ -103,14 +115,14 @@ def me() -> Response:
         {
             "user_id": owner,
             "name": claims.get("username") or claims.get("cognito:username") or claims.get("sub"),
-            "operator": is_operator(claims, os.environ),
+            "operator": caller_is_operator(_request_context(), os.environ),
         },
     )
 
 
 @router.get("/admin/stats")
 def admin_stats() -> Response:
-    if not is_operator(_claims(), os.environ):
+    if not caller_is_operator(_request_context(), os.environ):
         raise NotOperator()
     queues = queue_overview(store().stats_all_users())
     groups = starved_groups(store().group_stats_all_users())
@@ -120,19 +132,74 @@ def admin_stats() -> Response:
     )
 
 
-def is_operator(claims: Mapping[str, Any], env: Mapping[str, str]) -> bool:
-    """Whether the caller is on the operator allow-list, by its named claim or a group.
+@dataclass(frozen=True, slots=True)
+class Operators:
+    """TICKQ_OPERATORS: JWT callers by (issuer, claim value), IAM callers by ARN."""
 
-    Never by owner id: owner ids derive from several claims (a non-UUID `sub` and a UUID
-    `sub` can meet), so one must not grant the operator view.
+    tokens: frozenset[tuple[str, str]]
+    principals: frozenset[str]
+
+
+@lru_cache(maxsize=8)
+def operators(setting: str | None) -> Operators:
+    """The allow-list a TICKQ_OPERATORS value names; ConfigurationError, naming the entry
+    and the form it needs, for an entry of neither form."""
+    tokens: set[tuple[str, str]] = set()
+    principals: set[str] = set()
+    for entry in comma_list(setting):
+        issuer, bar, subject = entry.partition("|")
+        if bar:
+            if not issuer or not subject or issuer != issuer.strip() or subject != subject.strip():
+                raise ConfigurationError(
+                    f"{OPERATORS_SETTING} entry {entry!r}: write '<issuer>|<subject>', "
+                    "both non-empty and without spaces around the '|'"
+                )
+            tokens.add((issuer, subject))
+        elif entry.startswith("arn:") and len(entry.split(":", 5)) == 6:
+            principals.add(entry)
+        else:
+            raise ConfigurationError(
+                f"{OPERATORS_SETTING} entry {entry!r} names no issuer: write "
+                f"'<issuer>|{entry}' (the token's exact iss, a '|', then its subject) for a "
+                "JWT caller, or an IAM principal ARN (arn:...) for an IAM caller"
+            )
+    return Operators(frozenset(tokens), frozenset(principals))
+
+
+def caller_is_operator(request_context: Mapping[str, Any] | None, env: Mapping[str, str]) -> bool:
+    """Whether the request's caller is on the operator allow-list: a JWT caller by its
+    issuer and named claim or a group (is_operator), an IAM caller by its principal ARN."""
+    claims = jwt_claims(request_context)
+    if claims:
+        return is_operator(claims, env)
+    arn = iam_arn(request_context)
+    return arn is not None and arn in operators(env.get(OPERATORS_SETTING)).principals
+
+
+def is_operator(claims: Mapping[str, Any], env: Mapping[str, str]) -> bool:
+    """Whether a JWT caller is on the operator allow-list, by its issuer and named claim,
+    or by a group.
+
+    By issuer and subject together: a subject is unique only within its issuer, so another
+    trusted issuer's user of the same subject is someone else. Never by owner id: the
+    allow-list names callers as their issuer knows them.
     """
-    names = set(comma_list(env.get("TICKQ_OPERATORS")))
-    groups = set(comma_list(env.get("TICKQ_OPERATOR_GROUPS", DEFAULT_OPERATOR_GROUPS)))
+    issuer = claims.get("iss")
     who = claims.get(env.get("TICKQ_OPERATOR_CLAIM") or DEFAULT_OPERATOR_CLAIM)
-    if isinstance(who, str) and who in names:
+    allowed = operators(env.get(OPERATORS_SETTING))
+    if isinstance(issuer, str) and isinstance(who, str) and (issuer, who) in allowed.tokens:
         return True
+    groups_issuer = (env.get(GROUPS_ISSUER_SETTING) or "").strip()
+    if groups_issuer and issuer != groups_issuer:
+        return False
+    groups = set(comma_list(env.get("TICKQ_OPERATOR_GROUPS", DEFAULT_OPERATOR_GROUPS)))
     group_claim = env.get("TICKQ_OPERATOR_GROUPS_CLAIM") or DEFAULT_GROUPS_CLAIM
     return bool(groups & _claim_list(claims.get(group_claim)))
+
+
+# Checked as the module loads (a Lambda cold start, `tickq serve`): a malformed allow-list
+# stops the function with its reason, rather than serving with operators nobody meant.
+operators(os.environ.get(OPERATORS_SETTING))
 
 
 def queue_overview(rows: Iterable[StatsRow]) -> list[QueueOverview]:
@@ -167,10 +234,13 @@ def starved_groups(groups: Iterable[GroupStats], limit: int = SHOWN_GROUPS) -> l
     )[:limit]
 
 
+def _request_context() -> Mapping[str, Any] | None:
+    context = router.current_event.raw_event.get("requestContext")
+    return context if isinstance(context, Mapping) else None
+
+
 def _claims() -> Mapping[str, Any]:
-    context = router.current_event.raw_event.get("requestContext") or {}
-    claims = ((context.get("authorizer") or {}).get("jwt") or {}).get("claims") or {}
-    return claims if isinstance(claims, Mapping) else {}
+    return jwt_claims(_request_context())
 
 
 def _owner() -> str:

@@ -1,7 +1,9 @@
 """`tickq events`: the outbox's events, newest first, and its backlog (queue_core/outbox.py).
 
 The backlog is what waits to be published: how many events, and how long the oldest has
-waited. Events that EventBridge refused show their attempts and the last reason.
+waited. Events that EventBridge refused show their attempts and the last reason. One event,
+by its event id, shows its full detail: that of an event published reduced (too big for a
+PutEvents call) too.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ def cmd_events(args: argparse.Namespace) -> int:
         published = _publish(conn) if args.publish else None
         outbox = Outbox(conn)
         backlog = outbox.backlog()
-        events = outbox.events(pending_only=args.pending, job_id=args.job, limit=args.limit)
+        events = outbox.events(
+            pending_only=args.pending, job_id=args.job, event_id=args.event, limit=args.limit
+        )
     data = {"backlog": backlog.as_dict(), "events": events}
     if published is not None:
         data["published"] = published
@@ -61,6 +65,8 @@ def cmd_events(args: argparse.Namespace) -> int:
         for e in events:
             table.add_row(*_row(e))
         out.print(table)
+        if args.event:
+            out.print_json(data=events[0]["detail"])
 
     emit(args, data, human)
     return 0
@@ -100,10 +106,14 @@ def register(command: Command) -> None:
         "  tickq events                                the latest events and the backlog\n"
         "  tickq events --pending                      only those not yet published\n"
         "  tickq events --job 0192f4c3-...             one job's events\n"
+        "  tickq events --event 6f1c2e7a-... --json    one event, its full detail\n"
         "  tickq events --publish                      send the pending ones to TICKQ_EVENT_BUS",
     )
     p.add_argument("--pending", action="store_true", help="only events not yet published")
     p.add_argument("--job", metavar="ID", help="only this job's events")
+    p.add_argument(
+        "--event", metavar="ID", help="only the event of this event id (detail.event_id)"
+    )
     p.add_argument("--limit", type=positive, default=50, help="how many (default 50)")
     p.add_argument(
         "--publish",

@@ -70,7 +70,9 @@ class DevIdentity:
         """The UUID that owns this user's rows, as ApiFunction derives it from the claims."""
         from tickq.functions.identity import caller_id
 
-        return caller_id({"authorizer": {"jwt": {"claims": self.claims()}}})
+        return caller_id(
+            {"authorizer": {"jwt": {"claims": self.claims()}}}, owner_issuer=DEV_ISSUER
+        )
 
 
 def operator_group(env: Mapping[str, str]) -> str:
@@ -368,6 +370,9 @@ def run(
 ) -> None:
     """Serve until interrupted; ApiFunction runs in this process against `conn`'s database."""
     os.environ["TICKQ_DATABASE_URL"] = handler_database_url(conn, database_url, role)
+    # Every identity here is the development issuer's: its UUID users are owners as they
+    # are, as DevIdentity.owner_id says (functions/identity.py).
+    os.environ["TICKQ_OWNER_ISSUER"] = DEV_ISSUER
     handler = api_handler()
     try:
         server = ApiServer((host, port), handler, identity, log=say)

@@ -23,7 +23,7 @@ from .dependencies import family
 from .errors import InvalidJob, InvalidTransition, JobNotFound, TickqError
 from .gates import GateView
 from .jobs import Status
-from .pages import check_page_limit, cursor_at, decode_cursor
+from .pages import check_page_limit, decode_cursor, fit_page
 from .ports import Store
 from .postgres.executor import Executor, StaleCount, translate_errors
 from .postgres.reads import relatives_of
@@ -133,7 +133,9 @@ class ActionResult:
 
 @dataclass(frozen=True, slots=True)
 class OperatorJobs:
-    """A page of every user's jobs, as dictionaries of the operator's columns."""
+    """A page of every user's jobs, as dictionaries of the operator's columns: as every
+    list of jobs (queue_core/pages.py), a large progress left out and the error cut (named
+    in "truncated"), the page cut short at pages.MAX_PAGE_BYTES."""
 
     jobs: list[dict[str, Any]] = field(default_factory=list)
     next_cursor: str | None = None
@@ -198,10 +200,7 @@ class OperatorConsole:
             "limit": limit + 1,
         }
         rows = self._db.dicts("operator_jobs", params)
-        more = len(rows) > limit
-        rows = rows[:limit]
-        next_cursor = cursor_at(rows[-1]["created_at"], rows[-1]["id"]) if more else None
-        return OperatorJobs([_jsonable(r) for r in rows], next_cursor)
+        return OperatorJobs(*fit_page([_jsonable(r) for r in rows], limit))
 
     def job(self, job_id: UUID | str) -> dict[str, Any]:
         """One job of any user as its detail shows it, in the shape of the owner's: the

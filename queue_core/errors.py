@@ -69,13 +69,19 @@ class LeaseLost(TickqError):
 
 
 class QueueFull(TickqError):
-    """The queue is at its maximum depth; enqueue was refused (backpressure)."""
+    """The queue is at its maximum depth, or `of_owner` at its cap of live jobs for the
+    jobs' owner; enqueue was refused (backpressure)."""
 
-    def __init__(self, queue: str, depth: int, limit: int) -> None:
+    def __init__(self, queue: str, depth: int, limit: int, *, of_owner: bool = False) -> None:
         self.queue = queue
         self.depth = depth
         self.limit = limit
-        super().__init__(f"queue {queue!r} is full: {depth} waiting jobs, limit {limit}")
+        self.of_owner = of_owner  # the owner's cap in the queue (max_depth_per_owner)
+        if of_owner:
+            message = f"queue {queue!r} is full for this owner: {depth} live jobs, limit {limit}"
+        else:
+            message = f"queue {queue!r} is full: {depth} waiting jobs, limit {limit}"
+        super().__init__(message)
 
 
 class ConfigurationError(TickqError):

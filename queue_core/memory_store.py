@@ -38,12 +38,13 @@ from .jobs import (
     Outcome,
     Status,
 )
-from .pages import check_page_limit, decode_cursor, encode_cursor
+from .pages import check_page_limit, decode_cursor, encode_cursor, fit_page, listed
 from .ports import (
     ClaimedBatch,
     HandlerTransactions,
     JobList,
     LeaseState,
+    Listing,
     Page,
     StatsRow,
     Store,
@@ -335,6 +336,15 @@ class MemoryStore(DerivedOperations):
             cursor,
         )
 
+    def search_listed(
+        self, filters: Mapping[str, Any], *, limit: int = 50, cursor: str | None = None
+    ) -> Listing:
+        """search_jobs as lists show the jobs (pages.listed), the page cut short at
+        pages.MAX_PAGE_BYTES."""
+        page = self.search_jobs(filters, limit=limit, cursor=cursor)
+        entries, cut = fit_page([listed(job) for job in page.jobs], limit)
+        return Listing(entries, page.next_cursor if cut is None else cut)
+
     def _page(self, keep: Callable[[Job], bool], limit: int, cursor: str | None) -> Page:
         """The kept jobs, newest first, after the cursor's job."""
         after = decode_cursor(cursor) if cursor else None
@@ -548,6 +558,7 @@ class NoSteps:
         specs: Sequence[JobSpec],
         max_running: int,
         queue: str | None = None,
+        owner: UUID | None = None,
         now: datetime | None = None,
     ) -> datetime:
         _no_steps()

@@ -29,6 +29,15 @@ class Page:
 
 
 @dataclass(frozen=True, slots=True)
+class Listing:
+    """A page of jobs as lists show them (queue_core/pages.py): each a JSON-ready job with
+    its large values left out and named in its "truncated", the page bounded in bytes."""
+
+    jobs: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class LimitsConfigured:
     types: bool
     queues: bool
@@ -294,6 +303,14 @@ class Store(LeaseKeeper, Protocol):
         """list_jobs with the console's filters (`console.JobFilter.params()`)."""
         ...
 
+    def search_listed(
+        self, filters: Mapping[str, Any], *, limit: int = ..., cursor: str | None = None
+    ) -> Listing:
+        """search_jobs as lists show the jobs (the API's GET /jobs): large values left out,
+        the page cut short at pages.MAX_PAGE_BYTES of JSON, its cursor after the last job
+        it holds."""
+        ...
+
     def stats_all_users(self, *, now: datetime | None = None) -> list[StatsRow]:
         """`stats` over every user's jobs (counts only), for operator views."""
         ...
@@ -411,10 +428,12 @@ class StepOperations(Protocol):
         specs: Sequence[JobSpec],
         max_running: int,
         queue: str | None = None,
+        owner: UUID | None = None,
         now: datetime | None = None,
     ) -> datetime:
         """Enqueue a step's children and suspend the parent until they end (one commit);
-        QueueFull, writing nothing, when they would overflow `queue` (the parent's)."""
+        QueueFull, writing nothing, when they would overflow `queue` (the parent's), or the
+        cap there of `owner` (the parent's)."""
         ...
 
     def children(self, job_id: UUID, step: str) -> list[tuple[UUID, Status, Any, str | None]]: ...

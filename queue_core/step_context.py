@@ -195,6 +195,7 @@ class JobSteps:
                 specs=specs,
                 max_running=min(max_concurrency or len(specs), len(specs)),
                 queue=self.job.queue,
+                owner=self.job.user_id,
             )
         except QueueFull as exc:  # backpressure: wait for room, not an attempt spent
             raise RetryAfter(self.job.backoff.delay(self.job.attempts), str(exc)) from None

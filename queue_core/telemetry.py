@@ -11,26 +11,77 @@ is a child span, and each batch's claim and finish one span each (not one per jo
 jobs completed by type and outcome, job duration, queue depth and oldest runnable age.
 
 Off, `active()` is one cached boolean and no OpenTelemetry module is loaded.
+
+A trace context is taken only in the W3C form (`valid_traceparent`), on every path: a
+request's header, EnqueueFunction's event, the current span an enqueue records, the value
+a run reads back. One that is not is never continued: a header is ignored (the run starts
+a trace of its own), as the W3C rules ask of a receiver, and an explicit argument is
+refused (`check_traceparent`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any
+from typing import Any, TypeGuard
 
-from .errors import ConfigurationError
+from .errors import ConfigurationError, InvalidJob
 
-__all__ = ["Telemetry", "active", "get", "reset"]
+__all__ = ["Telemetry", "active", "check_traceparent", "get", "reset", "valid_traceparent"]
 
 SYSTEM = "tickq"
 # The API module whose presence `auto` takes as the application using OpenTelemetry.
 _API = "opentelemetry.trace"
 
 _NO_SPAN: AbstractContextManager[None] = nullcontext()
+
+# version-trace id-parent id-flags, lower-case hexadecimal only (an upper-case digit is
+# not the same context spelled otherwise: it is not a traceparent).
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
+_TRACEPARENT_LENGTH = 55
+# OpenTelemetry's propagator ignores longer values; so, then, do we.
+_TRACEPARENT_MAXIMUM = 512
+_PRINTABLE = re.compile(r"[\x20-\x7e]*")
+
+
+def valid_traceparent(value: object) -> TypeGuard[str]:
+    """Whether `value` is a W3C traceparent a receiver continues: a version of two hex
+    digits other than ff; a trace id of 32 hex digits, not all zeros; a parent id of 16,
+    not all zeros; flags of two; all lower-case, dash-separated. Version 00 is exactly 55
+    characters; a later version may go on after a further '-' (its fields are then read as
+    version 00's). Surrounding spaces are not part of it: a header's are the caller's to
+    strip (`http_trace_headers` does)."""
+    if not isinstance(value, str) or not _TRACEPARENT_LENGTH <= len(value) <= _TRACEPARENT_MAXIMUM:
+        return False
+    found = _TRACEPARENT.fullmatch(value, 0, _TRACEPARENT_LENGTH)
+    if found is None:
+        return False
+    version, trace_id, parent_id = found.groups()
+    if version == "ff" or trace_id == "0" * 32 or parent_id == "0" * 16:
+        return False
+    if len(value) == _TRACEPARENT_LENGTH:
+        return True
+    tail = value[_TRACEPARENT_LENGTH:]
+    return version != "00" and tail[0] == "-" and _PRINTABLE.fullmatch(tail) is not None
+
+
+def check_traceparent(value: object, field: str = "traceparent") -> str:
+    """`value` when it is a valid W3C traceparent (`valid_traceparent`); else InvalidJob
+    naming `field`, for a trace context given explicitly (an argument, an event's key)."""
+    if valid_traceparent(value):
+        return value
+    if not isinstance(value, str):
+        raise InvalidJob(field, f"must be a W3C traceparent string, got {type(value).__name__}")
+    raise InvalidJob(
+        field,
+        "must be a W3C traceparent: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>, "
+        "lower-case, ids not all zeros, version not ff "
+        f"(got {value[:64]!r}{'...' if len(value) > 64 else ''})",
+    )
 
 
 class Telemetry:
@@ -66,10 +117,14 @@ class Telemetry:
         )
 
     def traceparent(self) -> str | None:
-        """The current span's context as a W3C traceparent; None outside any valid span."""
+        """The current span's context as a W3C traceparent; None outside any valid span
+        (one whose trace or span id is zero, which the propagator would still write)."""
+        if not self._trace.get_current_span().get_span_context().is_valid:
+            return None
         carrier: dict[str, str] = {}
         self._propagator.inject(carrier)
-        return carrier.get("traceparent")
+        found = carrier.get("traceparent")
+        return found if valid_traceparent(found) else None
 
     @contextmanager
     def recording(self, conn: Any) -> Iterator[None]:
@@ -87,10 +142,11 @@ class Telemetry:
     @contextmanager
     def continuing(self, carrier: Mapping[str, str] | None) -> Iterator[None]:
         """Inside the block, the trace a request's W3C headers name is the current one,
-        unless a span is already current (the ADOT layer's own, say). A malformed header
-        is ignored, as the W3C rules say."""
+        unless a span is already current (the ADOT layer's own, say). A traceparent that
+        is not valid (`valid_traceparent`) is ignored with its tracestate, as the W3C
+        rules say: the block runs in no trace, and its spans start one of their own."""
         current = self._trace.get_current_span().get_span_context()
-        if not carrier or current.is_valid:
+        if not carrier or current.is_valid or not valid_traceparent(carrier.get("traceparent")):
             yield
             return
         from opentelemetry import context
@@ -109,7 +165,11 @@ class Telemetry:
     def job(self, job: Any, traceparent: str | None) -> Iterator[Callable[[str], None]]:
         """The consumer span of one run, parented by the enqueuer's context; yields the
         callback that records the run's outcome (on the span and in the metrics)."""
-        parent = self._propagator.extract({"traceparent": traceparent}) if traceparent else None
+        parent = (
+            self._propagator.extract({"traceparent": traceparent})
+            if valid_traceparent(traceparent)
+            else None
+        )
         attributes = {
             "messaging.system": SYSTEM,
             "messaging.operation": "process",

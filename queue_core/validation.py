@@ -6,7 +6,7 @@ import json
 import math
 import re
 from collections.abc import Collection, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -102,6 +102,25 @@ def json_value(value: Any, field: str, max_bytes: int = MAX_PAYLOAD_BYTES) -> st
     return encoded
 
 
+# The times every row holds (a CHECK on each time column, queue_core/bounds.py): a day
+# inside the years 1-9999 at each end, so that no session's time zone moves one out of
+# the range a Python datetime can hold.
+EARLIEST_TIME = datetime(1, 1, 2, tzinfo=UTC)
+LATEST_TIME = datetime(9999, 12, 30, tzinfo=UTC)
+
+
+def readable_time(value: Any, field: str) -> datetime:
+    """An aware datetime the engine can store and read back."""
+    when = aware_datetime(value, field)
+    if not EARLIEST_TIME <= when <= LATEST_TIME:
+        raise InvalidJob(
+            field,
+            f"must be one of the finite dates of the years 1-9999 a worker can read "
+            f"({EARLIEST_TIME.isoformat()} to {LATEST_TIME.isoformat()}), got {when.isoformat()}",
+        )
+    return when
+
+
 def aware_datetime(value: Any, field: str) -> datetime:
     if not isinstance(value, datetime):
         raise InvalidJob(field, f"must be a datetime, got {type(value).__name__}")
@@ -169,7 +188,7 @@ def job_spec(
             else integer(max_attempts, "max_attempts", 1, MAX_ATTEMPTS_LIMIT)
         ),
         priority=0 if priority is None else integer(priority, "priority", -INT32, INT32),
-        run_after=None if run_after is None else aware_datetime(run_after, "run_after"),
+        run_after=None if run_after is None else readable_time(run_after, "run_after"),
         delay=0.0 if delay is None else number(delay, "delay", 0, MAX_DELAY_SECONDS),
         lease_seconds=(
             None

@@ -114,8 +114,11 @@ function age(seconds) {
 // and so is the failure of an earlier attempt: the list shows neither as the job's state.
 const SETTLED = "succeeded";
 
-function progress(value, status) {
+// A list leaves out a large progress (null, its size in the job's "truncated"): the detail
+// has it.
+function progress(value, status, leftOut) {
   if (status === SETTLED) return el("span", { className: "muted" }, "done");
+  if (leftOut) return el("span", { className: "muted", title: `${leftOut} bytes: in the job's detail` }, "(large)");
   if (value === null || value === undefined) return "";
   if (typeof value === "number") return value <= 1 ? `${Math.round(value * 100)} %` : String(value);
   if (typeof value === "object") {
@@ -247,7 +250,7 @@ function jobRow(job, index) {
     el("td", { className: "group", title: job.group_key || "" }, job.group_key || ""),
     el("td", {}, el("span", { className: `status status-${job.status}` }, job.status)),
     el("td", { className: "num" }, `${job.attempts}/${job.max_attempts}`),
-    el("td", {}, progress(job.progress, job.status)),
+    el("td", {}, progress(job.progress, job.status, (job.truncated || {}).progress)),
     el("td", { title: job.created_at }, when(job.created_at)),
     el("td", { title: job.updated_at }, when(job.updated_at)),
     el("td", { className: "error-text", title: job.error || "" }, standingError(job)),
@@ -261,8 +264,10 @@ function jobRow(job, index) {
 }
 
 // The failure that stands on the job: none once it succeeded (the error history keeps it).
+// A list cuts a long error (named in the job's "truncated"); the detail has it whole.
 function standingError(job) {
-  return job.status === SETTLED ? "" : job.error || "";
+  if (job.status === SETTLED || !job.error) return "";
+  return (job.truncated || {}).error ? `${job.error}…` : job.error;
 }
 
 function select(id, on) {

@@ -231,16 +231,13 @@ class Enqueues:
         store is not an application user's (the jobs_app_admit trigger admits those)."""
         return self._db.user_id is None and bool(self._limits.current().queues)
 
-    @contextmanager
-    def children_admitted(self, queue: str | None, count: int) -> Iterator[None]:
-        """A map step's children, counted against their queue's maximum depth (the
-        parent's queue) in the transaction that enqueues them: QueueFull writes nothing."""
-        if queue is None or not self._admits_here():
-            yield
-            return
-        with self._db.conn.transaction():
-            self._admit_counts({queue: count})
-            yield
+    def admits_children(self, queue: str | None) -> bool:
+        """Whether a map step's children, enqueued into `queue` (their parent's), are
+        admitted against its limits (its maximum depth, its cap per owner) by this store:
+        as `_admits_here`. The statement that enqueues them does it (StepStore), so that the
+        admission and the enqueue are one transaction on a connection that the handlers of
+        a batch share."""
+        return queue is not None and self._admits_here()
 
     def _admit(self, specs: Sequence[JobSpec]) -> None:
         incoming: dict[str, int] = {}

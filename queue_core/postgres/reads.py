@@ -12,9 +12,9 @@ from ..dependencies import Relative
 from ..errors import InvalidJob, InvalidTransition, JobNotFound
 from ..fairness import GroupStats
 from ..gates import GateView
-from ..jobs import Job, Status
-from ..pages import check_page_limit, decode_cursor, encode_cursor
-from ..ports import Page, StatsRow
+from ..jobs import JOB_COLUMNS, Job, Status, job_from_row
+from ..pages import check_page_limit, decode_cursor, encode_cursor, fit_page
+from ..ports import Listing, Page, StatsRow
 from .executor import Executor, jobs
 
 
@@ -75,6 +75,23 @@ class Reads:
         after_created, after_id = decode_cursor(cursor) if cursor else (None, None)
         params = {**filters, "after_created": after_created, "after_id": after_id}
         return self._page("jobs_search", params, limit)
+
+    def search_listed(
+        self, filters: Mapping[str, Any], *, limit: int = 50, cursor: str | None = None
+    ) -> Listing:
+        """search_jobs as lists show the jobs (queue_core/pages.py): the database leaves out
+        the large values, so a page never reads one, and the page stops at MAX_PAGE_BYTES."""
+        check_page_limit(limit)
+        after_created, after_id = decode_cursor(cursor) if cursor else (None, None)
+        params = {
+            **filters,
+            "after_created": after_created,
+            "after_id": after_id,
+            "limit": limit + 1,
+        }
+        found = self._db.rows("jobs_search_listed", params, _jobs_and_truncated)
+        jobs, next_cursor = fit_page([{**j.to_dict(), "truncated": t} for j, t in found], limit)
+        return Listing(jobs, next_cursor)
 
     def _page(self, statement: str, params: dict[str, Any], limit: int) -> Page:
         found = self._db.rows(statement, {**params, "limit": limit + 1}, jobs)
@@ -195,3 +212,9 @@ def _statuses(statuses: Iterable[str] | None) -> list[str] | None:
             allowed = ", ".join(s.value for s in Status)
             raise InvalidJob("status", f"{value!r} is not one of {allowed}") from None
     return values
+
+
+def _jobs_and_truncated(rows: list[Any], at: int) -> list[tuple[Job, dict[str, int]]]:
+    """A reading for jobs_search_listed: the job as the list shows it, then what it left out."""
+    width = len(JOB_COLUMNS)
+    return [(job_from_row(row[at : at + width]), row[at + width]) for row in rows]

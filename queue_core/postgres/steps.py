@@ -3,14 +3,20 @@ on the store's executor (so user scope and error translation are the store's own
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NoReturn
 from uuid import UUID
 
 from .. import steps, validation
-from ..errors import InvalidJob, InvalidTransition, JobCancelled, JobNotFound, LeaseLost
+from ..errors import (
+    InvalidJob,
+    InvalidTransition,
+    JobCancelled,
+    JobNotFound,
+    LeaseLost,
+    QueueFull,
+)
 from ..ids import new_ids
 from ..jobs import RUNNABLE, Job, JobSpec, Status
 from ..steps import Durable, DurableView, Wait, WaitKind
@@ -254,12 +260,17 @@ class StepStore:
         specs: Sequence[JobSpec],
         max_running: int,
         queue: str | None = None,
+        owner: UUID | None = None,
         now: datetime | None = None,
     ) -> datetime:
         """Enqueue one child job per spec (all of one type) and suspend the parent until they
         have all ended, in one statement; returns the parent's wake time (far off: the last
         child brings it forward). JobCancelled or LeaseLost as `suspend`; QueueFull, writing
-        nothing, when `queue` (the parent's) has a maximum depth they would pass."""
+        nothing, when `queue` (the parent's) has a maximum depth they would pass, or caps
+        each owner's live jobs and they would pass `owner`'s (the parent's: the children
+        are its owner's jobs). Where some queue has a limit, the same statement admits them
+        first (job_children_enqueue_admitted): no transaction of the store's own, whose
+        connection the handlers of a batch share."""
         first = specs[0]
         params = {
             "id": job_id,
@@ -278,14 +289,16 @@ class StepStore:
             "forever": steps.FOREVER,
             "now": now,
         }
-        admitted = (
-            self.store.children_admitted(queue, len(specs))
-            if isinstance(self.store, Enqueues)
-            else contextlib.nullcontext()
-        )
-        with admitted:
-            rows = self._db.rows("job_children_enqueue", params)
-        children, _, run_after = rows[0]
+        statement = "job_children_enqueue"
+        if isinstance(self.store, Enqueues) and self.store.admits_children(queue):
+            statement = "job_children_enqueue_admitted"
+            params.update(queue=queue, owner=owner)
+        rows = self._db.rows(statement, params)
+        refused = rows[0][3:]
+        if refused and refused[0] is not None:
+            full, depth, limit, of_owner = refused
+            raise QueueFull(full, depth, limit, of_owner=of_owner)
+        children, _, run_after = rows[0][:3]
         if not children or run_after is None:
             self._lost_or_cancelled(job_id, lease_token)
         woken: datetime = run_after

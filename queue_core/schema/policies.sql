@@ -263,9 +263,11 @@ revoke all on function tickq.job_keys_free(), tickq.job_keys_take(),
 -- Workers make and drop day partitions and check queue depth before they enqueue
 -- (applications are admitted by the trigger jobs_app_admit instead).
 revoke all on function tickq.jobs_partitions_ensure(date, integer),
-    tickq.jobs_partition_drop(text), tickq.queue_admit(text[], integer[]) from public;
+    tickq.jobs_partition_drop(text), tickq.queue_admit(text[], integer[]),
+    tickq.queue_admit_owner(text, uuid, integer) from public;
 grant execute on function tickq.jobs_partitions_ensure(date, integer),
-    tickq.jobs_partition_drop(text), tickq.queue_admit(text[], integer[]) to tickq_worker;
+    tickq.jobs_partition_drop(text), tickq.queue_admit(text[], integer[]),
+    tickq.queue_admit_owner(text, uuid, integer) to tickq_worker;
 
 -- Enqueue from SQL (a trigger, an RPC, another language): applications and workers. It
 -- runs with the caller's own rights, so the grants and row-level security above decide.

@@ -101,25 +101,68 @@ create table tickq.jobs (
     -- enqueue statements, tickq.enqueue, plain SQL) records the context its caller set.
     traceparent      text default nullif(current_setting('tickq.traceparent', true), ''),
 
+    -- Bounds on what a row may hold, for every role, the owner included, however the row is
+    -- written (the API's enqueue, tickq.enqueue, plain SQL): nothing the engine cannot read
+    -- back. Each is at least what the API accepts; the numbers are queue_core/bounds.py's,
+    -- which says why each is what it is (tests/integration/test_column_bounds.py holds the
+    -- two equal). Sizes of JSON values are their stored size, read from the value's header
+    -- (pg_column_size), or from the value itself when it comes compressed (from a stored
+    -- row, or copied from another table), so a value that compresses well cannot pass as
+    -- small; lengths of error text are bytes (octet_length, read from the header too).
     constraint jobs_status_check check (
         status in ('waiting', 'queued', 'running', 'retrying', 'succeeded', 'dead',
                    'cancelled')),
     constraint jobs_payload_object check (jsonb_typeof(payload) = 'object'),
     constraint jobs_attempts_check check (attempts >= 0 and attempts <= max_attempts),
-    constraint jobs_max_attempts_check check (max_attempts >= 1),
+    -- Above the API's 1000: snoozes and a saga's compensation add attempts (bounds.py).
+    constraint jobs_max_attempts_check check (max_attempts >= 1 and max_attempts <= 1000000000),
     -- A lease exists exactly while the job runs: no running job without one, no stale token.
     constraint jobs_lease_check check (
         (status = 'running') = (lease_token is not null and lease_until is not null)),
-    constraint jobs_lease_seconds_check check (lease_seconds is null or lease_seconds > 0),
+    constraint jobs_lease_seconds_check check (
+        lease_seconds is null or lease_seconds between 1 and 43200),
+    -- backoff.Backoff's rules, so a retry delay always fits an interval.
     constraint jobs_backoff_check check (
-        backoff_base > 0 and backoff_factor >= 1 and backoff_max >= backoff_base
+        backoff_base > 0 and backoff_base <= 86400
+        and backoff_factor >= 1 and backoff_factor <= 100
+        and backoff_max >= backoff_base and backoff_max <= 604800
         and backoff_jitter between 0 and 1),
     constraint jobs_wait_kind_check check (
         wait_kind in ('suspend', 'sleep', 'signal', 'children')),
     constraint jobs_pending_parents_check check (pending_parents >= 0),
     constraint jobs_group_key_check check (char_length(group_key) <= 128),
     constraint jobs_traceparent_check check (
-        traceparent ~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$')
+        traceparent ~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'),
+    constraint jobs_resumes_check check (resumes >= 0),
+    -- Every time finite and inside the years a Python datetime holds (tickq.readable_time).
+    constraint jobs_times_check check (
+        run_after between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'
+        and lease_until between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'
+        and created_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'
+        and updated_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'
+        and started_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'
+        and finished_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'
+        and wait_until between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'),
+    constraint jobs_names_check check (
+        char_length(type) <= 128 and char_length(queue) <= 128
+        and char_length(idempotency_key) <= 255 and char_length(wait_name) <= 128),
+    constraint jobs_error_check check (octet_length(error) <= 16000),
+    constraint jobs_signals_check check (
+        cardinality(signals) <= 100 and octet_length(array_to_string(signals, '')) <= 51200),
+    constraint jobs_payload_size_check check (
+        pg_column_size(case when pg_column_compression(payload) is null then payload
+                            else payload #> '{}' end) <= 2097152),
+    constraint jobs_result_size_check check (
+        pg_column_size(case when pg_column_compression(result) is null then result
+                            else result #> '{}' end) <= 8388608),
+    constraint jobs_progress_size_check check (
+        pg_column_size(case when pg_column_compression(progress) is null then progress
+                            else progress #> '{}' end) <= 2097152),
+    -- An array, as tickq.error_history appends to it on every failure.
+    constraint jobs_errors_check check (
+        jsonb_typeof(errors) = 'array'
+        and pg_column_size(case when pg_column_compression(errors) is null then errors
+                                else errors #> '{}' end) <= 1048576)
 ) partition by list (status);
 
 -- Storage settings of the heap that churns (docs/operations.md, "Table bloat and
@@ -230,7 +273,11 @@ create table tickq.job_gates (
     user_id    uuid,              -- keys are per owner, as idempotency keys
     first_at   timestamptz not null,  -- its first enqueue: debounce's bound, throttle's window
     enqueues   integer not null default 1,  -- the enqueues that landed on the job
-    constraint job_gates_kind_check check (kind in ('debounce', 'throttle'))
+    constraint job_gates_kind_check check (kind in ('debounce', 'throttle')),
+    -- The bounds of queue_core/bounds.py, as on tickq.jobs.
+    constraint job_gates_key_check check (char_length(gate_key) <= 255),
+    constraint job_gates_first_at_check check (
+        first_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00')
 );
 -- The key's latest job, per owner (a null owner, a worker's enqueue, as one owner: the nil
 -- uuid, which no user holds), read by every gated enqueue.
@@ -250,7 +297,14 @@ create table tickq.job_steps (
     -- handler (the reclaim, a cancel while not running) compensates when it has one.
     compensable boolean not null default false,
     primary key (job_id, name),
-    constraint job_steps_name_check check (name <> '')
+    -- The bounds of queue_core/bounds.py, as on tickq.jobs: a job's replay reads them all.
+    constraint job_steps_name_check check (name <> '' and char_length(name) <= 128),
+    constraint job_steps_result_size_check check (
+        pg_column_size(case when pg_column_compression(result) is null then result
+                            else result #> '{}' end) <= 2097152),
+    constraint job_steps_size_check check (size between 0 and 262144),
+    constraint job_steps_finished_at_check check (
+        finished_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00')
 );
 
 create table tickq.job_signals (
@@ -260,7 +314,13 @@ create table tickq.job_signals (
     size    integer not null,
     sent_at timestamptz not null,
     primary key (job_id, name),
-    constraint job_signals_name_check check (name <> '')
+    constraint job_signals_name_check check (name <> '' and char_length(name) <= 128),
+    constraint job_signals_payload_size_check check (
+        pg_column_size(case when pg_column_compression(payload) is null then payload
+                            else payload #> '{}' end) <= 524288),
+    constraint job_signals_size_check check (size between 0 and 65536),
+    constraint job_signals_sent_at_check check (
+        sent_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00')
 );
 
 -- Durable workflows (queue_core/steps.py): the tries of steps that retry on their own, the
@@ -276,7 +336,12 @@ create table tickq.job_step_tries (
     at      timestamptz not null,
     done_at timestamptz,              -- an undo that ran to the end
     primary key (job_id, kind, name),
-    constraint job_step_tries_kind_check check (kind in ('step', 'undo', 'compensation'))
+    constraint job_step_tries_kind_check check (kind in ('step', 'undo', 'compensation')),
+    constraint job_step_tries_name_check check (char_length(name) <= 128),
+    constraint job_step_tries_error_check check (octet_length(error) <= 16000),
+    constraint job_step_tries_times_check check (
+        at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'
+        and done_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00')
 );
 
 -- Child jobs a running job enqueued in a step (job.map, job.call), in the step's order.
@@ -292,7 +357,8 @@ create table tickq.job_children (
     max_running integer not null,
     siblings    integer not null,     -- the step's children in all
     primary key (parent_id, step, idx),
-    constraint job_children_max_running_check check (max_running >= 1)
+    constraint job_children_max_running_check check (max_running >= 1),
+    constraint job_children_step_check check (char_length(step) <= 128)
 );
 
 -- A child's finish finds its parent by the child's id.
@@ -367,7 +433,21 @@ create table tickq.schedules (
 
     constraint schedules_missed_check check (missed in ('latest', 'skip')),
     constraint schedules_payload_object check (jsonb_typeof(payload) = 'object'),
-    constraint schedules_max_attempts_check check (max_attempts >= 1)
+    -- What a schedule enqueues fits tickq.jobs's bounds, so a due schedule's job is never
+    -- refused by them; its times are ones the scheduler can read.
+    constraint schedules_max_attempts_check check (
+        max_attempts >= 1 and max_attempts <= 1000000000),
+    constraint schedules_payload_size_check check (
+        pg_column_size(case when pg_column_compression(payload) is null then payload
+                            else payload #> '{}' end) <= 2097152),
+    constraint schedules_names_check check (
+        char_length(type) <= 128 and char_length(queue) <= 128
+        and char_length(group_key) <= 128),
+    constraint schedules_times_check check (
+        last_fired between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'
+        and next_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'
+        and created_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'
+        and updated_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00')
 );
 
 -- The scheduler reads only enabled schedules whose next occurrence has come.
@@ -391,10 +471,13 @@ create table tickq.type_limits (
     max_running_per_group integer,
 
     constraint type_limits_max_running_check check (max_running is null or max_running >= 1),
+    -- The API's bounds (limits.py): a period always fits an interval, and the rate log
+    -- (one entry per claim in the period, at most rate_limit) stays small.
     constraint type_limits_rate_check check (
         (rate_limit is null) = (rate_period_seconds is null)
-        and (rate_limit is null or rate_limit >= 1)
-        and (rate_period_seconds is null or rate_period_seconds > 0)),
+        and (rate_limit is null or rate_limit between 1 and 10000)
+        and (rate_period_seconds is null
+             or (rate_period_seconds > 0 and rate_period_seconds <= 86400))),
     constraint type_limits_per_group_check
         check (max_running_per_group is null or max_running_per_group >= 1),
     constraint type_limits_some_check
@@ -445,8 +528,9 @@ create table tickq.retention_policies (
         and statuses <@ array['succeeded', 'cancelled', 'dead']::text[]),
     constraint retention_policies_rule_check check (
         max_age_seconds is not null or keep_last is not null),
+    -- At most retention.MAX_AGE_SECONDS (100 years), so the cut-off always fits an interval.
     constraint retention_policies_max_age_check check (
-        max_age_seconds is null or max_age_seconds >= 0),
+        max_age_seconds is null or max_age_seconds between 0 and 3153600000),
     constraint retention_policies_keep_last_check check (keep_last is null or keep_last >= 0)
 );
 
@@ -459,7 +543,10 @@ create table tickq.queue_pauses (
     paused_at timestamptz not null default now(),
     reason    text,
 
-    constraint queue_pauses_reason_check check (reason is null or length(reason) <= 500)
+    constraint queue_pauses_reason_check check (reason is null or length(reason) <= 500),
+    constraint queue_pauses_paused_by_check check (char_length(paused_by) <= 200),
+    constraint queue_pauses_paused_at_check check (
+        paused_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00')
 );
 
 -- Queue depth over time, sampled by MaintenanceFunction (and `tickq maintain`) from the
@@ -501,7 +588,11 @@ create table tickq.outbox (
     -- EventBridge takes an entry of at most 256 KB: a bigger one could never be published.
     constraint outbox_detail_check check (
         jsonb_typeof(detail) = 'object' and octet_length(detail::text) <= 200000),
-    constraint outbox_attempts_check check (attempts >= 0)
+    constraint outbox_attempts_check check (attempts >= 0),
+    constraint outbox_last_error_check check (octet_length(last_error) <= 16000),
+    constraint outbox_times_check check (
+        created_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'
+        and published_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00')
 );
 
 -- The publisher reads the pending events oldest first; the backlog's count and age too.

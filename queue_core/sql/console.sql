@@ -47,9 +47,10 @@ select sampled_at, queue, depth, running, oldest_runnable_seconds
 from tickq.depth_history(%(since)s::timestamptz, %(queue)s);
 
 -- name: operator_jobs
--- Every user's jobs matching the filter, newest first, without payloads or results.
+-- Every user's jobs matching the filter, newest first, without payloads or results, a large
+-- progress left out and the error cut, as every list of jobs (tickq.operator_jobs).
 select id, queue, type, user_id, group_key, status, attempts, max_attempts, priority,
-       progress, error, run_after, created_at, updated_at, finished_at
+       progress, error, run_after, created_at, updated_at, finished_at, truncated
 from tickq.operator_jobs(%(statuses)s::text[], %(types)s::text[], %(queues)s::text[],
                          %(groups)s::text[], %(error)s, %(created_from)s::timestamptz,
                          %(created_to)s::timestamptz, %(after_created)s::timestamptz,
@@ -94,14 +95,9 @@ select id, status, outcome
 from tickq.operator_retry_dead(%(types)s::text[], %(queues)s::text[], %(expected)s::bigint,
                                %(now)s::timestamptz);
 
--- name: jobs_search
--- jobs_list with the page's filters (error text, creation range); row-level security keeps
--- an application user to their own jobs, whose owner index orders them.
-select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
-    priority, run_after, lease_until, lease_token, progress, result, error, errors,
-    lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
-from tickq.jobs
+-- part: search_page
+-- The page's filters (error text, creation range), newest first after the cursor; row-level
+-- security keeps an application user to their own jobs, whose owner index orders them.
 where (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
   and (%(types)s::text[] is null or type = any(%(types)s::text[]))
   and (%(queues)s::text[] is null or queue = any(%(queues)s::text[]))
@@ -112,7 +108,50 @@ where (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
   and (%(after_created)s::timestamptz is null
        or (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
 order by created_at desc, id desc
-limit %(limit)s;
+limit %(limit)s
+
+-- name: jobs_search
+-- jobs_list with the page's filters: whole jobs.
+select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
+    priority, run_after, lease_until, lease_token, progress, result, error, errors,
+    lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
+from tickq.jobs
+{{search_page}};
+
+-- name: jobs_search_listed
+-- jobs_search as lists show the jobs (the API's GET /jobs): a payload, result, progress or
+-- error history larger than tickq.list_left_out lets a list show is null, the error is cut
+-- to its first 200 characters (LIST_ERROR_CHARS in queue_core/pages.py), and `truncated`
+-- names each one left out or cut with the bytes it holds ({} when nothing). The page's rows
+-- are chosen first, so only they are measured, each from its values' headers: a large value
+-- is never read.
+select j.id, j.queue, j.type, j.user_id, j.status,
+       case when b.payload is null then j.payload end as payload, j.idempotency_key,
+       j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
+       case when b.progress is null then j.progress end as progress,
+       case when b.result is null then j.result end as result,
+       left(j.error, 200) as error,
+       case when b.errors is null then j.errors end as errors,
+       j.lease_seconds, j.backoff_base, j.backoff_factor, j.backoff_max, j.backoff_jitter,
+       j.cancel_requested, j.created_at, j.updated_at, j.started_at, j.finished_at,
+       j.group_key, j.has_children,
+       jsonb_strip_nulls(jsonb_build_object(
+           'payload', b.payload, 'result', b.result, 'progress', b.progress,
+           'errors', b.errors, 'error', b.error)) as truncated
+from (select id, queue, type, user_id, status, payload, idempotency_key, attempts,
+             max_attempts, priority, run_after, lease_until, lease_token, progress, result,
+             error, errors, lease_seconds, backoff_base, backoff_factor, backoff_max,
+             backoff_jitter, cancel_requested, created_at, updated_at, started_at,
+             finished_at, group_key, has_children
+      from tickq.jobs
+      {{search_page}}) j
+cross join lateral (
+    select tickq.list_left_out(j.payload) as payload, tickq.list_left_out(j.result) as result,
+           tickq.list_left_out(j.progress) as progress,
+           tickq.list_left_out(j.errors) as errors,
+           case when char_length(j.error) > 200 then octet_length(j.error) end as error) b
+order by j.created_at desc, j.id desc;
 
 -- name: role_operator
 -- Act as tickq_operator until this transaction ends: the operator console's statements

@@ -209,23 +209,16 @@ with raised as (
 )
 select id from raised;
 
--- name: job_children_enqueue
+-- part: children_enqueue
 -- Enqueue a step's child jobs and suspend their parent until they have ended, in one
 -- statement: either both happen or neither, so a parent that crashes never enqueues its
 -- children twice (and a resumed one finds them in job_children). Children run in the
 -- parent's queue, group and tenant, at its priority; the first %(max_running)s are queued,
 -- the rest wait for siblings to end (tickq.job_children_settle). has_children on both ends:
 -- a finishing child, and a parent ending dead or cancelled, settle the other side.
--- Fenced by the lease token; a parent asked to cancel enqueues nothing.
-with clock as materialized (
-    select coalesce(%(now)s::timestamptz, now()) as now
-), parent as materialized (
-    select id, queue, user_id, priority, group_key
-    from tickq.jobs
-    where id = %(id)s and lease_token = %(lease_token)s and status = 'running'
-      and not cancel_requested
-    for no key update
-), spec as (
+-- Fenced by the lease token (the statement's `parent`, which locks the parent's row); a
+-- parent asked to cancel enqueues nothing.
+spec as (
     select s.id, s.payload, s.n
     from unnest(%(child_ids)s::uuid[], %(payloads)s::text[]) with ordinality as s (id, payload, n)
 ), children as (
@@ -265,8 +258,51 @@ with clock as materialized (
     where j.id = parent.id and j.status in ('waiting', 'queued', 'running', 'retrying')
     returning j.run_after
 )
+
+-- name: job_children_enqueue
+-- A step's children enqueued and their parent suspended (the part children_enqueue), where
+-- no queue has a limit.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), parent as materialized (
+    select id, queue, user_id, priority, group_key
+    from tickq.jobs
+    where id = %(id)s and lease_token = %(lease_token)s and status = 'running'
+      and not cancel_requested
+    for no key update
+), {{children_enqueue}}
 select (select count(*) from children), (select count(*) from links),
        (select run_after from suspended);
+
+-- name: job_children_enqueue_admitted
+-- job_children_enqueue where some queue has a limit: the children are admitted to their
+-- queue %(queue)s (the parent's) first, in the same statement, so the admission and the
+-- enqueue are one transaction whoever else uses the connection. tickq.queue_admit counts them
+-- against its maximum depth, tickq.queue_admit_owner against its cap of their owner
+-- %(owner)s (the parent's; none without an owner), each under the limit row's lock with a
+-- fresh count; when they would pass either, `refused` says which (of_owner: the owner's
+-- cap), the parent is not taken and nothing is written.
+with clock as materialized (
+    select coalesce(%(now)s::timestamptz, now()) as now
+), refused as materialized (
+    select a.queue, a.depth, a.max_depth, false as of_owner
+    from tickq.queue_admit(array[%(queue)s::text],
+                           array[cardinality(%(child_ids)s::uuid[])]) a
+    union all
+    select o.queue, o.depth, o.max_depth, true
+    from tickq.queue_admit_owner(%(queue)s::text, %(owner)s::uuid,
+                                 cardinality(%(child_ids)s::uuid[])) o
+), parent as materialized (
+    select id, queue, user_id, priority, group_key
+    from tickq.jobs
+    where id = %(id)s and lease_token = %(lease_token)s and status = 'running'
+      and not cancel_requested and not exists (select from refused)
+    for no key update
+), {{children_enqueue}}
+select (select count(*) from children), (select count(*) from links),
+       (select run_after from suspended), r.queue, r.depth, r.max_depth, r.of_owner
+from (select 1) one
+left join (select * from refused limit 1) r on true;
 
 -- name: job_children_results
 -- The children of one step of a job, in the step's order: id, status, result and error.

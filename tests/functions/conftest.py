@@ -24,6 +24,10 @@ from tickq.functions.aws import session
 from tickq.infra.lambda_context import LocalContext
 
 EVENTS = Path(__file__).resolve().parents[2] / "infra" / "events"
+# The sample events' issuer (infra/events/api-*.json). The handler tests run as a deployment
+# that names it TICKQ_OWNER_ISSUER, as the template does with JwtIssuer: its UUID `sub`s
+# are owners as they are.
+SAMPLE_ISSUER = "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE"
 FUNCTION_ENV = (
     "TICKQ_DATABASE_URL",
     "TICKQ_DB_SECRET_ARN",
@@ -66,6 +70,7 @@ def function_env(
     process-wide registry; the per-environment connection is reset."""
     for name in FUNCTION_ENV:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TICKQ_OWNER_ISSUER", SAMPLE_ISSUER)
     db.discard()
     yield
     db.discard()

@@ -15,6 +15,7 @@ from queue_core.validation import MAX_PAYLOAD_BYTES
 from tickq.functions import api
 from tickq.functions.identity import OWNER_NAMESPACE, caller_id
 
+from .big_jobs import EMOJI, RESULT_CHARS, TEXT_CHARS, WIDE, big_jobs
 from .conftest import FakeContext, Invoke, http_event, lambda_function, record_invokes, sample_event
 
 ALICE = uuid4()
@@ -175,6 +176,58 @@ def test_list_filters_and_paginates_with_a_cursor(call_api: Invoke) -> None:
 
     _, only_a = call_api("GET", "/jobs", sub=ALICE, query={"type": "a"})
     assert sorted(j["payload"]["n"] for j in only_a["jobs"]) == [1, 3]
+
+
+# A list page's JSON stays within this many bytes (the README's API section): far under the
+# response limit of an API Gateway's Lambda (6 MB) and the function's memory.
+PAGE_BUDGET = 1024 * 1024
+
+
+def test_a_page_of_the_largest_jobs_stays_small_and_paging_reaches_every_job_once(
+    as_app: None, lambda_context: FakeContext, conn: psycopg.Connection
+) -> None:
+    """500 jobs, each with the largest payload, progress and result there are and a history
+    of long non-ASCII errors: a page of them summarizes those values and stops at the
+    budget, its cursor at the last job it holds; the job's own view has it all."""
+
+    def get(path: str, query: dict[str, str] | None = None) -> tuple[int, str]:
+        response = api.handler(http_event("GET", path, sub=ALICE, query=query), lambda_context)
+        return response["statusCode"], response["body"]
+
+    small = http_event("POST", "/jobs", body={"type": "small"}, sub=ALICE)
+    assert api.handler(small, lambda_context)["statusCode"] == 202
+    row = conn.execute("select user_id from tickq.jobs").fetchone()
+    assert row is not None
+    big_jobs(conn, row[0], 500)
+    newest_first = "select id::text from tickq.jobs order by created_at desc, id desc"
+    expected = [id_ for (id_,) in conn.execute(newest_first)]
+
+    seen: list[str] = []
+    sizes: list[int] = []
+    cursor: str | None = None
+    while True:
+        query = {"limit": "500", **({"cursor": cursor} if cursor else {})}
+        status, body = get("/jobs", query)
+        assert status == 200, body[:300]
+        sizes.append(len(body.encode()))
+        page = json.loads(body)
+        seen += [job["id"] for job in page["jobs"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert max(sizes) <= PAGE_BUDGET, sizes
+    assert len(expected) == 501 and seen == expected  # every job once, newest first
+
+    status, body = get("/jobs", {"limit": "1"})
+    (listed,) = json.loads(body)["jobs"]
+    left_out = {"payload", "result", "progress", "errors"}
+    assert {name: listed[name] for name in left_out} == dict.fromkeys(left_out)
+    assert set(listed["truncated"]) == {*left_out, "error"}
+    assert listed["error"] == EMOJI * 200
+    status, body = get(f"/jobs/{listed['id']}")
+    whole = json.loads(body)
+    assert status == 200 and whole["payload"]["text"] == WIDE * TEXT_CHARS
+    assert len(whole["errors"]) == 20 and whole["result"] == WIDE * RESULT_CHARS
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,8 @@ from queue_core.validation import job_spec
 from tests.operator_scenes import durable_pipeline, leaked
 from tickq.functions import api
 
-from .conftest import FakeContext, http_event
+from .big_jobs import EMOJI, big_jobs
+from .conftest import SAMPLE_ISSUER, FakeContext, http_event
 
 ALICE = uuid4()
 BOB = uuid4()
@@ -68,7 +69,7 @@ def call(
     lambda_context: FakeContext,
 ):
     monkeypatch.setenv("TICKQ_DATABASE_URL", api_login_url)
-    monkeypatch.setenv("TICKQ_OPERATORS", str(OLIVIA))
+    monkeypatch.setenv("TICKQ_OPERATORS", f"{SAMPLE_ISSUER}|{OLIVIA}")
 
     def invoke(method: str, path: str, **options: Any) -> tuple[int, Any]:
         response = api.handler(http_event(method, path, **options), lambda_context)
@@ -122,6 +123,40 @@ def test_an_operator_acts_on_every_users_jobs(call, conn) -> None:
     code, listing = call("GET", "/admin/jobs", query={"status": "queued"}, sub=OLIVIA)
     assert {j["id"] for j in listing["jobs"]} == set(dead)
     assert all("payload" not in j for j in listing["jobs"])
+
+
+def test_an_operators_page_of_the_largest_jobs_stays_small_and_reaches_every_job_once(
+    call, conn, lambda_context
+) -> None:
+    """Every user's list summarizes progress and cuts errors as the owner's does, and stops
+    at the same byte budget, its cursor at the last job it holds."""
+    for owner in (ALICE, BOB, None):
+        big_jobs(conn, owner, 167)
+    newest_first = "select id::text from tickq.jobs order by created_at desc, id desc"
+    expected = [id_ for (id_,) in conn.execute(newest_first)]
+
+    seen: list[str] = []
+    sizes: list[int] = []
+    cursor = None
+    while True:
+        query = {"limit": "500", **({"cursor": cursor} if cursor else {})}
+        event = http_event("GET", "/admin/jobs", sub=OLIVIA, query=query)
+        response = api.handler(event, lambda_context)
+        assert response["statusCode"] == 200, response["body"][:300]
+        sizes.append(len(response["body"].encode()))
+        page = json.loads(response["body"])
+        seen += [job["id"] for job in page["jobs"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert max(sizes) <= 1024 * 1024, sizes  # the budget of test_api.py's owner's list
+    assert len(expected) == 501 and seen == expected
+
+    _, first = call("GET", "/admin/jobs", query={"limit": "1"}, sub=OLIVIA)
+    (listed,) = first["jobs"]
+    assert (listed["progress"], listed["error"]) == (None, EMOJI * 200)
+    assert set(listed["truncated"]) == {"progress", "error"}
+    assert "payload" not in listed and "result" not in listed
 
 
 def test_an_operator_reads_any_users_job_with_steps_and_graph_and_no_payload(call, conn) -> None:

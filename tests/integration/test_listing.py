@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
 
@@ -123,3 +124,65 @@ def test_stats_report_the_age_of_the_oldest_runnable_job(store: PostgresStore) -
 
 def test_stats_of_an_empty_queue_are_empty(store: PostgresStore) -> None:
     assert store.stats() == []
+
+
+def test_a_listing_shows_small_values_and_leaves_out_large_ones_by_their_stored_size(
+    store: PostgresStore, conn: psycopg.Connection
+) -> None:
+    """What lists show (jobs_search_listed): a value small both as stored and as JSON text
+    whole; a large one, one that compressed well, and a few stored bytes that render long
+    (a number of 4,001 digits) as null, named in "truncated" with their stored bytes; the
+    error cut to 200 characters. The operator's list (tickq.operator_jobs) follows the same
+    rule for what it shows."""
+    from queue_core.console import JobFilter, OperatorConsole
+    from queue_core.pages import LIST_ERROR_CHARS
+
+    small = store.enqueue(job_spec("t", {"text": "a" * 500}), now=at(0)).id
+    large = store.enqueue(job_spec("t", {"text": "ü" * 5000}), now=at(1)).id
+    squeezed = store.enqueue(job_spec("t", {"text": "ab" * 40_000}), now=at(2)).id
+    digits = store.enqueue(job_spec("t"), now=at(3)).id
+    conn.execute(
+        "update tickq.jobs set payload = '{\"n\": 1e4000}', progress = '{\"done\": 1}',"
+        " result = %s, error = %s where id = %s",
+        (json.dumps("é" * 2000), "✓" * (LIST_ERROR_CHARS + 1), digits),
+    )
+    conn.execute(
+        "update tickq.jobs set progress = to_jsonb(repeat('x', 2000)), error = %s where id = %s",
+        ("✓" * LIST_ERROR_CHARS, small),
+    )
+    stored = dict(
+        conn.execute(
+            "select id, jsonb_build_object('payload', pg_column_size(payload),"
+            " 'compressed', pg_column_compression(payload) is not null,"
+            " 'result', pg_column_size(result), 'progress', pg_column_size(progress))"
+            " from tickq.jobs"
+        ).fetchall()
+    )
+    assert stored[squeezed]["compressed"] and stored[squeezed]["payload"] < 1024
+    assert stored[digits]["payload"] < 1024
+
+    page = store.search_listed(JobFilter().params())
+    shown = {UUID(j["id"]): j for j in page.jobs}
+
+    assert shown[small]["payload"] == {"text": "a" * 500} and shown[small]["progress"] is None
+    assert shown[small]["error"] == "✓" * LIST_ERROR_CHARS
+    assert shown[small]["truncated"] == {"progress": stored[small]["progress"]}
+    for left_out in (large, squeezed, digits):
+        assert shown[left_out]["payload"] is None
+        assert shown[left_out]["truncated"]["payload"] == stored[left_out]["payload"]
+    assert shown[digits]["progress"] == {"done": 1} and shown[digits]["result"] is None
+    assert shown[digits]["error"] == "✓" * LIST_ERROR_CHARS
+    assert shown[digits]["truncated"] == {
+        "payload": stored[digits]["payload"],
+        "result": stored[digits]["result"],
+        "error": 3 * (LIST_ERROR_CHARS + 1),
+    }
+    assert shown[large]["truncated"] == {"payload": stored[large]["payload"]}
+    assert store.get(digits).result == "é" * 2000  # the job's own view has it whole
+
+    operator = {UUID(j["id"]): j for j in OperatorConsole(conn).jobs(JobFilter()).jobs}
+    assert operator[small]["progress"] is None
+    assert operator[small]["truncated"] == {"progress": stored[small]["progress"]}
+    assert operator[digits]["error"] == "✓" * LIST_ERROR_CHARS
+    assert operator[digits]["truncated"] == {"error": 3 * (LIST_ERROR_CHARS + 1)}
+    assert operator[large]["truncated"] == {}

@@ -302,3 +302,44 @@ def test_published_events_are_pruned_after_their_retention_and_pending_ones_stay
     assert [r[0] for r in conn.execute("select id from tickq.outbox order by id")] == [2, 3]
     assert Outbox(conn).prune(max_age_seconds=3600) == 1
     assert Outbox(conn).backlog().pending == 1
+
+
+def test_owners_share_the_calls_past_a_page_and_each_jobs_events_stay_in_order(
+    conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Few events read per owner at a time, so owners known in part are read again.
+    monkeypatch.setattr("queue_core.outbox._HEADS", 30)
+    flooder, small, late = UUID(int=1), UUID(int=2), UUID(int=3)
+    written: dict[UUID, list[str]] = {}
+    for owner, jobs in ((flooder, 60), (small, 6), (late, 4)):  # 210 events, owner by owner
+        for job in range(jobs):
+            job_id = UUID(int=owner.int << 64 | job)
+            for step in range(3):
+                conn.execute(
+                    "insert into tickq.outbox (job_id, user_id, detail_type, detail)"
+                    " values (%s, %s, 'Job Step', jsonb_build_object('step', %s::text))",
+                    (job_id, owner, f"step {step}"),
+                )
+                written.setdefault(job_id, []).append(f"step {step}")
+    bus = Bus(refuse=0.2)
+    calls: list[list[Event]] = []
+
+    def send(events: Sequence[Event]) -> list[str | None]:
+        calls.append(list(events))
+        return bus(events)
+
+    runs = 0
+    while Outbox(conn).backlog().pending and runs < 50:
+        runs += 1
+        publish_pending(conn, send, sleep=lambda s: None)
+
+    assert Outbox(conn).backlog().pending == 0
+    ids = [e.event_id for e in bus.accepted]
+    assert len(ids) == len(set(ids)) == 210
+    arrived: dict[UUID, list[str]] = {}
+    for event in bus.accepted:
+        assert event.job_id is not None
+        arrived.setdefault(event.job_id, []).append(event.detail["step"])
+    assert arrived == written
+    # Written after the flooder's 180 events, the others' first went in the first call.
+    assert {e.user_id for e in calls[0]} == {flooder, small, late}

@@ -6,7 +6,7 @@ the job's attempts alone, and replay from a step."""
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import psycopg
 import pytest
@@ -327,6 +327,108 @@ def test_a_map_that_would_overflow_its_queue_waits_for_room_without_spending_an_
     Limits(conn).set_queue(queue_limit("default", max_depth=20))
     roomy = PostgresStore(conn)
     try:
+        run(roomy, registry, parent)
+    finally:
+        Limits(conn).clear_queue("default")  # tests that follow on this database expect none
+    done = roomy.get(parent)
+    assert (done.status, done.result, done.errors) == (Status.SUCCEEDED, 28, [])
+
+
+def test_maps_of_one_batch_are_admitted_side_by_side_on_the_runners_connection(
+    conn: psycopg.Connection, registry: Registry
+) -> None:
+    """The handlers of a batch share the runner's connection: parents mapping at the same
+    moment into a limited queue each have their children admitted and enqueued by one
+    statement, with no transaction of their own to interleave with another's."""
+    import threading
+
+    from queue_core.limits import Limits, queue_limit
+
+    owners = [uuid4() for _ in range(4)]
+    together = threading.Barrier(8)
+    first_runs: set[UUID] = set()
+
+    @registry.task("part")
+    def part(job: JobContext) -> int:
+        return int(job.payload["n"])
+
+    @registry.task("whole", backoff=INSTANT)
+    def whole(job: JobContext) -> int:
+        if job.id not in first_runs:  # the first run of each parent maps with the others
+            first_runs.add(job.id)
+            together.wait(timeout=10)
+        return sum(job.map("parts", "part", [{"n": n} for n in range(3)]))
+
+    Limits(conn).set_queue(queue_limit("default", max_depth=100, max_depth_per_owner=10))
+    try:
+        store = PostgresStore(conn)
+        parents = [enqueue(store, registry, "whole", user_id=owners[n % 4]) for n in range(8)]
+        with Runner(store, registry, rand=lambda: 0.0) as runner:
+            report = TickReport()
+            runner.run_batch(report)
+        assert report.suspended == 8, report
+        for parent in parents:
+            run(store, registry, parent)
+    finally:
+        Limits(conn).clear_queue("default")
+    done = [store.get(parent) for parent in parents]
+    assert {(j.status, j.result, len(j.errors)) for j in done} == {(Status.SUCCEEDED, 3, 0)}
+
+
+def test_a_map_counts_its_children_against_the_owners_depth_cap_of_its_queue(
+    conn: psycopg.Connection, registry: Registry
+) -> None:
+    """The parent's queue caps each owner's live jobs: a map's children are the parent's
+    owner's, counted in their statement's transaction with the parent itself, so a map
+    that would pass the cap enqueues none and its parent snoozes (its attempt given back);
+    another owner's jobs leave room for it, and a map of a job without an owner pays none."""
+    from queue_core.limits import Limits, queue_limit
+
+    alice, bob = uuid4(), uuid4()
+
+    @registry.task("part")
+    def part(job: JobContext) -> int:
+        return int(job.payload["n"])
+
+    @registry.task("whole", backoff=INSTANT)
+    def whole(job: JobContext) -> int:
+        return sum(job.map("parts", "part", [{"n": n} for n in range(8)]))
+
+    def live(owner: UUID | None) -> int:
+        row = conn.execute(
+            "select count(*) from tickq.jobs where user_id is not distinct from %s"
+            " and status in ('waiting', 'queued', 'running', 'retrying')",
+            (owner,),
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    # The parent and its eight children are nine live jobs of alice's: a cap of 8 refuses.
+    Limits(conn).set_queue(queue_limit("default", max_depth_per_owner=8))
+    store = PostgresStore(conn)  # its look at the limit tables sees the limit
+    for _ in range(5):
+        enqueue(store, registry, "part", payload={"n": 0}, user_id=bob)
+    parent = enqueue(store, registry, "whole", user_id=alice)
+    try:
+        with Runner(store, registry, rand=lambda: 0.0) as runner:
+            report = runner.tick()
+        snoozed = store.get(parent)
+        assert (report.snoozed, snoozed.status, snoozed.error) == (1, Status.QUEUED, None)
+        assert snoozed.max_attempts == registry.spec("whole").max_attempts + 1  # given back
+        assert (live(alice), live(bob)) == (1, 0)  # bob's parts ran; alice's map enqueued none
+
+        # Without an owner the cap is no one's: the map goes in and runs.
+        ownerless = enqueue(store, registry, "whole")
+        run(store, registry, ownerless)
+        assert store.get(ownerless).result == 28
+
+        # Nine fit a cap of 9 exactly.
+        Limits(conn).set_queue(queue_limit("default", max_depth_per_owner=9))
+        roomy = PostgresStore(conn)
+        with Runner(roomy, registry, rand=lambda: 0.0) as runner:
+            conn.execute("update tickq.jobs set run_after = now() where id = %s", (parent,))
+            runner.run_batch(TickReport())
+        assert live(alice) == 9
         run(roomy, registry, parent)
     finally:
         Limits(conn).clear_queue("default")  # tests that follow on this database expect none

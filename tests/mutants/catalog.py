@@ -948,6 +948,41 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "outbox-calls-unsized",
+        "the publisher fills each PutEvents call with 10 events whatever their size, so a call"
+        " over EventBridge's 256 KB is refused whole and stops the publisher for everyone",
+        (
+            Edit(
+                "queue_core/outbox.py",
+                "        if picked and stored + event.stored > CALL_BYTES:\n            continue\n",
+                "",
+            ),
+            Edit(
+                "queue_core/outbox.py",
+                "        if total + size > CALL_BYTES:\n            continue\n",
+                "",
+            ),
+        ),
+        targeted=(
+            "tests/functions/test_outbox_limits.py::test_events_of_60_kb_of_non_ascii_text_go_out_in_calls_under_256_kb",
+        ),
+    ),
+    Mutant(
+        "outbox-page-alone",
+        "the publisher picks from the oldest page of pending events alone, so one tenant's"
+        " backlog past a page holds every other tenant's events back",
+        (
+            Edit(
+                "queue_core/outbox.py",
+                "        if len(page) < _PAGE:\n",
+                "        if len(page) <= _PAGE:\n",
+            ),
+        ),
+        targeted=(
+            "tests/functions/test_outbox_limits.py::test_a_tenants_backlog_holds_another_tenants_event_back_one_call_at_most",
+        ),
+    ),
+    Mutant(
         "operator-sees-step-results",
         "every view of a job's steps, the operator's too, carries each step's stored result",
         (

@@ -96,3 +96,98 @@ def test_a_claim_that_is_not_valid_unicode_is_unauthorized_not_a_crash(
     response = api.handler(event, FakeContext())
     assert response["statusCode"] == 401, response
     assert "Unicode" in json.loads(response["body"])["message"]
+
+
+# Three spellings of identity that must never meet --------------------------------------
+#
+# Each test below has one caller enqueue and a second, differently named caller try to
+# read and cancel that job: a shared owner id would show them the first caller's job.
+
+ISSUER = "https://idp.example"
+
+
+def jwt_event(method: str, path: str, issuer: str, sub: str, **options: Any) -> dict[str, Any]:
+    event = http_event(method, path, sub=sub, **options)
+    event["requestContext"]["authorizer"]["jwt"]["claims"]["iss"] = issuer
+    return event
+
+
+def iam_event(method: str, path: str, arn: str, **options: Any) -> dict[str, Any]:
+    event = http_event(method, path, sub="unused", **options)
+    event["requestContext"]["authorizer"] = {
+        "iam": {"userArn": arn, "userId": "AROAEXAMPLE:app", "accountId": "123456789012"}
+    }
+    return event
+
+
+@pytest.fixture
+def send(function_env: None, monkeypatch: pytest.MonkeyPatch, app_url: str, tasks: Any) -> Any:
+    """ApiFunction on a tickq_app login; returns (status, decoded body) for an event."""
+    from tickq.functions import api
+
+    monkeypatch.setenv("TICKQ_DATABASE_URL", app_url)
+    tasks.task("report")(lambda job: None)
+
+    def call(event: dict[str, Any]) -> tuple[int, Any]:
+        response = api.handler(event, FakeContext())
+        return response["statusCode"], json.loads(response["body"])
+
+    return call
+
+
+def use_owner_issuer(monkeypatch: pytest.MonkeyPatch, issuer: str | None) -> None:
+    if issuer is None:
+        monkeypatch.delenv("TICKQ_OWNER_ISSUER", raising=False)
+    else:
+        monkeypatch.setenv("TICKQ_OWNER_ISSUER", issuer)
+
+
+def reaches(send: Any, job: dict[str, Any], event_for: Any) -> list[int]:
+    """The statuses a second caller gets reading, then cancelling, the first caller's job."""
+    return [
+        send(event_for("GET", f"/jobs/{job['id']}"))[0],
+        send(event_for("POST", f"/jobs/{job['id']}/cancel"))[0],
+    ]
+
+
+@pytest.mark.parametrize("owner_issuer", [None, ISSUER], ids=["no-owner-issuer", "owner-issuer"])
+def test_a_uuid_sub_equal_to_another_callers_derived_owner_is_not_that_caller(
+    send: Any, monkeypatch: pytest.MonkeyPatch, owner_issuer: str | None
+) -> None:
+    """(a) Bob's `sub` is a name, so his owner is derived; Mallory's token carries that
+    derived id as its `sub`, from the same issuer (the owner issuer, when one is set)."""
+    use_owner_issuer(monkeypatch, owner_issuer)
+    status, job = send(jwt_event("POST", "/jobs", ISSUER, "bob", body={"type": "report"}))
+    assert status == 202
+    bobs_owner = job["user_id"]
+    assert bobs_owner != "bob"
+
+    mallory = reaches(send, job, lambda m, p: jwt_event(m, p, ISSUER, bobs_owner))
+    assert mallory == [404, 404]
+    assert send(jwt_event("GET", f"/jobs/{job['id']}", ISSUER, "bob"))[1]["status"] == "queued"
+
+
+def test_issuer_and_sub_are_not_joined_ambiguously(send: Any) -> None:
+    """(b) Issuer "https://a" with `sub` "b:c" and issuer "https://a:b" with `sub` "c" are
+    two callers, however a separator would join them."""
+    status, job = send(jwt_event("POST", "/jobs", "https://a", "b:c", body={"type": "report"}))
+    assert status == 202
+
+    other = reaches(send, job, lambda m, p: jwt_event(m, p, "https://a:b", "c"))
+    assert other == [404, 404]
+
+
+@pytest.mark.parametrize("owner_issuer", [None, ISSUER], ids=["no-owner-issuer", "owner-issuer"])
+def test_a_jwt_sub_equal_to_an_iam_principals_owner_is_not_that_principal(
+    send: Any, monkeypatch: pytest.MonkeyPatch, owner_issuer: str | None
+) -> None:
+    """(c) An IAM caller's owner is derived from its ARN; a token whose `sub` is that id is
+    someone else."""
+    use_owner_issuer(monkeypatch, owner_issuer)
+    arn = "arn:aws:iam::123456789012:role/billing"
+    status, job = send(iam_event("POST", "/jobs", arn, body={"type": "report"}))
+    assert status == 202
+
+    jwt = reaches(send, job, lambda m, p: jwt_event(m, p, ISSUER, job["user_id"]))
+    assert jwt == [404, 404]
+    assert send(iam_event("GET", f"/jobs/{job['id']}", arn))[0] == 200

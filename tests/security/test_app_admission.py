@@ -30,6 +30,15 @@ def test_the_app_role_cannot_call_queue_admit(as_app: RoleConnect) -> None:
         as_app().execute("select * from tickq.queue_admit(array['bulk'], array[1])")
 
 
+def test_the_app_role_cannot_count_an_owners_jobs_through_the_maps_admission(
+    as_app: RoleConnect, bob: UUID
+) -> None:
+    """tickq.queue_admit_owner counts any owner's live jobs and locks the limit row: the
+    workers' alone, as tickq.queue_admit."""
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        as_app().execute("select * from tickq.queue_admit_owner('bulk', %s, 1)", (bob,))
+
+
 def test_an_app_batch_that_would_overflow_is_refused_whole(
     as_app: RoleConnect, conn: psycopg.Connection, alice: UUID, bob: UUID
 ) -> None:

@@ -17,7 +17,7 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from queue_core import JobBatch, PostgresStore, validation
+from queue_core import JobBatch, JobContext, PostgresStore, Registry, Runner, validation
 from queue_core.limits import Limits, queue_limit
 from tests.functions.conftest import FakeContext, http_event
 from tests.security.conftest import RoleConnect
@@ -80,7 +80,10 @@ def test_the_api_refuses_a_run_after_more_than_366_days_ahead(
 def test_the_app_role_cannot_insert_a_job_far_ahead_or_unreadable(
     as_app: RoleConnect, conn: psycopg.Connection, alice: UUID, when: str
 ) -> None:
-    with pytest.raises(psycopg.Error, match=r"366 days|finite dates"), scoped(as_app(), alice) as c:
+    # A time no worker can read is refused by the table's check (jobs_times_check), before
+    # the admission trigger that refuses one more than 366 days ahead.
+    refusal = r"366 days|finite dates|jobs_times_check"
+    with pytest.raises(psycopg.Error, match=refusal), scoped(as_app(), alice) as c:
         c.execute(
             "insert into tickq.jobs (type, user_id, run_after) values ('t', %s, %s)", (alice, when)
         )
@@ -114,6 +117,42 @@ def test_max_depth_per_owner_leaves_room_for_other_owners(
     alices, _ = call("POST", "/jobs", body={"type": "t", "queue": "bulk"}, sub=alice)
     assert alices == 202
     assert conn.execute("select count(*) from tickq.jobs").fetchone() == (3,)
+
+
+def test_a_map_of_a_callers_job_stays_within_the_owners_depth_cap(
+    call: Api, conn: psycopg.Connection, tasks: Registry
+) -> None:
+    """An API caller's handler maps over a list the caller sized: its children are the
+    caller's jobs, enqueued on the worker's login, and count against the caller's cap in the
+    queue all the same. A map that would pass it enqueues none and snoozes."""
+
+    @tasks.task("part")
+    def part(job: JobContext) -> int:
+        return int(job.payload["n"])
+
+    @tasks.task("fan", backoff={"base": 0.001, "max": 0.001})
+    def fan(job: JobContext) -> int:
+        return sum(job.map("parts", "part", [{"n": n} for n in range(job.payload["n"])]))
+
+    Limits(conn).set_queue(queue_limit("default", max_depth_per_owner=3))
+    try:
+        bob = uuid4()
+        status, _ = call("POST", "/jobs", body={"type": "fan", "payload": {"n": 500}}, sub=bob)
+        assert status == 202
+        worker = PostgresStore(conn)
+        with Runner(worker, tasks, rand=lambda: 0.0) as runner:
+            report = runner.tick()
+        assert report.snoozed == 1
+        mine = "select count(*) from tickq.jobs"  # the caller's: the only ones
+        assert conn.execute(mine).fetchone() == (1,)  # the parent alone
+        # The caller's own room is unchanged: two more, then refused.
+        answers = [call("POST", "/jobs", body={"type": "part", "payload": {"n": 1}}, sub=bob)]
+        answers.append(call("POST", "/jobs", body={"type": "part", "payload": {"n": 1}}, sub=bob))
+        answers.append(call("POST", "/jobs", body={"type": "part", "payload": {"n": 1}}, sub=bob))
+        assert [s for s, _ in answers] == [202, 202, 429]
+        assert conn.execute(mine).fetchone() == (3,)
+    finally:
+        Limits(conn).clear_queue("default")
 
 
 def test_signals_per_job_are_bounded(call: Api, conn: psycopg.Connection) -> None:

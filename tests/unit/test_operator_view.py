@@ -31,21 +31,25 @@ def test_a_groups_claim_that_is_not_a_list_of_names_grants_nothing(groups: objec
     assert not is_operator({"sub": "mallory", "cognito:groups": groups}, {})
 
 
+ISSUER = "https://idp.example"
+
+
 def test_operator_by_the_one_named_claim_only() -> None:
-    env = {"TICKQ_OPERATORS": "bob, olivia"}
-    assert is_operator({"sub": "olivia"}, env)
+    env = {"TICKQ_OPERATORS": f"{ISSUER}|bob, {ISSUER}|olivia"}
+    assert is_operator({"iss": ISSUER, "sub": "olivia"}, env)
     # Another claim holding the name, or the owner id derived from the token, is not enough.
-    assert not is_operator({"sub": "mallory", "username": "olivia"}, env)
-    assert not is_operator({"sub": "mallory", "cognito:username": "olivia"}, env)
-    assert not is_operator({"sub": "x"}, {"TICKQ_OPERATORS": OWNER})
+    assert not is_operator({"iss": ISSUER, "sub": "mallory", "username": "olivia"}, env)
+    assert not is_operator({"iss": ISSUER, "sub": "mallory", "cognito:username": "olivia"}, env)
+    assert not is_operator({"iss": ISSUER, "sub": "x"}, {"TICKQ_OPERATORS": f"{ISSUER}|{OWNER}"})
     assert is_operator(
-        {"sub": "x", "username": "olivia"}, {**env, "TICKQ_OPERATOR_CLAIM": "username"}
+        {"iss": ISSUER, "sub": "x", "username": "olivia"},
+        {**env, "TICKQ_OPERATOR_CLAIM": "username"},
     )
 
 
 def test_not_an_operator_without_name_or_group() -> None:
-    claims = {"sub": "alice", "cognito:groups": ["readers"]}
-    assert not is_operator(claims, {"TICKQ_OPERATORS": "olivia"})
+    claims = {"iss": ISSUER, "sub": "alice", "cognito:groups": ["readers"]}
+    assert not is_operator(claims, {"TICKQ_OPERATORS": f"{ISSUER}|olivia"})
 
 
 def test_configured_groups_and_groups_claim_replace_the_defaults() -> None:
@@ -75,7 +79,10 @@ def test_queue_overview_sums_types_and_keeps_the_oldest_runnable_age() -> None:
 def test_dev_identity_maps_a_name_to_a_stable_owner_and_a_uuid_to_itself() -> None:
     assert DevIdentity("alice").owner_id() == DevIdentity("alice").owner_id()
     assert DevIdentity("alice").owner_id() != DevIdentity("bob").owner_id()
-    assert str(DevIdentity(OWNER).owner_id()) == OWNER
+    cognito_style = "0d3f5a9e-2b6c-4e57-9c1a-7f2e8b4d6a10"  # a version-4 UUID
+    assert str(DevIdentity(cognito_style).owner_id()) == cognito_style
+    # A version-5 UUID could be someone's derived owner: it is a name like any other.
+    assert str(DevIdentity(OWNER).owner_id()) != OWNER
 
 
 @pytest.mark.parametrize("raw", ["", "two words", "semi;colon", "x" * 129])

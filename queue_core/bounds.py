@@ -1,0 +1,127 @@
+"""The bounds every row of tickq's tables holds, whoever writes it.
+
+The API refuses values outside what the engine can run before anything is written
+(validation.py and the modules of each table). But a row can also come from plain SQL,
+written by any role that may insert or update it (the application role, a worker, the
+tables' owner), and a value the engine cannot read there stops the queue for everyone: a
+backoff of 1e300 seconds fails every later reclaim with `interval out of range`, a lease
+of 2^31 seconds holds a running slot for decades, a `-infinity` time breaks the claim and
+every listing (a Python datetime cannot hold it), a 100 MB payload blows a worker's
+memory. So the tables hold these bounds themselves, as CHECK constraints, which bind every
+role, the owner included (queue_core/schema/tables.sql; added to existing databases by
+migration 0031_column_bounds, which first brings rows that break them inside).
+
+Each bound is at least what the API accepts, so nothing the API lets in is ever refused,
+and they are named here once, from the API's own constants where it has them;
+tests/integration/test_column_bounds.py reads the numbers back out of the constraints'
+definitions and fails when either side changes alone.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .jobs import ERROR_HISTORY
+from .limits import MAX_PERIOD_SECONDS, MAX_RATE
+from .outbox import _MAX_DETAIL_BYTES
+from .pauses import MAX_PAUSED_BY, MAX_REASON
+from .retention import MAX_AGE_SECONDS
+from .steps import MAX_SIGNAL_BYTES, MAX_SIGNALS, MAX_STEP_BYTES
+from .transitions import MAX_ERROR
+from .validation import (
+    EARLIEST_TIME,
+    LATEST_TIME,
+    MAX_KEY,
+    MAX_LEASE_SECONDS,
+    MAX_NAME,
+    MAX_PAYLOAD_BYTES,
+    MAX_RESULT_BYTES,
+)
+
+__all__ = [
+    "EARLIEST",
+    "ERROR_HISTORY",
+    "JSONB_PER_TEXT_BYTE",
+    "LATEST",
+    "MAX_AGE_SECONDS",
+    "MAX_ATTEMPTS",
+    "MAX_BACKOFF_BASE",
+    "MAX_BACKOFF_FACTOR",
+    "MAX_BACKOFF_MAX",
+    "MAX_ERRORS_STORED",
+    "MAX_ERROR_BYTES",
+    "MAX_KEY",
+    "MAX_LEASE_SECONDS",
+    "MAX_NAME",
+    "MAX_OUTBOX_DETAIL_BYTES",
+    "MAX_PAUSED_BY",
+    "MAX_PAYLOAD_STORED",
+    "MAX_PERIOD_SECONDS",
+    "MAX_PROGRESS_STORED",
+    "MAX_RATE",
+    "MAX_REASON",
+    "MAX_RESULT_STORED",
+    "MAX_SIGNALS",
+    "MAX_SIGNAL_BYTES",
+    "MAX_SIGNAL_NAMES_BYTES",
+    "MAX_SIGNAL_PAYLOAD_STORED",
+    "MAX_STEP_BYTES",
+    "MAX_STEP_RESULT_STORED",
+    "MIN_BACKOFF_FACTOR",
+    "UTF8_MAX_BYTES",
+]
+
+# Times: finite, and inside the years 1-9999 a Python datetime holds in any time zone, with
+# a day of margin each side (a time of 0001-01-01 00:00 UTC is year 0 west of Greenwich).
+# The same range as tickq.readable_time, which the application role's triggers test.
+EARLIEST: Final = EARLIEST_TIME
+LATEST: Final = LATEST_TIME
+
+# Backoff (tickq.jobs.backoff_*): the rules of backoff.Backoff, which refuses a policy
+# outside them (backoff.py writes these numbers in its checks; the test holds it to them).
+# The jitter is a fraction in [0, 1]; the base is above 0.
+MAX_BACKOFF_BASE: Final = 86_400.0
+MIN_BACKOFF_FACTOR: Final = 1.0
+MAX_BACKOFF_FACTOR: Final = 100.0
+MAX_BACKOFF_MAX: Final = 7 * 86_400.0
+
+# max_attempts: the API takes up to validation.MAX_ATTEMPTS_LIMIT (1000), but the engine
+# raises it past that itself: every snooze gives its attempt back by adding one (a job
+# that snoozes every minute for a week adds 10,080), and a saga that begins its
+# compensation away from its handler is left attempts + MAX_STEPS * UNDO_TRIES + 1 (50,001
+# for a job with 10,000 undoable steps; tickq.job_compensation_spare). So the bound is no
+# small multiple of 1000 but 10^9: a job snoozing once a second needs 31 years to reach
+# it, and the engine's own sums on a row inside it (max_attempts + 1, attempts + the
+# compensation's spare) stay inside a 32-bit integer.
+MAX_ATTEMPTS: Final = 1_000_000_000
+
+# Text: names (type, queue, step and signal names, a wait's name) are MAX_NAME characters
+# and keys MAX_KEY, as the API takes them. Error text is bounded in bytes (octet_length
+# reads the stored length without detoasting it): transitions.storable_error keeps at most
+# MAX_ERROR characters, of at most UTF8_MAX_BYTES bytes each.
+UTF8_MAX_BYTES: Final = 4
+MAX_ERROR_BYTES: Final = MAX_ERROR * UTF8_MAX_BYTES
+
+# A job's signals (tickq.jobs.signals): at most MAX_SIGNALS names of at most MAX_NAME
+# characters each.
+MAX_SIGNAL_NAMES_BYTES: Final = MAX_SIGNALS * MAX_NAME * UTF8_MAX_BYTES
+
+# JSON values are bounded by their stored (jsonb) size, which the API does not see: it
+# bounds the JSON text. jsonb can be several times its text: an array of small integers
+# takes 12 bytes an element against 2 of text ("0,"), 6 times (measured on PostgreSQL 15:
+# 256 KiB of such text is 1.5 MiB of jsonb); nested empty arrays 2.7 times, strings and
+# objects less. So each stored bound is 8 times the API's bound of the text, which nothing
+# the API accepts exceeds.
+JSONB_PER_TEXT_BYTE: Final = 8
+MAX_PAYLOAD_STORED: Final = JSONB_PER_TEXT_BYTE * MAX_PAYLOAD_BYTES  # 2 MiB
+MAX_RESULT_STORED: Final = JSONB_PER_TEXT_BYTE * MAX_RESULT_BYTES  # 8 MiB
+# Progress is checked against the payload's bound (postgres/leases.py).
+MAX_PROGRESS_STORED: Final = JSONB_PER_TEXT_BYTE * MAX_PAYLOAD_BYTES  # 2 MiB
+# The error history keeps ERROR_HISTORY entries of at most MAX_ERROR_BYTES of error text
+# each, with their attempt and time: about 330 kB at most.
+MAX_ERRORS_STORED: Final = 1024 * 1024
+MAX_STEP_RESULT_STORED: Final = JSONB_PER_TEXT_BYTE * MAX_STEP_BYTES  # 2 MiB
+MAX_SIGNAL_PAYLOAD_STORED: Final = JSONB_PER_TEXT_BYTE * MAX_SIGNAL_BYTES  # 512 KiB
+
+# An outbox event's detail, as JSON text (EventBridge takes an entry of at most 256 KB).
+MAX_OUTBOX_DETAIL_BYTES: Final = _MAX_DETAIL_BYTES
