@@ -1070,7 +1070,11 @@ class _LogFormat(logging.Formatter):
             f"{k}={getattr(record, k)}" for k in self.FIELDS if getattr(record, k, None)
         )
         stamp = self.formatTime(record, "%H:%M:%S")
-        return f"{stamp} {record.levelname.lower()} {record.getMessage()} {extra}".rstrip()
+        line = f"{stamp} {record.levelname.lower()} {record.getMessage()} {extra}".rstrip()
+        # A failure's cause (a 500 under tickq serve or tickq invoke): its traceback follows.
+        if record.exc_info and record.exc_info[0] is not None:
+            return f"{line}\n{self.formatException(record.exc_info)}"
+        return line
 
 
 def _fail(args: argparse.Namespace, exc: Exception, code: int, hint: str = "") -> int:
