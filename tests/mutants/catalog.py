@@ -1522,4 +1522,94 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_a_gate_row_cannot_be_planted_on_another_owners_job",
         ),
     ),
+    # The column bounds of tickq.jobs (queue_core/bounds.py), each dropped from the
+    # current-state schema a test database is built from: rows the engine cannot read or run
+    # get in. The fuzz (tests/integration/test_row_fuzz.py) shows the queue stopping on the
+    # first three; the bounds' own test shows each value let in.
+    Mutant(
+        "jobs-backoff-unbounded",
+        "a job's backoff policy is not bounded by the table: a retry time past any interval"
+        " stops every reclaim",
+        (
+            Edit(
+                "queue_core/schema/tables.sql",
+                "    constraint jobs_backoff_check check (\n"
+                "        backoff_base > 0 and backoff_base <= 86400\n"
+                "        and backoff_factor >= 1 and backoff_factor <= 100\n"
+                "        and backoff_max >= backoff_base and backoff_max <= 604800\n"
+                "        and backoff_jitter between 0 and 1),\n",
+                "",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_row_fuzz.py::test_no_row_can_stop_the_queue",
+            "tests/integration/test_column_bounds.py::test_the_owner_is_held_to_every_bound",
+        ),
+    ),
+    Mutant(
+        "jobs-lease-seconds-unbounded",
+        "a job's own lease is not bounded by the table: a lease of 2^31 - 1 seconds holds a"
+        " running slot for 68 years",
+        (
+            Edit(
+                "queue_core/schema/tables.sql",
+                "    constraint jobs_lease_seconds_check check (\n"
+                "        lease_seconds is null or lease_seconds between 1 and 43200),\n",
+                "",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_row_fuzz.py::test_no_row_can_stop_the_queue",
+            "tests/integration/test_column_bounds.py::test_the_owner_is_held_to_every_bound",
+        ),
+    ),
+    Mutant(
+        "jobs-times-unbounded",
+        "a job's times are not bounded by the table: `-infinity` or year 0 breaks the claim"
+        " and every listing",
+        (
+            Edit(
+                "queue_core/schema/tables.sql",
+                "    constraint jobs_times_check check (\n"
+                "        run_after between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'\n"
+                "        and lease_until between '0001-01-02 00:00:00+00' and"
+                " '9999-12-30 00:00:00+00'\n"
+                "        and created_at between '0001-01-02 00:00:00+00' and"
+                " '9999-12-30 00:00:00+00'\n"
+                "        and updated_at between '0001-01-02 00:00:00+00' and"
+                " '9999-12-30 00:00:00+00'\n"
+                "        and started_at between '0001-01-02 00:00:00+00' and"
+                " '9999-12-30 00:00:00+00'\n"
+                "        and finished_at between '0001-01-02 00:00:00+00' and"
+                " '9999-12-30 00:00:00+00'\n"
+                "        and wait_until between '0001-01-02 00:00:00+00' and"
+                " '9999-12-30 00:00:00+00'),\n",
+                "",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_row_fuzz.py::test_no_row_can_stop_the_queue",
+            "tests/integration/test_column_bounds.py::test_the_owner_is_held_to_every_bound",
+        ),
+    ),
+    Mutant(
+        "jobs-payload-unbounded",
+        "a job's payload is not bounded in size by the table: any role's plain SQL can hand"
+        " every worker that claims it a payload of any size",
+        (
+            Edit(
+                "queue_core/schema/tables.sql",
+                "    constraint jobs_payload_size_check check (\n"
+                "        pg_column_size(case when pg_column_compression(payload) is null"
+                " then payload\n"
+                "                            else payload #> '{}' end) <= 2097152),\n",
+                "",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_column_bounds.py::test_the_owner_is_held_to_every_bound",
+            "tests/integration/test_column_bounds.py::"
+            "test_a_value_that_compresses_well_is_measured_as_it_is[worker]",
+        ),
+    ),
 )
