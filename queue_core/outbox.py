@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -67,6 +68,9 @@ __all__ = [
 # The source of tickq's own events; applications publish under another.
 TICKQ_SOURCE = "tickq"
 DEFAULT_USER_SOURCE = "tickq.app"
+# An application's own source (tickq.publish holds the same rule): plain ASCII, so no event
+# looks like tickq's to a consumer's eye, and nothing but the default begins with "tickq".
+_SOURCE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
 # What one EventBridge call takes: this many entries, whose sizes add up to CALL_BYTES at
 # most, an entry's size being the UTF-8 bytes of its Source, DetailType and Detail (tickq sets
 # no Time and no Resources, which would count too).
@@ -192,8 +196,14 @@ def publish(
     Returns the event's id (in its detail as `event_id`)."""
     detail_type = validation.text(detail_type, "detail_type", 128)
     source = validation.text(source, "source", 256)
-    if source == TICKQ_SOURCE:
-        raise InvalidJob("source", f"{TICKQ_SOURCE!r} is tickq's own source")
+    if not _SOURCE_RE.fullmatch(source):
+        raise InvalidJob(
+            "source", "must be ASCII letters, digits and ._/- starting with a letter or digit"
+        )
+    if source.lower().startswith(TICKQ_SOURCE) and source != DEFAULT_USER_SOURCE:
+        raise InvalidJob(
+            "source", f"{source!r} is reserved: sources beginning with tickq are tickq's"
+        )
     text = validation.json_object(detail, "detail", _MAX_DETAIL_BYTES)
     rows = Executor(conn).rows(
         "outbox_publish", {"source": source, "detail_type": detail_type, "detail": text}

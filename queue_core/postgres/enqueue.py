@@ -7,6 +7,7 @@ maximum depth is checked in the insert's transaction (admission).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -17,11 +18,18 @@ from uuid import UUID
 
 from .. import dependencies, telemetry, transitions, validation
 from ..batch import JobBatch
-from ..errors import DatabaseError, QueueFull
+from ..errors import DatabaseError, QueueFull, TickqError
 from ..ids import new_id, new_ids
-from ..jobs import EnqueueResult, JobSpec, Status
+from ..jobs import EnqueueResult, Job, JobSpec, Status
 from ..queries import QUERIES
-from .executor import Executor, jobs, jobs_and_flags, rerun, translate_errors
+from .executor import (
+    Executor,
+    job_columns_at,
+    jobs,
+    jobs_and_flags,
+    rerun,
+    translate_errors,
+)
 from .probes import LimitsProbe
 
 # A key whose holder commits between an insert and its lookup makes the request go again.
@@ -59,6 +67,8 @@ class Enqueues:
         """Insert one job and return it whole (its row included); a live job holding the
         spec's key is returned instead, as a duplicate; a debounce's or throttle's earlier
         job of the key, when it takes the enqueue, flagged debounced or duplicate."""
+        if self._as_user():
+            return self._enqueue_as_user([spec], [()], one=True)[0]
         if spec.gate is not None:
             return self._enqueue_gated(spec, now)
         with self._admission((spec,)):
@@ -87,10 +97,7 @@ class Enqueues:
                 "now": now,
                 "id": params["id"],
             }
-            # An application user's gate takes its owner and clock from the session and
-            # the database (tickq.job_gate_app), never from the request.
-            statement = "jobs_gate" if self._db.user_id is None else "jobs_gate_app"
-            ((job_id, outcome, run_after),) = self._db.rows(statement, gated)
+            ((job_id, outcome, run_after),) = self._db.rows("jobs_gate", gated)
             if outcome != "created":
                 (job,) = self._db.rows("jobs_get", {"id": job_id}, jobs)
                 return EnqueueResult(
@@ -118,6 +125,8 @@ class Enqueues:
         """enqueue_many for a batch as Registry.batch validates it."""
         if not len(batch):
             return []
+        if self._as_user():
+            return self._enqueue_as_user(batch.specs(), [()] * len(batch))
         if any(map(attrgetter("gate"), batch.bases)):
             # Gated jobs go one by one, in order: a later request of a key lands on the job
             # an earlier one of the batch made.
@@ -139,6 +148,8 @@ class Enqueues:
         validation.no_gate_after(batch.bases)
         if not len(batch):
             return []
+        if self._as_user():
+            return self._enqueue_as_user(batch.specs(), after)
         # Again when a parent moved between partitions under it.
         return rerun(self._db.conn, lambda: self._enqueue_after_once(batch, after, now))
 
@@ -206,6 +217,44 @@ class Enqueues:
                     batch.take([index]), [parents], now, rounds - 1
                 )[0]
         return [r for r in results if r is not None]
+
+    def _as_user(self) -> bool:
+        """Whether this store enqueues through the application login's functions: a user's
+        store, or a login that may not write the jobs (read with the limit tables, which an
+        enqueue reads anyway)."""
+        if self._db.user_id is None:
+            self._limits.current()
+        return self._db.through_functions()
+
+    def _enqueue_as_user(
+        self,
+        specs: Sequence[JobSpec],
+        after: Sequence[Sequence[dependencies.ParentRef]],
+        *,
+        one: bool = False,
+    ) -> list[EnqueueResult]:
+        """An application user's enqueue: through tickq.enqueue_many, the application
+        login's only way to add jobs, which takes the owner from the session and the clock
+        and the ids from the database, and checks every request again (all or nothing)."""
+        owner = self._db.user_id
+        if owner is not None and any(spec.user_id != owner for spec in specs):
+            # The owner is the session's: a request naming another (or none) is refused,
+            # not quietly given to this user.
+            raise TickqError("permission denied: a user's store enqueues only that user's jobs")
+        requests = "[" + ",".join(map(_request, specs, after)) + "]"
+        # One user scope for both statements: a single enqueue reads back the row it landed
+        # on by a statement of its own, as the function's insert is not in the snapshot of
+        # the statement that called it.
+        with translate_errors(), self._db.scope(), _trace_recorded(self._db):
+            cur = self._db.thread_cursor()
+            cur.execute(QUERIES["jobs_enqueue_many"], {"jobs": requests})
+            rows = cur.fetchall()
+            results = [_result(id_, Status(status), outcome) for _, id_, status, outcome in rows]
+            if one:
+                cur.execute(QUERIES["jobs_get"], {"id": results[0].id})
+                (job,) = jobs(cur.fetchall(), job_columns_at("jobs_get", cur))
+                results[0] = replace(results[0], job=job, status=job.status)
+        return results
 
     @contextmanager
     def _admission(self, specs: Sequence[JobSpec]) -> Iterator[None]:
@@ -351,6 +400,65 @@ class Enqueues:
         params = {"keys": [key for key, _ in pairs], "owners": [owner for _, owner in pairs]}
         rows = self._db.rows("jobs_key_holders", params)
         return {(key, owner): (id_, status) for key, owner, id_, status in rows}
+
+
+@contextmanager
+def _trace_recorded(db: Executor) -> Iterator[None]:
+    """With OpenTelemetry on, the enqueue's transaction records the caller's trace context
+    (the jobs' traceparent column reads it)."""
+    if telemetry.active():
+        with telemetry.get().recording(db.conn):
+            yield
+        return
+    yield
+
+
+def _request(spec: JobSpec, after: Sequence[dependencies.ParentRef]) -> str:
+    """One request of tickq.enqueue_many as JSON text, the payload spliced in as the
+    caller's JSON (not parsed again). The owner is the session's, so the spec's is not sent,
+    nor its group's owner prefix."""
+    request: dict[str, Any] = {
+        "type": spec.type,
+        "queue": spec.queue,
+        "max_attempts": spec.max_attempts,
+        "priority": spec.priority,
+        "backoff": {
+            "base": spec.backoff.base,
+            "factor": spec.backoff.factor,
+            "max": spec.backoff.max,
+            "jitter": spec.backoff.jitter,
+        },
+    }
+    if spec.idempotency_key is not None:
+        request["idempotency_key"] = spec.idempotency_key
+    if spec.run_after is not None:
+        request["run_after"] = spec.run_after.isoformat()
+    elif spec.delay:
+        request["delay"] = spec.delay
+    if spec.lease_seconds is not None:
+        request["lease_seconds"] = spec.lease_seconds
+    group = spec.group_key
+    if spec.user_id is not None:
+        owner = str(spec.user_id)
+        group = "" if group == owner else group.removeprefix(owner + "/")
+    if group:
+        request["group"] = group
+    if spec.gate is not None:
+        gate: dict[str, Any] = {"key": spec.gate.key, "seconds": spec.gate.seconds}
+        if spec.gate.max_seconds is not None:
+            gate["max_seconds"] = spec.gate.max_seconds
+        request[spec.gate.kind] = gate
+    if after:
+        request["after"] = [ref if isinstance(ref, int) else str(ref) for ref in after]
+    text = json.dumps(request, separators=(",", ":"), allow_nan=False)
+    return text[:-1] + ',"payload":' + spec.payload_json + "}"
+
+
+def _result(id_: Any, status: Status, outcome: str, job: Job | None = None) -> EnqueueResult:
+    """What tickq.enqueue_many said of one request."""
+    return EnqueueResult(
+        id_, status, outcome in ("duplicate", "throttled"), job, outcome == "debounced"
+    )
 
 
 def _column(params: dict[str, Any], column: str, values: list[Any]) -> None:

@@ -10,6 +10,7 @@ column name once and then by position.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,7 +24,15 @@ from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.rows import dict_row
 
-from ..errors import DatabaseError, InvalidJob, QueueFull, TickqError
+from ..errors import (
+    DatabaseError,
+    InvalidJob,
+    InvalidParent,
+    InvalidTransition,
+    JobNotFound,
+    QueueFull,
+    TickqError,
+)
 from ..jobs import JOB_COLUMNS, Job, job_from_row
 from ..queries import QUERIES
 
@@ -45,6 +54,15 @@ QUEUE_FULL_SQLSTATE = "TQ429"  # raised by the jobs_app_admit trigger
 # the detail names the field.
 BOUND_SQLSTATE = "TQ422"
 STALE_COUNT_SQLSTATE = "TQ409"  # raised by tickq.operator_retry_dead
+# The application login's functions (tickq.cancel, tickq.retry, tickq.signal, enqueue_many):
+# a job in no state for the operation (its id the detail), a parent that cannot be waited
+# for (its id the detail), no such job of the user (its id the detail).
+WRONG_STATE_SQLSTATE = "TQ410"
+BAD_PARENT_SQLSTATE = "TQ404"
+NOT_FOUND_SQLSTATE = "P0002"
+# tickq.job_ids' key: an id another job holds.
+_ID_TAKEN = "job_ids_pkey"
+_WRONG_STATE = re.compile(r"cannot (?P<operation>.+) job \S+: it is \w+$", re.S)
 
 # Rows of a statement as what a reading makes of them, given where the job columns begin.
 Reading = Callable[[list[Any], int], list[Any]]
@@ -68,7 +86,14 @@ def translate_errors() -> Iterator[None]:
     except psycopg.errors.InsufficientPrivilege as exc:
         raise TickqError(f"permission denied: {exc.diag.message_primary or exc}") from exc
     except psycopg.errors.UniqueViolation as exc:
+        if exc.diag.constraint_name == _ID_TAKEN:
+            raise InvalidJob("id", "is taken by another job") from exc
         raise InvalidJob("idempotency_key", "is held by another live job") from exc
+    except psycopg.errors.InvalidParameterValue as exc:
+        # tickq's functions name the field they refused as the error's column.
+        field = exc.diag.column_name or "job"
+        message = (exc.diag.message_primary or str(exc)).removeprefix("tickq: ")
+        raise InvalidJob(field, message.removeprefix(f"{field} ")) from exc
     except (psycopg.errors.CheckViolation, psycopg.DataError) as exc:
         raise InvalidJob("job", exc.diag.message_primary or str(exc)) from exc
     except UnicodeEncodeError:
@@ -95,6 +120,17 @@ def _tickq_error(exc: psycopg.Error) -> TickqError:
         return InvalidJob(exc.diag.message_detail or "job", message)
     if exc.sqlstate == STALE_COUNT_SQLSTATE:
         return StaleCount(int(exc.diag.message_detail or 0))
+    message = (exc.diag.message_primary or "").removeprefix("tickq: ")
+    detail = exc.diag.message_detail or ""
+    if exc.sqlstate == NOT_FOUND_SQLSTATE and detail:
+        return JobNotFound(detail)
+    if exc.sqlstate == WRONG_STATE_SQLSTATE:
+        found = _WRONG_STATE.search(message)
+        operation = found["operation"] if found else "change"
+        return InvalidTransition(detail, exc.diag.message_hint or "", operation)
+    if exc.sqlstate == BAD_PARENT_SQLSTATE:
+        reason = message.split(f"job {detail} ", 1)[-1]
+        return InvalidParent(detail, reason)
     return DatabaseError(f"database error: {exc}")
 
 
@@ -165,6 +201,26 @@ class Executor:
         self.user_id = user_id
         self.statement_timeout_ms = statement_timeout_ms
         self._threads = threading.local()
+        self._may_write: bool | None = None
+
+    def through_functions(self) -> bool:
+        """Whether this connection writes through the application login's functions
+        (tickq.enqueue_many, tickq.cancel, ...): a user's scope always does, and so does a
+        login that may not write the jobs itself (an application's connection that names
+        its user with set_config). Asked of the database once per executor."""
+        if self.user_id is not None:
+            return True
+        if self._may_write is None:
+            with translate_errors(), self.conn.cursor() as cur:
+                cur.execute("select has_table_privilege('tickq.jobs', 'INSERT')")
+                row = cur.fetchone()
+            self._may_write = bool(row and row[0])
+        return not self._may_write
+
+    def note_may_write(self, may_write: bool) -> None:
+        """What a statement that read it (the limits probe's) found of this login's right
+        to write the jobs, sparing `through_functions` a round trip of its own."""
+        self._may_write = bool(may_write)
 
     def rows(
         self,

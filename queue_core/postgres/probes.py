@@ -24,7 +24,8 @@ class LimitsProbe:
     def current(self) -> LimitsConfigured:
         checked = time.monotonic()
         if self._seen is None or checked - self._seen[0] >= LIMITS_TTL_SECONDS:
-            types, queues, per_group = self._db.rows("limits_configured", {})[0]
+            types, queues, per_group, may_write = self._db.rows("limits_configured", {})[0]
+            self._db.note_may_write(may_write)
             configured = LimitsConfigured(bool(types), bool(queues), bool(per_group))
             self._seen = (checked, configured)
         return self._seen[1]

@@ -127,6 +127,9 @@ class Reads:
     # The operator's actions on single jobs
 
     def cancel(self, job_id: UUID | str, *, now: datetime | None = None) -> Job:
+        if self._db.through_functions():
+            # The application login's cancel (tickq.cancel): refusals raise there.
+            return self._db.rows("jobs_cancel_app", {"id": job_uuid(job_id)}, jobs)[0]
         rows = self._db.rows("jobs_cancel", {"ids": [job_uuid(job_id)], "now": now}, jobs)
         if rows:
             return rows[0]
@@ -134,6 +137,8 @@ class Reads:
         raise InvalidTransition(job.id, job.status, "cancel")
 
     def retry(self, job_id: UUID | str, *, now: datetime | None = None) -> Job:
+        if self._db.through_functions():
+            return self.retry_as_user(job_id)
         params = _retry_params(ids=[job_uuid(job_id)], statuses=["dead", "cancelled"], now=now)
         rows = self._db.rows("jobs_retry", params, jobs)
         if rows:
@@ -149,6 +154,14 @@ class Reads:
                 job.id, job.status, "retry (its idempotency key is held by a live job)"
             )
         raise InvalidTransition(job.id, job.status, "retry")
+
+    def retry_as_user(
+        self, job_id: UUID | str, *, fresh: bool = False, from_step: str | None = None
+    ) -> Job:
+        """The application login's retry (tickq.retry): keeping the job's steps, forgetting
+        them (fresh), or from a step, in one statement; refusals raise there."""
+        params = {"id": job_uuid(job_id), "fresh": fresh, "from_step": from_step}
+        return self._db.rows("jobs_retry_app", params, jobs)[0]
 
     def retry_dead(
         self,

@@ -125,6 +125,10 @@ class StepStore:
         name already sent, or payloads over the job's limit."""
         name = validation.text(name, "signal name", validation.MAX_NAME)
         payload_json = steps.signal_payload(payload)
+        if self._db.through_functions():
+            # The application login's signal (tickq.signal): refusals raise there.
+            params = {"id": job_uuid(job_id), "name": name, "payload": payload_json}
+            return bool(self._db.rows("job_signals_send_app", params)[0][0])
         size = len(payload_json.encode())
         params = {
             "id": job_uuid(job_id),
@@ -171,6 +175,11 @@ class StepStore:
         in the same transaction as the retry."""
         if fresh and from_step is not None:
             raise InvalidJob("retry", "fresh and from_step exclude each other")
+        if self._db.through_functions():
+            name = None
+            if from_step is not None:
+                name = validation.text(from_step, "from_step", validation.MAX_NAME)
+            return self.store.retry_as_user(job_id, fresh=fresh, from_step=name)
         with self._db.conn.transaction():
             if fresh:
                 self._db.rows("job_durable_clear", {"id": job_uuid(job_id)})

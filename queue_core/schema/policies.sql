@@ -36,26 +36,14 @@ end $$;
 
 grant usage on schema tickq to tickq_app, tickq_worker, tickq_operator;
 
--- The jobs. Workers read and write every row. Applications insert only what a request may
--- set (status, attempts and leases take defaults; a restrictive policy below keeps the
--- inserted status to the two an enqueue may choose), and update only the columns of the
--- documented operations, each update checked row by row by tickq.jobs_app_guard.
+-- The jobs. Workers read and write every row. Applications read their own rows and write
+-- none: every change an application makes goes through a security-definer function that
+-- takes the owner from the session and the time from the database (tickq.enqueue_many,
+-- tickq.cancel, tickq.retry, tickq.signal, tickq.publish; grants at the end), and those
+-- functions' writes are still checked row by row by tickq.jobs_app_guard and the admission
+-- trigger, which fire on a user's transaction whoever runs the statement.
 grant select, insert, update, delete on tickq.jobs to tickq_worker;
 grant select on tickq.jobs to tickq_app;
-grant insert (id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
-              created_at, updated_at, traceparent,
-              run_after, lease_seconds, backoff_base, backoff_factor, backoff_max,
-              backoff_jitter,
-              status, pending_parents, has_children, group_key)
-    on tickq.jobs to tickq_app;
-grant update (status, attempts, run_after, updated_at, finished_at, cancel_requested,
-              -- sending a signal appends to `signals`; a fresh retry clears the rest
-              resumes, wait_kind, wait_name, wait_until, signals,
-              -- marking a parent, cancelling a waiting child with its parent's failure
-              has_children, error,
-              -- cancelling a saga: the attempts its undos need (tickq.jobs_app_guard)
-              max_attempts)
-    on tickq.jobs to tickq_app;
 
 -- Row-level security binds the table's owner too (force): one master login for
 -- migrations, workers and the API is common on small managed databases, and an owner that
@@ -73,14 +61,11 @@ create policy jobs_owner on tickq.jobs to tickq_app
 -- databases (RDS, Supabase) do not hand out.
 create policy jobs_worker on tickq.jobs to tickq_worker using (true) with check (true);
 
-create policy jobs_app_insert_status on tickq.jobs as restrictive for insert to tickq_app
-    with check (status in ('queued', 'waiting'));
-
--- Idempotency keys: an application user claims and reads only its own keys (so it cannot
--- learn whether another user's key exists); keys are freed by the triggers, which run as
--- the owner, so applications never delete a key row themselves.
+-- Idempotency keys: an application user reads only its own keys (so it cannot learn
+-- whether another user's key exists); its enqueues take them (tickq.enqueue_many), and keys
+-- are freed by the triggers, which run as the owner.
 grant select, insert, delete on tickq.job_keys to tickq_worker;
-grant select, insert on tickq.job_keys to tickq_app;
+grant select on tickq.job_keys to tickq_app;
 
 alter table tickq.job_keys enable row level security;
 alter table tickq.job_keys force row level security;
@@ -91,11 +76,10 @@ create policy job_keys_owner on tickq.job_keys to tickq_app
 create policy job_keys_worker on tickq.job_keys to tickq_worker using (true) with check (true);
 
 -- Steps and signals as the jobs: applications see the steps and signals of their own jobs
--- and may send signals to them; only a finished job's steps and signals may go (a fresh
--- retry), a live job's progress stays. Workers see and write everything.
+-- (signals are sent by tickq.signal, a fresh retry's forgetting is tickq.retry's). Workers
+-- see and write everything.
 grant select, insert, update, delete on tickq.job_steps, tickq.job_signals to tickq_worker;
-grant select, delete on tickq.job_steps to tickq_app;
-grant select, insert, delete on tickq.job_signals to tickq_app;
+grant select on tickq.job_steps, tickq.job_signals to tickq_app;
 
 alter table tickq.job_steps enable row level security;
 alter table tickq.job_signals enable row level security;
@@ -105,22 +89,11 @@ alter table tickq.job_signals force row level security;
 create policy job_steps_owner on tickq.job_steps for select to tickq_app
     using (exists (select from tickq.jobs j
                    where j.id = job_id and j.user_id = tickq.current_user_id()));
-create policy job_steps_owner_clear on tickq.job_steps for delete to tickq_app
-    using (exists (select from tickq.jobs j
-                   where j.id = job_id and j.user_id = tickq.current_user_id()
-                     and j.status in ('dead', 'cancelled')));
 create policy job_steps_worker on tickq.job_steps to tickq_worker using (true) with check (true);
 
 create policy job_signals_owner on tickq.job_signals for select to tickq_app
     using (exists (select from tickq.jobs j
                    where j.id = job_id and j.user_id = tickq.current_user_id()));
-create policy job_signals_owner_send on tickq.job_signals for insert to tickq_app
-    with check (exists (select from tickq.jobs j
-                        where j.id = job_id and j.user_id = tickq.current_user_id()));
-create policy job_signals_owner_clear on tickq.job_signals for delete to tickq_app
-    using (exists (select from tickq.jobs j
-                   where j.id = job_id and j.user_id = tickq.current_user_id()
-                     and j.status in ('dead', 'cancelled')));
 create policy job_signals_worker on tickq.job_signals to tickq_worker
     using (true) with check (true);
 
@@ -135,12 +108,11 @@ create policy job_gates_owner on tickq.job_gates for select to tickq_app
     using (user_id = tickq.current_user_id());
 create policy job_gates_worker on tickq.job_gates for select to tickq_worker using (true);
 
--- Dependency edges: an application user sees and writes only edges of its own jobs. That
--- both ends are its own is checked by the enqueue, which reads the parents under row-level
--- security (jobs_parents_lock): a policy cannot check it, since the ends are usually
--- inserted by the same statement as the edge, and a policy's subquery does not see them.
+-- Dependency edges: an application user sees only edges of its own jobs; its enqueues
+-- write them (tickq.enqueue_job checks that both ends are the owner's, and so does the
+-- trigger job_dependencies_app_admit).
 grant select, insert, delete on tickq.job_dependencies to tickq_worker;
-grant select, insert on tickq.job_dependencies to tickq_app;
+grant select on tickq.job_dependencies to tickq_app;
 
 alter table tickq.job_dependencies enable row level security;
 alter table tickq.job_dependencies force row level security;
@@ -151,10 +123,11 @@ create policy job_dependencies_owner on tickq.job_dependencies to tickq_app
 create policy job_dependencies_worker on tickq.job_dependencies to tickq_worker
     using (true) with check (true);
 
--- Settlements being worked off: written by the statement that finishes or cancels a parent
--- (an application user's cancel too, for its own parent), worked off by the workers.
+-- Settlements being worked off: written only by the statement that finishes or cancels a
+-- parent (an application user's cancel runs in tickq.cancel), worked off by the workers.
+-- Applications see their own.
 grant select, insert, update, delete on tickq.job_settlements to tickq_worker;
-grant select, insert, update, delete on tickq.job_settlements to tickq_app;
+grant select on tickq.job_settlements to tickq_app;
 
 alter table tickq.job_settlements enable row level security;
 alter table tickq.job_settlements force row level security;
@@ -166,32 +139,26 @@ create policy job_settlements_worker on tickq.job_settlements to tickq_worker
     using (true) with check (true);
 
 -- The outbox: workers publish every event and mark it published. An application user
--- reads only its own events and inserts only its own (queue_core.publish): never under
--- tickq's source or for a job (tickq's lifecycle events, which consumers trust), never
--- already published or with attempts of its own; it neither updates nor deletes one, so it
--- can neither forge another owner's event nor hide or resend one. A new event's job
--- lifecycle rows come from the trigger jobs_outbox_dead and the finish, as the schema
--- owner or a worker.
+-- reads only its own events and adds only its own through tickq.publish: never under
+-- tickq's sources or for a job (tickq's lifecycle events, which consumers trust), never
+-- already published; it neither updates nor deletes one, so it can neither forge another
+-- owner's event nor hide or resend one. A new event's job lifecycle rows come from the
+-- trigger jobs_outbox_dead and the finish, as the schema owner or a worker.
 grant select, insert, update, delete on tickq.outbox to tickq_worker;
 grant select on tickq.outbox to tickq_app;
-grant insert (user_id, source, detail_type, detail) on tickq.outbox to tickq_app;
 
 alter table tickq.outbox enable row level security;
 alter table tickq.outbox force row level security;
 
 create policy outbox_owner on tickq.outbox for select to tickq_app
     using (user_id = tickq.current_user_id());
-create policy outbox_owner_publish on tickq.outbox for insert to tickq_app
-    with check (user_id = tickq.current_user_id() and job_id is null
-                and source <> 'tickq' and published_at is null and attempts = 0);
 create policy outbox_worker on tickq.outbox to tickq_worker using (true) with check (true);
 
 -- Step tries, undos and child links as the steps: applications see those of their own
--- jobs, and only a finished job's may go (a retry that forgets steps); workers see and
--- write everything.
+-- jobs; workers see and write everything.
 grant select, insert, update, delete on tickq.job_step_tries, tickq.job_children
     to tickq_worker;
-grant select, delete on tickq.job_step_tries, tickq.job_children to tickq_app;
+grant select on tickq.job_step_tries, tickq.job_children to tickq_app;
 
 alter table tickq.job_step_tries enable row level security;
 alter table tickq.job_children enable row level security;
@@ -201,25 +168,6 @@ alter table tickq.job_children force row level security;
 create policy job_step_tries_owner on tickq.job_step_tries for select to tickq_app
     using (exists (select from tickq.jobs j
                    where j.id = job_id and j.user_id = tickq.current_user_id()));
-create policy job_step_tries_owner_clear on tickq.job_step_tries for delete to tickq_app
-    using (exists (select from tickq.jobs j
-                   where j.id = job_id and j.user_id = tickq.current_user_id()
-                     and j.status in ('dead', 'cancelled')));
-create policy job_children_owner_clear on tickq.job_children for delete to tickq_app
-    using (exists (select from tickq.jobs j
-                   where j.id = parent_id and j.user_id = tickq.current_user_id()
-                     and j.status in ('dead', 'cancelled')));
--- A cancel of an application's own saga that is not running records its compensation
--- (jobs_cancel, tickq.job_children_cancel): that row alone, on a job that owes undos.
-grant insert on tickq.job_step_tries to tickq_app;
-create policy job_step_tries_owner_compensation on tickq.job_step_tries for insert
-    to tickq_app
-    with check (kind = 'compensation' and name = 'cancelled' and tries = 0
-                and done_at is null
-                and (error = 'cancelled' or error ~ '^parent [0-9a-f-]{36} is (dead|cancelled)$')
-                and exists (select from tickq.jobs j
-                            where j.id = job_id and j.user_id = tickq.current_user_id()
-                              and j.status in ('queued', 'retrying')));
 create policy job_step_tries_worker on tickq.job_step_tries to tickq_worker
     using (true) with check (true);
 create policy job_children_owner on tickq.job_children for select to tickq_app
@@ -258,7 +206,7 @@ revoke all on function tickq.job_keys_free(), tickq.job_keys_take(),
     tickq.job_keys_truncate(), tickq.jobs_forget(), tickq.jobs_forget_all(),
     tickq.outbox_job_dead(),
     tickq.jobs_live_id_statistics(), tickq.job_dependencies_app_admit(),
-    tickq.job_signals_app_admit() from public;
+    tickq.job_signals_app_admit(), tickq.job_ids_take(), tickq.jobs_id_fixed() from public;
 
 -- Workers make and drop day partitions and check queue depth before they enqueue
 -- (applications are admitted by the trigger jobs_app_admit instead).
@@ -269,8 +217,35 @@ grant execute on function tickq.jobs_partitions_ensure(date, integer),
     tickq.jobs_partition_drop(text), tickq.queue_admit(text[], integer[]),
     tickq.queue_admit_owner(text, uuid, integer) to tickq_worker;
 
+-- The application login's whole write surface: these security-definer functions, each
+-- taking the owner from the session and the time from the database and checking every
+-- argument (docs/threat-model.md lists them with their bounds). Workers may call them too.
+revoke all on function tickq.enqueue_many(jsonb, jsonb), tickq.cancel(uuid),
+    tickq.retry(uuid, boolean, text), tickq.signal(uuid, text, jsonb),
+    tickq.publish(text, jsonb, text) from public;
+grant execute on function tickq.enqueue_many(jsonb, jsonb), tickq.cancel(uuid),
+    tickq.retry(uuid, boolean, text), tickq.signal(uuid, text, jsonb),
+    tickq.publish(text, jsonb, text) to tickq_app, tickq_worker;
+
+-- What those functions run, which take an owner or a clock as arguments: the workers'
+-- alone (tickq.enqueue's trusted path, the store's statements).
+revoke all on function tickq.enqueue_job(uuid, jsonb, uuid[], integer, jsonb, boolean),
+    tickq.enqueue_rows(tickq.jobs[]),
+    tickq.jobs_cancel(uuid[], timestamptz, uuid),
+    tickq.jobs_retry(text[], uuid[], text[], text[], integer, timestamptz, uuid),
+    tickq.job_signals_send(uuid, text, jsonb, integer, integer, integer, timestamptz),
+    tickq.job_durable_clear(uuid), tickq.job_steps_forget_from(uuid, text),
+    tickq.job_compensation_clear(uuid) from public;
+grant execute on function tickq.enqueue_job(uuid, jsonb, uuid[], integer, jsonb, boolean),
+    tickq.enqueue_rows(tickq.jobs[]),
+    tickq.jobs_cancel(uuid[], timestamptz, uuid),
+    tickq.jobs_retry(text[], uuid[], text[], text[], integer, timestamptz, uuid),
+    tickq.job_signals_send(uuid, text, jsonb, integer, integer, integer, timestamptz),
+    tickq.job_durable_clear(uuid), tickq.job_steps_forget_from(uuid, text),
+    tickq.job_compensation_clear(uuid) to tickq_worker;
+
 -- Enqueue from SQL (a trigger, an RPC, another language): applications and workers. It
--- runs with the caller's own rights, so the grants and row-level security above decide.
+-- runs with the caller's own rights: a user's enqueue goes on through tickq.enqueue_many.
 revoke all on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer,
                                      text, text, double precision, double precision, text,
                                      double precision) from public;
@@ -279,17 +254,13 @@ grant execute on function tickq.enqueue(text, jsonb, text, text, integer, timest
                                         double precision, text, double precision)
     to tickq_app, tickq_worker;
 
--- Debounce and throttle: every gated enqueue (tickq.enqueue, the Python store's) asks it.
--- tickq.job_gate takes an owner and a clock: the workers' alone. Applications ask
--- tickq.job_gate_app, which takes both from the session and the database.
+-- Debounce and throttle: every gated enqueue (tickq.enqueue_job, the Python store's) asks
+-- it. tickq.job_gate takes an owner and a clock: the workers' alone; an application's
+-- gated enqueue is tickq.enqueue_many's.
 revoke all on function tickq.job_gate(text, text, uuid, double precision, double precision,
                                       jsonb, timestamptz, uuid) from public;
 grant execute on function tickq.job_gate(text, text, uuid, double precision, double precision,
                                          jsonb, timestamptz, uuid) to tickq_worker;
-revoke all on function tickq.job_gate_app(text, text, double precision, double precision,
-                                          jsonb, uuid) from public;
-grant execute on function tickq.job_gate_app(text, text, double precision, double precision,
-                                             jsonb, uuid) to tickq_app, tickq_worker;
 revoke all on function tickq.job_gates_have_jobs() from public;
 revoke all on function tickq.operator_job_gate(uuid) from public;
 grant execute on function tickq.operator_job_gate(uuid) to tickq_operator, tickq_worker;

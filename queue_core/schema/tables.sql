@@ -279,11 +279,32 @@ create table tickq.job_gates (
     constraint job_gates_first_at_check check (
         first_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00')
 );
+-- A gate key's turn (tickq.job_gate): each gated enqueue inserts its key's row and deletes it
+-- in its own transaction, so the next enqueue of the key waits for that transaction to end.
+-- Empty at rest; no role but the owner may touch it.
+create table tickq.job_gate_turns (
+    kind     text not null,
+    gate_key text not null,
+    owner    uuid not null,  -- the nil uuid for a worker's ownerless enqueue
+    primary key (kind, owner, gate_key)
+);
+
 -- The key's latest job, per owner (a null owner, a worker's enqueue, as one owner: the nil
 -- uuid, which no user holds), read by every gated enqueue.
 create index job_gates_key_idx on tickq.job_gates (
     kind, gate_key, coalesce(user_id, '00000000-0000-0000-0000-000000000000'::uuid),
     first_at desc);
+
+-- Every job's id, once (tickq.job_ids_take, on every insert into tickq.jobs). tickq.jobs is
+-- partitioned by status, and a partitioned table cannot hold a unique index without its
+-- partition key, so its per-partition id indexes cannot refuse a new job whose id another
+-- partition holds: a login that chose such an id shared a lease token and the step
+-- results, signals and outcome of the other job. This table's key refuses it for every
+-- role. A deleted job takes its row (tickq.jobs_forget, jobs_forget_all,
+-- jobs_partition_drop). No role but the owner touches it.
+create table tickq.job_ids (
+    id uuid primary key
+);
 
 -- Durable steps (queue_core/steps.py): one row per completed step, the primary key making
 -- a step's result stored at most once; and the signals sent to a job.
@@ -406,6 +427,9 @@ create table tickq.job_settlements (
         status in ('succeeded', 'dead', 'cancelled')
         and root_status in ('succeeded', 'dead', 'cancelled'))
 );
+-- Worked off oldest first (tickq.jobs_settle_pending), so no settlement waits behind later
+-- ones, however many.
+create index job_settlements_created_idx on tickq.job_settlements (created_at, parent_id);
 
 -- Cron schedules: each row enqueues one job per due occurrence of its expression.
 create table tickq.schedules (

@@ -77,6 +77,17 @@ create trigger jobs_key_insert before insert on tickq.jobs
 create trigger jobs_keys_truncate after truncate on tickq.jobs
     for each statement execute function tickq.job_keys_truncate();
 
+-- Every inserted job's id is taken in tickq.job_ids, whoever inserts: a duplicate of any
+-- job's id, in any partition, fails the insert (tickq.job_ids_take). Once per statement.
+create trigger jobs_ids_take after insert on tickq.jobs
+    referencing new table as arrived
+    for each statement execute function tickq.job_ids_take();
+
+-- A job's id never changes (tickq.jobs_id_fixed): the side tables and tickq.job_ids name it.
+-- Fires only for an update that sets the id.
+create trigger jobs_id_fixed before update of id on tickq.jobs
+    for each row execute function tickq.jobs_id_fixed();
+
 -- A deleted job takes its key, steps, signals and dependency edges with it, once per
 -- statement with the deleted rows (tickq.jobs_forget).
 create trigger jobs_forget after delete on tickq.jobs

@@ -2,11 +2,11 @@
 -- pass over pending events, the backlog, the listing and the pruning of published events.
 
 -- name: outbox_publish
--- An event of the caller's own, in the caller's transaction: the transaction's user owns it
--- (none on a worker's connection). Returns its stable id.
-insert into tickq.outbox (user_id, source, detail_type, detail)
-values (tickq.current_user_id(), %(source)s, %(detail_type)s, %(detail)s::jsonb)
-returning id, event_id
+-- An event of the caller's own, in the caller's transaction (tickq.publish, the application
+-- login's only way to add one): the transaction's user owns it (none on a worker's
+-- connection). Returns its stable id.
+select p.id, p.event_id
+from tickq.publish(%(detail_type)s::text, %(detail)s::jsonb, %(source)s::text) p
 
 -- name: outbox_lock
 -- One publisher at a time, for the rest of its transaction: a job's events leave in id order,

@@ -211,12 +211,12 @@ from tickq.job_gate(%(kind)s, %(key)s, %(user_id)s::uuid, %(seconds)s::float8,
                     %(max_seconds)s::float8, %(payload)s::jsonb, %(now)s::timestamptz,
                     %(id)s::uuid) g;
 
--- name: jobs_gate_app
--- jobs_gate for an application user's store: the owner is the transaction's user and the
--- clock the database's (tickq.job_gate_app).
-select g.job_id, g.outcome, g.run_after
-from tickq.job_gate_app(%(kind)s, %(key)s, %(seconds)s::float8, %(max_seconds)s::float8,
-                        %(payload)s::jsonb, %(id)s::uuid) g;
+-- name: jobs_enqueue_many
+-- An application user's enqueue (tickq.enqueue_many, the application login's only way to
+-- add jobs): the requests as a JSON array, the owner the transaction's user, the clock and
+-- the ids the database's. One row per request, in order: its job's id and status, and the
+-- outcome (created, duplicate, debounced, throttled).
+select e.request, e.id, e.status, e.outcome from tickq.enqueue_many(%(jobs)s::jsonb) e;
 
 -- name: job_gate_of
 -- A job's gate, for its views: the kind, the key, the enqueues that landed on it.
@@ -529,121 +529,28 @@ order by created_at desc, id desc
 limit %(limit)s;
 
 -- name: jobs_cancel
--- Cancel jobs not yet running at once (with their waiting descendants) and ask running ones
--- to stop at their next heartbeat. A saga not running that owes undos
--- (tickq.job_compensation_spare) compensates first: its compensation recorded, runnable at
--- once with attempts for its undos, its workflow children cancelled now; its handler runs
--- the undos, then it ends cancelled. It is returned as it is (queued or retrying, not asked
--- to stop), as is one compensating already, which is left to finish.
-with clock as materialized (
-    select coalesce(%(now)s::timestamptz, now()) as now
-), owed as materialized (
-    -- Only a job that ran (claimed, or resumed) may have stored a step.
-    select j.id,
-           case when j.status in ('queued', 'retrying')
-                     and (j.attempts > 0 or j.resumes is not null)
-                then tickq.job_compensation_spare(j.id) else 0 end as spare
-    from tickq.jobs j
-    where j.id = any(%(ids)s::uuid[])
-      and j.status in ('waiting', 'queued', 'retrying', 'running')
-    -- Locked, so these columns are the row's latest: a job that suspended after this
-    -- statement began is seen at rest, and compensates instead of ending without undos.
-    for update of j
-), cancelled as (
-    update tickq.jobs j
-    set status = case when j.status = 'running' or o.spare is distinct from 0 then j.status
-                      else 'cancelled' end,
-        cancel_requested = (j.status = 'running'),
-        run_after = case when j.status <> 'running' and o.spare > 0
-                         then least(j.run_after, clock.now) else j.run_after end,
-        max_attempts = case when j.status <> 'running' and o.spare > 0
-                            then greatest(j.max_attempts, j.attempts + o.spare)
-                            else j.max_attempts end,
-        finished_at = case when j.status = 'running' or o.spare is distinct from 0 then null
-                           else clock.now end,
-        updated_at = clock.now
-    from clock, owed o
-    where j.id = o.id
-      and j.status in ('waiting', 'queued', 'retrying', 'running')
-    returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
-        j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
-        j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
-        j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at,
-        j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children,
-        j.status <> 'cancelled' and not j.cancel_requested and o.spare > 0 as begun
-), begun as (
-    insert into tickq.job_step_tries (job_id, kind, name, tries, error, at)
-    select c.id, 'compensation', 'cancelled', 0, 'cancelled', clock.now
-    from cancelled c, clock
-    where c.begun
-    on conflict (job_id, kind, name) do nothing
-), settled as (
-    select case when count(*) > 0
-                then tickq.jobs_settle(array_agg(c.id), array_agg(c.status), min(clock.now))
-           end as children
-    from cancelled c, clock
-    where c.has_children and c.status = 'cancelled'
-), compensating as (
-    -- The workflow children of a parent that begins compensating are cancelled now.
-    select case when count(*) > 0
-                then tickq.job_children_cancel(
-                    array_agg(c.id), array_fill('cancelled'::text, array[count(*)::integer]),
-                    min(clock.now))
-           end as children
-    from cancelled c, clock
-    where c.has_children and c.begun
-)
-select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
-    priority, run_after, lease_until, lease_token, progress, result, error, errors,
-    lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
-from cancelled cross join settled cross join compensating;
+-- Cancel jobs (tickq.jobs_cancel, the one cancel; an application user's goes through
+-- tickq.cancel instead): those not yet running at once, running ones asked to stop.
+select {{job_columns}}
+from tickq.jobs_cancel(%(ids)s::uuid[], coalesce(%(now)s::timestamptz, now()), null);
+
+-- name: jobs_cancel_app
+-- An application user's cancel of one of its jobs (tickq.cancel): the owner and the clock
+-- are the session's and the database's; a refusal raises.
+select {{job_columns}} from tickq.cancel(%(id)s::uuid);
+
+-- name: jobs_retry_app
+-- An application user's retry of one of its jobs (tickq.retry), keeping its steps, fresh,
+-- or from a step; a refusal raises.
+select {{job_columns}} from tickq.retry(%(id)s::uuid, %(fresh)s, %(from_step)s::text);
 
 -- name: jobs_retry
--- Send dead (or, by id, cancelled) jobs back to the queue with fresh attempts. A job whose
--- idempotency key a live job has taken meanwhile (tickq.job_keys) is skipped, and so is all
--- but the newest of several finished jobs sharing one key, since the key can be live only
--- once (a job that takes the key between this check and the update makes the statement
--- fail in the jobs_key_take trigger, changing nothing); and so is
--- a job with a parent that has not succeeded (dependencies), which must not run yet.
-with candidates as (
-    select id, idempotency_key, user_id, finished_at
-    from tickq.jobs
-    where status = any(%(statuses)s::text[])
-      and (%(ids)s::uuid[] is null or id = any(%(ids)s::uuid[]))
-      and (%(types)s::text[] is null or type = any(%(types)s::text[]))
-      and (%(queues)s::text[] is null or queue = any(%(queues)s::text[]))
-    order by finished_at
-    limit %(limit)s
-    for update skip locked
-), chosen as (
-    select id from candidates c
-    where not exists (select from tickq.job_dependencies d
-                      join tickq.jobs p on p.id = d.parent_id
-                      where d.child_id = c.id and p.status <> 'succeeded')
-      and (c.idempotency_key is null
-       or (not exists (select from tickq.job_keys k
-                       where k.idempotency_key = c.idempotency_key
-                         and k.user_id is not distinct from c.user_id)
-           and not exists (select from candidates n
-                           where n.idempotency_key = c.idempotency_key
-                             and n.user_id is not distinct from c.user_id
-                             and (n.finished_at, n.id) > (c.finished_at, c.id))))
-)
-update tickq.jobs j
-set status = 'queued',
-    attempts = 0,
-    run_after = coalesce(%(now)s::timestamptz, now()),
-    cancel_requested = false,
-    finished_at = null,
-    updated_at = coalesce(%(now)s::timestamptz, now())
-from chosen
-where j.id = chosen.id
-returning j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key, j.attempts,
-    j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token, j.progress,
-    j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
-    j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
-    j.started_at, j.finished_at, j.group_key, j.has_children;
+-- Send dead (or, by id, cancelled) jobs back to the queue with fresh attempts
+-- (tickq.jobs_retry, the one retry; an application user's goes through tickq.retry).
+select {{job_columns}}
+from tickq.jobs_retry(%(statuses)s::text[], %(ids)s::uuid[], %(types)s::text[],
+                      %(queues)s::text[], %(limit)s, coalesce(%(now)s::timestamptz, now()),
+                      null);
 
 -- name: jobs_pending_exist
 -- Whether any job of these queues is waiting or running (`tickq work --until-empty`).
@@ -783,10 +690,12 @@ where name = %(name)s;
 
 -- name: limits_configured
 -- Whether any type limit, any queue limit and any cap per group exist: without them the
--- plain claim and enqueue statements run.
+-- plain claim and enqueue statements run. And whether this login may write the jobs itself,
+-- or goes through the application login's functions (Executor.through_functions).
 select exists (select from tickq.type_limits), exists (select from tickq.queue_limits),
        exists (select from tickq.type_limits where max_running_per_group is not null)
-       or exists (select from tickq.queue_group_limits);
+       or exists (select from tickq.queue_group_limits),
+       has_table_privilege('tickq.jobs', 'INSERT');
 
 -- name: jobs_claim_limited
 -- The claim of jobs_finish_and_claim under the type limits: see tickq.claim_limited

@@ -84,44 +84,17 @@ with clock as materialized (
 select run_after, wait_until from suspended;
 
 -- name: job_signals_send
--- Keep a signal for a live job and wake it when it waits for that name. The job row is
--- locked first and written (its `signals`), so a suspension racing this signal either
--- commits first and is woken here, or waits for this commit and sees the name.
--- Returns the status of the job, whether the name was taken, the signal bytes and count it holds, whether
--- this signal was kept and whether it woke the job; no row: no such job (or one of another user).
-with clock as materialized (
-    select coalesce(%(now)s::timestamptz, now()) as now
-), job as materialized (
-    select id, status from tickq.jobs where id = %(id)s for update
-), held as materialized (
-    select coalesce(sum(size), 0) as bytes, coalesce(bool_or(name = %(name)s), false) as taken,
-           count(*) as held
-    from tickq.job_signals where job_id = %(id)s
-), sent as (
-    insert into tickq.job_signals (job_id, name, payload, size, sent_at)
-    select job.id, %(name)s, %(payload)s::jsonb, %(size)s, clock.now
-    from job, held, clock
-    where job.status not in ('succeeded', 'dead', 'cancelled')
-      and not held.taken and held.bytes + %(size)s <= %(max_bytes)s
-      and held.held < %(max_signals)s
-    -- The same name sent concurrently: the later one finds the key taken and keeps none.
-    on conflict (job_id, name) do nothing
-    returning job_id
-), woken as (
-    update tickq.jobs j
-    set signals = array_append(coalesce(j.signals, '{}'::text[]), %(name)s::text),
-        run_after = case when j.status in ('queued', 'retrying') and j.wait_kind = 'signal'
-                              and j.wait_name = %(name)s::text
-                         then least(j.run_after, clock.now) else j.run_after end,
-        updated_at = clock.now
-    from sent, clock
-    where j.id = sent.job_id
-    returning j.status in ('queued', 'retrying') and j.wait_kind = 'signal'
-              and j.wait_name = %(name)s::text as woke
-)
-select job.status, held.taken, held.bytes, held.held, exists (select from sent),
-       coalesce((select woke from woken), false)
-from job, held;
+-- Keep a signal for a live job, waking it when it waits for that name
+-- (tickq.job_signals_send; an application user's goes through tickq.signal).
+select status, taken, bytes, held, kept, woke
+from tickq.job_signals_send(%(id)s::uuid, %(name)s::text, %(payload)s::jsonb, %(size)s,
+                            %(max_bytes)s, %(max_signals)s,
+                            coalesce(%(now)s::timestamptz, now()));
+
+-- name: job_signals_send_app
+-- An application user's signal to one of its jobs (tickq.signal): whether it woke the job;
+-- a refusal raises.
+select tickq.signal(%(id)s::uuid, %(name)s::text, %(payload)s::jsonb);
 
 -- name: job_durable_show
 -- What the views of one job show of its durable side (tickq.job_durable: resumes, wait,
@@ -133,25 +106,9 @@ select status, resumes, wait_kind, wait_name, wait_until, batch_id, completed_in
 from tickq.job_durable(%(id)s::uuid);
 
 -- name: job_durable_clear
--- Forget the steps, signals and wait of a finished job, before a fresh retry sends it back.
-with target as materialized (
-    select id from tickq.jobs
-    where id = %(id)s and status in ('dead', 'cancelled')
-    for update
-), steps as (
-    delete from tickq.job_steps s using target where s.job_id = target.id
-), signals as (
-    delete from tickq.job_signals g using target where g.job_id = target.id
-), tries as (
-    delete from tickq.job_step_tries t using target where t.job_id = target.id
-), children as (
-    delete from tickq.job_children k using target where k.parent_id = target.id
-)
-update tickq.jobs j
-set resumes = null, wait_kind = null, wait_name = null, wait_until = null, signals = null
-from target
-where j.id = target.id
-returning j.id;
+-- Forget the steps, signals and wait of a finished job, before a fresh retry sends it back
+-- (tickq.job_durable_clear).
+select tickq.job_durable_clear(%(id)s::uuid);
 
 -- name: job_step_tries_add
 -- Count one more try of a step that retries on its own, or of an undo, or begin the job's
@@ -314,53 +271,12 @@ order by k.idx;
 
 -- name: job_steps_forget_from
 -- Replay from a step: a dead or cancelled job forgets the step %(name)s and every step
--- stored after it (by finish time, then name, the order its views list them in), with
--- their tries and child links; its compensation and undo records go too, since it runs
--- again. The earlier steps stay, but for those its undos undid. Returns the names
--- forgotten; no row: no such step, or the job is not dead or cancelled.
-with target as materialized (
-    select j.id, s.finished_at, s.name
-    from tickq.jobs j
-    join tickq.job_steps s on s.job_id = j.id and s.name = %(name)s
-    where j.id = %(id)s and j.status in ('dead', 'cancelled')
-    for update of j
-), later as materialized (
-    -- And the earlier steps its undos undid: they are no longer in effect.
-    select s.name
-    from tickq.job_steps s, target
-    where s.job_id = target.id
-      and ((s.finished_at, s.name) >= (target.finished_at, target.name)
-           or exists (select from tickq.job_step_tries t
-                      where t.job_id = s.job_id and t.kind = 'undo' and t.name = s.name
-                        and t.done_at is not null))
-), steps as (
-    delete from tickq.job_steps s using target
-    where s.job_id = target.id and s.name in (select name from later)
-), tries as (
-    delete from tickq.job_step_tries t using target
-    where t.job_id = target.id
-      and (t.kind = 'compensation' or t.kind = 'undo'
-           or (t.kind = 'step' and t.name in (select name from later)))
-), links as (
-    delete from tickq.job_children k using target
-    where k.parent_id = target.id and k.step in (select name from later)
-)
-select name from later;
+-- stored after it (tickq.job_steps_forget_from). Returns the names forgotten; no row: no
+-- such step, or the job is not dead or cancelled.
+select name from tickq.job_steps_forget_from(%(id)s::uuid, %(name)s::text) as f (name);
 
 -- name: job_compensation_clear
--- An operator retry that keeps a compensated job's steps forgets those its undos undid,
--- and the compensation, so the job runs them again instead of compensating at once.
-with target as materialized (
-    select id from tickq.jobs
-    where id = %(id)s and status in ('dead', 'cancelled')
-    for update
-), undone as materialized (
-    select t.name from tickq.job_step_tries t, target
-    where t.job_id = target.id and t.kind = 'undo' and t.done_at is not null
-), steps as (
-    delete from tickq.job_steps s using target
-    where s.job_id = target.id and s.name in (select name from undone)
-)
-delete from tickq.job_step_tries t using target
-where t.job_id = target.id and t.kind in ('compensation', 'undo')
-returning t.name;
+-- A retry that keeps a compensated job's steps forgets those its undos undid, and the
+-- compensation (tickq.job_compensation_clear).
+select tickq.job_compensation_clear(%(id)s::uuid);
+

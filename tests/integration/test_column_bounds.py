@@ -819,27 +819,19 @@ def own_job(conn: psycopg.Connection, user: UUID) -> UUID:
     return UUID(str(row[0]))
 
 
-def test_an_application_user_is_held_to_every_bound_it_can_write(
-    app: psycopg.Connection, conn: psycopg.Connection, types: ColumnTypes
-) -> None:
-    user = uuid4()
-    job_id = own_job(conn, user)
-    # run_after more than 366 days ahead is refused by the admission (jobs_app_admit) first.
-    cases = [
-        Case(
-            c.table,
-            c.constraint,
-            c.bad,
-            [g for g in c.good if g.get("run_after") is not LATEST],
-            c.app,
-        )
-        for c in [*JOB_CASES, *SIDE_CASES]
-        if c.app
-    ]
-
-    wrong = check_cases(app, types, cases, job_id=job_id, user=user, updates=False)
-
-    assert wrong == []
+def test_an_application_user_writes_no_table_directly(conn: psycopg.Connection) -> None:
+    # Its writes go through tickq's functions alone (tests/security/test_app_write_surface.py
+    # holds them to the bounds); no table of the schema takes an insert, update or delete.
+    writable = conn.execute(
+        "select c.relname, p.kind from pg_class c"
+        " join pg_namespace n on n.oid = c.relnamespace"
+        " cross join (values ('INSERT'), ('UPDATE'), ('DELETE')) as p (kind)"
+        " where n.nspname = 'tickq' and c.relkind in ('r', 'p')"
+        "   and (has_table_privilege('tickq_app', c.oid, p.kind)"
+        "        or (p.kind <> 'DELETE'"
+        "            and has_any_column_privilege('tickq_app', c.oid, p.kind)))"
+    ).fetchall()
+    assert writable == []
 
 
 def test_an_application_users_updates_outside_a_bound_are_refused(
@@ -857,23 +849,20 @@ def test_an_application_users_updates_outside_a_bound_are_refused(
     assert taken == []
 
 
-def test_the_checks_hold_where_the_application_guard_lets_an_update_through(
+def test_a_signal_name_is_bounded_on_the_applications_way_in(
     app: psycopg.Connection, conn: psycopg.Connection
 ) -> None:
-    # Delivering a signal appends one name to the job's own row: the guard counts the names
-    # (at most 100), the check bounds their bytes too.
+    # Delivering a signal appends one name to the job's own row: tickq.signal bounds the
+    # name (the check bounds the names' bytes too, for every role).
     user = uuid4()
     job_id = own_job(conn, user)
-    append = "update tickq.jobs set signals = coalesce(signals, '{}') || %s::text[] where id = %s"
+    send = "select tickq.signal(%s, %s)"
 
-    refused = attempt(app, [*as_user(user), (sql.SQL(append), [["x" * 60_000], job_id])])
-    taken = attempt(app, [*as_user(user), (sql.SQL(append), [["😀" * bounds.MAX_NAME], job_id])])
+    refused = attempt(app, [*as_user(user), (sql.SQL(send), [job_id, "x" * 60_000])])
+    taken = attempt(app, [*as_user(user), (sql.SQL(send), [job_id, "😀" * bounds.MAX_NAME])])
 
     assert refused is not None
-    assert (refused.sqlstate, refused.diag.constraint_name) == (
-        CHECK_VIOLATION,
-        "jobs_signals_check",
-    )
+    assert (refused.sqlstate, refused.diag.column_name) == ("22023", "name")
     assert taken is None
 
 
@@ -892,35 +881,33 @@ def test_a_value_that_compresses_well_is_measured_as_it_is(
     stored = other.execute("select pg_column_size(v) from big").fetchone()
     assert stored is not None and stored[0] < bounds.MAX_PAYLOAD_STORED
 
-    enqueue = attempt(
-        other,
-        [
-            *as_user(user),
-            (
-                sql.SQL(
-                    "insert into tickq.jobs (type, queue, user_id, payload)"
-                    " select 'bounds', 'bounds', %s, v from big"
-                ),
-                [user],
-            ),
-        ],
-    )
-    signal = attempt(
-        other,
-        [
-            *as_user(user),
-            (
-                sql.SQL(
-                    "insert into tickq.job_signals (job_id, name, payload, size, sent_at)"
-                    " select %s, 'big', v, 0, now() from big"
-                ),
-                [job_id],
-            ),
-        ],
-    )
+    if role == "app":  # through its functions, which measure the value as text
+        enqueue_sql = (
+            "select * from tickq.enqueue_many("
+            " (select jsonb_build_array(jsonb_build_object('type', 'bounds', 'payload', v))"
+            "  from big)) where %s::uuid is not null"
+        )
+        signal_sql = "select tickq.signal(%s, 'big', (select v from big))"
+    else:
+        enqueue_sql = (
+            "insert into tickq.jobs (type, queue, user_id, payload)"
+            " select 'bounds', 'bounds', %s, v from big"
+        )
+        signal_sql = (
+            "insert into tickq.job_signals (job_id, name, payload, size, sent_at)"
+            " select %s, 'big', v, 0, now() from big"
+        )
+    enqueue = attempt(other, [*as_user(user), (sql.SQL(enqueue_sql), [user or uuid4()])])
+    signal = attempt(other, [*as_user(user), (sql.SQL(signal_sql), [job_id])])
 
-    assert enqueue is not None and enqueue.diag.constraint_name == "jobs_payload_size_check"
-    assert signal is not None and signal.diag.constraint_name == "job_signals_payload_size_check"
+    if role == "app":
+        assert enqueue is not None and enqueue.diag.column_name == "payload"
+        assert signal is not None and signal.diag.column_name == "payload"
+    else:
+        assert enqueue is not None
+        assert enqueue.diag.constraint_name == "jobs_payload_size_check"
+        assert signal is not None
+        assert signal.diag.constraint_name == "job_signals_payload_size_check"
     if role == "worker":
         conn.execute("insert into tickq.jobs (id, type) values (%s, 'bounds')", (job_id,))
         result = attempt(

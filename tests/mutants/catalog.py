@@ -1492,11 +1492,104 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
-        "app-gate-without-user",
-        "tickq.job_gate_app lets a login that names no user through",
+        "job-ids-not-taken",
+        "an inserted job's id is not taken in tickq.job_ids: a new job may share another's id",
         (
             Edit(
-                "queue_core/schema/functions/job_gate_app.sql",
+                "queue_core/schema/functions/job_ids_take.sql",
+                "    insert into tickq.job_ids (id) select a.id from arrived a;\n",
+                "    perform 1;\n",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_app_write_surface.py::"
+            "test_no_role_can_insert_a_job_with_an_id_another_job_holds",
+        ),
+    ),
+    Mutant(
+        "app-writes-settlements",
+        "the application role may write settlements, cancelling or releasing any child early",
+        (
+            Edit(
+                "queue_core/schema/policies.sql",
+                "grant select on tickq.job_settlements to tickq_app;",
+                "grant select, insert, update, delete on tickq.job_settlements to tickq_app;",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_app_write_surface.py::"
+            "test_the_application_login_writes_no_table_and_names_no_owner_or_clock",
+        ),
+    ),
+    Mutant(
+        "settlements-by-root-first",
+        "settlements are worked off by root, not by age: a flood of later ones starves the rest",
+        (
+            Edit(
+                "queue_core/schema/functions/jobs_settle_pending.sql",
+                "order by s.created_at, s.status <> 'succeeded', s.root_id, s.parent_id",
+                "order by s.status <> 'succeeded', s.root_id, s.parent_id",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_app_write_surface.py::"
+            "test_settlements_are_worked_off_oldest_first_whatever_comes_later",
+        ),
+    ),
+    Mutant(
+        "gate-turn-on-advisory-lock",
+        "a gate key's turn is an advisory lock, which any login may take and hold",
+        (
+            Edit(
+                "queue_core/schema/functions/job_gate.sql",
+                "    insert into tickq.job_gate_turns (kind, gate_key, owner)\n",
+                "    perform pg_advisory_xact_lock(hashtextextended(\n"
+                "        p_kind || '/' || coalesce(v_owner::text, '') || '/' || p_key, 0));\n"
+                "    insert into tickq.job_gate_turns (kind, gate_key, owner)\n",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_app_write_surface.py::"
+            "test_holding_the_old_advisory_lock_does_not_stop_a_gated_enqueue",
+        ),
+    ),
+    Mutant(
+        "publish-takes-tickq-sources",
+        "an application may publish under a source that begins with tickq",
+        (
+            Edit(
+                "queue_core/schema/functions/publish.sql",
+                "    if lower(publish.source) like 'tickq%'"
+                " and publish.source <> 'tickq.app' then\n",
+                "    if false then\n",
+            ),
+        ),
+        targeted=("tests/security/test_app_write_surface.py::test_an_event_source_is_plain_ascii_and_never_tickqs",),
+    ),
+    Mutant(
+        "enqueue-lease-unbounded",
+        "the application's enqueue takes any lease_seconds (the table's check still bounds it)",
+        (
+            Edit(
+                "queue_core/schema/functions/enqueue_job.sql",
+                "    v_lease := tickq.request_number(p_job, 'lease_seconds', 1,\n"
+                "                                    (b ->> 'max_lease_seconds')::float8,"
+                " true, v_where);\n",
+                "    v_lease := tickq.request_number(p_job, 'lease_seconds', 1,\n"
+                "                                    1e9, true, v_where);\n",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_app_write_surface.py::"
+            "test_a_bad_request_is_refused_naming_its_field_and_writes_nothing",
+        ),
+    ),
+    Mutant(
+        "app-functions-without-user",
+        "the application login's functions let a login that names no user through",
+        (
+            Edit(
+                "queue_core/schema/functions/app_user.sql",
                 "    if v_user is null then\n",
                 "    if false then\n",
             ),
@@ -1504,6 +1597,8 @@ MUTANTS: tuple[Mutant, ...] = (
         targeted=(
             "tests/security/test_app_gate_surface.py::"
             "test_the_application_gate_refuses_without_a_user",
+            "tests/security/test_app_write_surface.py::"
+            "test_every_function_refuses_a_login_that_names_no_user",
         ),
     ),
     Mutant(

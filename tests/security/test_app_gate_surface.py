@@ -1,6 +1,7 @@
 """The gate surface of the application login: tickq.job_gate takes an owner and a clock, so
-the application role may not execute it; tickq.job_gate_app takes both from the session
-and the database and refuses without a user; a gate row goes with a job of its own owner.
+the application role may not execute it; its gated enqueues go through tickq.enqueue_many,
+which takes both from the session and the database and refuses without a user; a gate row
+goes with a job of its own owner, whoever writes it.
 Each attack here succeeded before: another owner's debounced payload rewritten by a login
 that named no user, a -infinity clock stored, gate rows left without jobs or planted on
 another owner's job."""
@@ -22,8 +23,11 @@ GATE = (
     "select job_id, outcome from tickq.job_gate("
     "'debounce', %s, %s, 60, null, %s::jsonb, %s::timestamptz, %s)"
 )
+# The application's gated enqueue: tickq.enqueue_many, which takes the owner and the clock
+# from the session and the database.
 APP_GATE = (
-    "select job_id, outcome from tickq.job_gate_app('debounce', %s, 60, null, %s::jsonb, %s)"
+    "select * from tickq.enqueue_many(jsonb_build_array(jsonb_build_object("
+    "'type', 'report', 'debounce', jsonb_build_object('key', %s::text, 'seconds', 60))))"
 )
 
 
@@ -84,37 +88,29 @@ def test_the_application_gate_refuses_without_a_user(
     as_app: RoleConnect, conn: psycopg.Connection
 ) -> None:
     with as_app() as app, pytest.raises(psycopg.errors.InsufficientPrivilege) as refused:
-        app.execute(APP_GATE, ("k", "{}", uuid4()))
+        app.execute(APP_GATE, ("k",))
     assert "needs the transaction's user" in str(refused.value)
     assert gate_rows(conn) == []
+    assert conn.execute("select count(*) from tickq.jobs").fetchone() == (0,)
 
 
 def test_a_gate_row_without_its_job_is_refused_at_commit(
-    as_app: RoleConnect, conn: psycopg.Connection, alice: UUID
+    conn: psycopg.Connection, alice: UUID
 ) -> None:
-    with (
-        as_app() as app,
-        pytest.raises(psycopg.errors.ForeignKeyViolation),
-        scoped(app, alice),
-    ):
-        ((_, outcome),) = app.execute(APP_GATE, ("orphan", "{}", uuid4())).fetchall()
+    # Only a worker (or the owner) may call the gate itself; even it cannot leave a row.
+    with pytest.raises(psycopg.errors.ForeignKeyViolation), conn.transaction():
+        ((_, outcome),) = conn.execute(GATE, ("orphan", alice, "{}", None, uuid4())).fetchall()
         assert outcome == "created"
         # ...and no job is inserted: the commit is refused.
     assert gate_rows(conn) == []
 
 
 def test_a_gate_row_cannot_be_planted_on_another_owners_job(
-    as_app: RoleConnect, conn: psycopg.Connection, alice: UUID, bob: UUID
+    conn: psycopg.Connection, alice: UUID, bob: UUID
 ) -> None:
     victim = PostgresStore(conn).enqueue(job_spec("report", {}, user_id=bob)).id
-
-    with (
-        as_app() as app,
-        pytest.raises(psycopg.errors.ForeignKeyViolation),
-        scoped(app, alice),
-    ):
-        app.execute(APP_GATE, ("planted", "{}", victim))
-
+    with pytest.raises(psycopg.errors.ForeignKeyViolation), conn.transaction():
+        conn.execute(GATE, ("planted", alice, "{}", None, victim))
     assert gate_rows(conn) == []
 
 

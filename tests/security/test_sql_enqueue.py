@@ -88,10 +88,18 @@ def test_a_duplicate_key_returns_the_holder(
         job_spec("t", user_id=alice, idempotency_key="k")
     )
     assert held.duplicate and held.id == first
-    with scoped(as_app(), alice) as c, pytest.raises(psycopg.errors.UniqueViolation):
-        c.execute(
+    # The database itself refuses a second live job of the key, to every role that may
+    # insert (the owner's login here); the application may not insert at all.
+    with pytest.raises(psycopg.errors.UniqueViolation), conn.transaction():
+        conn.execute(
             "insert into tickq.jobs (type, user_id, idempotency_key, group_key)"
             " values ('t', %s, 'k', %s)",
+            (alice, str(alice)),
+        )
+    with scoped(as_app(), alice) as c, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        c.execute(
+            "insert into tickq.jobs (type, user_id, idempotency_key, group_key)"
+            " values ('t', %s, 'k2', %s)",
             (alice, str(alice)),
         )
     assert count(conn) == 1

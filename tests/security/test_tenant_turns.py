@@ -111,11 +111,11 @@ def test_the_app_role_cannot_invent_tenants_or_join_another_in_sql(
     as_app: RoleConnect, conn: psycopg.Connection, alice: UUID, bob: UUID
 ) -> None:
     with scoped(as_app(), bob) as c:
-        for group in ("", "x1", f"{alice}/mine", f"{alice}"):
+        for group in (None, "x1", f"{alice}/mine", f"{alice}"):
             c.execute(
-                "insert into tickq.jobs (type, user_id, group_key, priority)"
-                " values ('t', %s, %s, 7)",
-                (bob, group),
+                "select * from tickq.enqueue_many(jsonb_build_array("
+                "jsonb_build_object('type', 't', 'group', %s::text, 'priority', 7)))",
+                (group,),
             )
     stored = conn.execute(
         "select group_key, priority, owner_priority from tickq.jobs order by created_at, group_key"

@@ -14,16 +14,20 @@
 -- Keys are per owner: the transaction's user (an application may gate only its own jobs),
 -- else p_owner (a worker naming the job's owner), else no owner, as idempotency keys. The
 -- checks refuse with SQLSTATE 22023 and the parameter as the column, before any write.
--- Workers only: the application role calls tickq.job_gate_app, which names neither the
--- owner nor the clock.
+-- Workers only: an application's gated enqueue is tickq.enqueue_many's, which names
+-- neither the owner nor the clock.
 --
--- Concurrent enqueues of one key take turns on a transaction-level advisory lock of the
--- key: the second waits until the first commits (or rolls back), then sees its job, so no
--- update is lost and no second job is made. A lock rather than a row of the key's: a
--- key's first enqueue has no row to lock yet. Hash collisions only make two keys take turns.
--- Security definer, so applications need no write grant on the gates; only the caller's
--- own key (per owner, above) and jobs of that owner are touched, whatever id a direct
--- caller passes.
+-- Concurrent enqueues of one key take turns on a row of tickq.job_gate_turns: each inserts
+-- the key's row and deletes it at once, in its transaction. A second enqueue's insert of
+-- the key meets the first's row, which stays in its way until the first transaction ends
+-- (a unique index waits for the inserting transaction, whatever it did with the row since),
+-- then goes on and sees the first's job, so no update is lost and no second job is made. A
+-- row rather than an advisory lock, which any login may take (and pg_locks shows): no role
+-- but the owner may touch this table, so no other login can hold a key's turn. The table is
+-- empty whenever no gated enqueue is under way.
+-- Security definer, so nobody needs a write grant on the gates; only the caller's own key
+-- (per owner, above) and jobs of that owner are touched, whatever id a direct caller
+-- passes.
 create function tickq.job_gate(
     p_kind text,
     p_key text,
@@ -82,8 +86,12 @@ begin
         raise exception 'tickq: payload must be a JSON object'
             using errcode = 'invalid_parameter_value', column = 'payload';
     end if;
-    perform pg_advisory_xact_lock(
-        hashtextextended(p_kind || '/' || coalesce(v_owner::text, '') || '/' || p_key, 0));
+    insert into tickq.job_gate_turns (kind, gate_key, owner)
+    values (p_kind, p_key, coalesce(v_owner, '00000000-0000-0000-0000-000000000000'::uuid))
+    on conflict do nothing;
+    delete from tickq.job_gate_turns t
+    where t.kind = p_kind and t.gate_key = p_key
+      and t.owner = coalesce(v_owner, '00000000-0000-0000-0000-000000000000'::uuid);
     select g.job_id, g.first_at into v_gate
     from tickq.job_gates g
     where g.kind = p_kind and g.gate_key = p_key

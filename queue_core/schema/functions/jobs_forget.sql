@@ -19,6 +19,7 @@ begin
     delete from tickq.job_dependencies d using gone g where d.parent_id = g.id;
     delete from tickq.job_gates x using gone g where x.job_id = g.id;
     delete from tickq.job_step_tries t using gone g where t.job_id = g.id;
+    delete from tickq.job_ids i using gone g where i.id = g.id;
     -- A workflow's children go with their parent (this trigger fires again for them; a
     -- statement trigger fires even when it deletes nothing, hence the test first).
     if exists (select from tickq.job_children k join gone g on g.id = k.parent_id) then

@@ -13,5 +13,6 @@ begin
     delete from tickq.job_gates;
     delete from tickq.job_step_tries;
     delete from tickq.job_children;
+    delete from tickq.job_ids;
     return null;
 end $$;

@@ -51,6 +51,8 @@ begin
                            ' where t.job_id = j.id', p_name);
             execute format('delete from tickq.job_children k using tickq.%I j'
                            ' where k.child_id = j.id or k.parent_id = j.id', p_name);
+            execute format('delete from tickq.job_ids i using tickq.%I j'
+                           ' where i.id = j.id', p_name);
             execute format('drop table tickq.%I', p_name);
             return;
         exception when lock_not_available or deadlock_detected then
