@@ -39,6 +39,7 @@ QUERIES = "queue_core/sql/queries.sql"
 STEPS = "queue_core/sql/steps.sql"
 TRIGGERS = "queue_core/schema/triggers.sql"
 RUNNER = "queue_core/tick.py"
+TRANSITIONS = "queue_core/transitions.py"
 WORKER = "queue_core/worker.py"
 RECONNECT_TESTS = "tests/integration/test_runner_reconnect.py"
 CONNECTION_FAULTS = "tests/faults/test_connection_faults.py"
@@ -696,6 +697,18 @@ MUTANTS: tuple[Mutant, ...] = (
             ),
         ),
         targeted=(f"{VARIANTS}::test_a_claim_orders_an_owners_jobs_by_the_owners_priority",),
+    ),
+    Mutant(
+        "batch-order-ignores-owner-priority",
+        "a claimed batch runs in an order without the owner's priority (every claim variant)",
+        (
+            Edit(
+                TRANSITIONS,
+                "    return (-job.priority, -job.owner_priority, job.run_after, job.created_at)\n",
+                "    return (-job.priority, 0, job.run_after, job.created_at)\n",
+            ),
+        ),
+        targeted=(f"{VARIANTS}::test_a_batch_runs_an_owners_jobs_in_the_owners_priority_order",),
     ),
     # Tenancy in the claim.
     Mutant(
