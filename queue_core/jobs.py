@@ -200,6 +200,9 @@ class Outcome:
     # lease ended, or lost during its transaction, which may have committed), so the job
     # is left to the reclaim, as a lost worker's is.
     abandoned: bool = False
+    # The suspension enqueued the job's children (a map): runnable jobs the claim that
+    # came before this batch could not see.
+    spawned: bool = False
 
     @property
     def is_plain_success(self) -> bool:

@@ -1125,6 +1125,22 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "tick-stops-after-a-map-suspends",
+        "a tick whose last batch was short stops after a map's parent suspends, leaving its"
+        " children to the next tick",
+        (
+            Edit(
+                "queue_core/pipeline.py",
+                "            if outcome.spawned or (job.has_children"
+                " and outcome.status in TERMINAL):\n",
+                "            if job.has_children and outcome.status in TERMINAL:\n",
+            ),
+        ),
+        targeted=(
+            "tests/functions/test_tick.py::test_a_fan_out_finishes_in_the_tick_that_started_it",
+        ),
+    ),
+    Mutant(
         "workflow-undo-forward-order",
         "undos run in the order their steps completed instead of the reverse",
         (
