@@ -72,6 +72,9 @@ class Job:
     group_key: str = ""  # fairness group: given, else the owner, else shared ''
     # Some job was enqueued after this one (dependencies): its end settles them.
     has_children: bool = False
+    # The priority an application user gave its job: it ranks that owner's jobs after
+    # `priority` (0 for every job such a caller enqueues), see transitions.claim_order.
+    owner_priority: int = 0
 
     @property
     def backoff(self) -> Backoff:
@@ -197,6 +200,9 @@ class Outcome:
     # lease ended, or lost during its transaction, which may have committed), so the job
     # is left to the reclaim, as a lost worker's is.
     abandoned: bool = False
+    # The suspension enqueued the job's children (a map): runnable jobs the claim that
+    # came before this batch could not see.
+    spawned: bool = False
 
     @property
     def is_plain_success(self) -> bool:

@@ -53,9 +53,11 @@ class Pipeline:
         # was lost with the connection, and its seed finds those jobs again, first thing on
         # the next connection, to run at once (Store.recover_claimed).
         self.lost_claims: list[bytes] = []
-        # Whether a persisted batch ended a job that has children (dependencies): they may
-        # be queued now, so the loop claims again rather than stop or sleep.
-        self.ended_parents = False
+        # Whether a persisted batch released jobs: it ended a job that has children
+        # (dependencies, a map's child or parent), or suspended a map's parent with its
+        # children enqueued. They may be queued now, so the loop claims again rather than
+        # stop or sleep.
+        self.released = False
 
     @property
     def leased_ahead(self) -> bool:
@@ -80,15 +82,15 @@ class Pipeline:
         if seed is not None:
             self.lost_claims.append(seed)
 
-    def take_ended_parents(self) -> bool:
-        """Whether a batch persisted since the last call ended a job that has children."""
-        ended, self.ended_parents = self.ended_parents, False
-        return ended
+    def take_released(self) -> bool:
+        """Whether a batch persisted since the last call released jobs."""
+        released, self.released = self.released, False
+        return released
 
-    def note_parents(self, jobs: Sequence[Job], outcomes: Sequence[Outcome]) -> None:
+    def note_released(self, jobs: Sequence[Job], outcomes: Sequence[Outcome]) -> None:
         for job, outcome in zip(jobs, outcomes, strict=True):
-            if job.has_children and outcome.status in TERMINAL:
-                self.ended_parents = True
+            if outcome.spawned or (job.has_children and outcome.status in TERMINAL):
+                self.released = True
                 return
 
     def claims_ahead(self, size: int, batch_size: int, autocommit: bool) -> bool:

@@ -50,9 +50,10 @@ class Suspended(BaseException):
     A BaseException, like asyncio.CancelledError, so a handler's `except Exception` does
     not swallow it and run on without its lease."""
 
-    def __init__(self, job_id: Any, run_after: datetime) -> None:
+    def __init__(self, job_id: Any, run_after: datetime, *, spawned: bool = False) -> None:
         self.job_id = job_id
         self.run_after = run_after
+        self.spawned = spawned  # its children were enqueued with it (map, call)
         super().__init__(f"job {job_id} suspended until {run_after.isoformat()}")
 
 
@@ -200,7 +201,7 @@ class JobSteps:
         except QueueFull as exc:  # backpressure: wait for room, not an attempt spent
             raise RetryAfter(self.job.backoff.delay(self.job.attempts), str(exc)) from None
         self.host.counts.add("suspended")
-        raise Suspended(self.job.id, run_after)
+        raise Suspended(self.job.id, run_after, spawned=True)
 
     def call(self, name: Any, type: Any, payload: Any = None) -> Any:
         """One child job, awaited: `map` of one, its result."""

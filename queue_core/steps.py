@@ -329,11 +329,12 @@ def deliver_signal(
     return woken, state
 
 
-def suspended(job: Job) -> Outcome:
-    """The outcome of a handler unwound by a suspension: nothing left to persist."""
+def suspended(job: Job, *, spawned: bool = False) -> Outcome:
+    """The outcome of a handler unwound by a suspension: nothing left to persist.
+    `spawned`: the suspension enqueued the job's children."""
     if job.lease_token is None:
         raise InvalidTransition(job.id, job.status, "suspend")
-    return Outcome(job.id, job.lease_token, Status.QUEUED, suspended=True)
+    return Outcome(job.id, job.lease_token, Status.QUEUED, suspended=True, spawned=spawned)
 
 
 # How a wait that timed out is stored in its step: a key no payload is expected to use.

@@ -273,10 +273,12 @@ class Runner:
                 rule.after_batch(claimed, report)
             if pipeline.next:  # leased ahead: runs whatever the rule says
                 continue
-            # Ending a parent may have queued its children (dependencies): they are part of
-            # the backlog, so the loop claims again rather than count the queue drained.
+            # Ending a parent may have queued its children (dependencies), and a map's
+            # suspension enqueued its children: they are part of the backlog, so the loop
+            # claims again rather than count the queue drained. A tick so runs a fan-out
+            # to its end while time is left, instead of leaving it to the next tick.
             go = (
-                (pipeline.take_ended_parents() and claimed > 0) or rule.drained(claimed)
+                (pipeline.take_released() and claimed > 0) or rule.drained(claimed)
             ) and rule.go_on()
 
     def resend(self, report: TickReport) -> None:
@@ -311,7 +313,7 @@ class Runner:
         self.pipeline.owed = []
         log.info("outcomes persisted after a lost connection: %d of %d", len(held), len(jobs))
         report.record(jobs, outcomes, held)
-        self.pipeline.note_parents(jobs, outcomes)
+        self.pipeline.note_released(jobs, outcomes)
 
     def reclaim_surviving(
         self,
@@ -448,7 +450,7 @@ class Runner:
             pipeline.failed((jobs, outcomes), seed=seed)  # for the next connection (`resend`)
             raise
         report.record(jobs, outcomes, held)
-        pipeline.note_parents(jobs, outcomes)
+        pipeline.note_released(jobs, outcomes)
         return len(jobs)
 
     def _persisted_ahead(
@@ -482,7 +484,7 @@ class Runner:
             raise
         if unsaved is not None:
             report.record(*unsaved, held)
-            pipeline.note_parents(*unsaved)
+            pipeline.note_released(*unsaved)
         return ahead
 
     def _persist_apart(
@@ -766,7 +768,7 @@ class Runner:
 
     def _judge(self, job: Job, exc: BaseException) -> Outcome:
         if isinstance(exc, Suspended):
-            return suspended(job)
+            return suspended(job, spawned=exc.spawned)
         if isinstance(exc, Compensating):  # judged by the compensation (_settle)
             return transitions.failed(job, "compensating", permanent=True)
         if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):

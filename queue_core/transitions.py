@@ -79,9 +79,13 @@ def is_runnable(job: Job, now: datetime) -> bool:
     return job.status in RUNNABLE and job.run_after <= now
 
 
-def claim_order(job: Job) -> tuple[int, datetime, datetime]:
-    """Sort key of the claim: higher priority first, then the longest-waiting."""
-    return (-job.priority, job.run_after, job.created_at)
+def claim_order(job: Job) -> tuple[int, int, datetime, datetime]:
+    """Sort key of the claim: higher priority first, then the owner's own priority, then the
+    longest-waiting. The claim statements pick by the same keys (`order by priority desc,
+    owner_priority desc, run_after, created_at`), but their rows come back from the lease's
+    update in no set order: every claimed batch is put back in this order before it runs, so
+    an owner's higher-ranked jobs run before its lower-ranked ones."""
+    return (-job.priority, -job.owner_priority, job.run_after, job.created_at)
 
 
 def claim(job: Job, *, now: datetime, lease_seconds: int, token: UUID) -> Job:

@@ -164,7 +164,7 @@ with claimed as (
         priority, run_after, lease_until, lease_token, progress, result, error, errors,
         lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
         cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-        false as duplicate
+        owner_priority, false as duplicate
 )
 select * from inserted;
 
@@ -176,7 +176,7 @@ select j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
     j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token, j.progress,
     j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
     j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
-    j.started_at, j.finished_at, j.group_key, j.has_children, true as duplicate
+    j.started_at, j.finished_at, j.group_key, j.has_children, j.owner_priority, true as duplicate
 from tickq.job_keys k
 join tickq.jobs j on j.id = k.job_id
 where k.idempotency_key = %(key)s::text
@@ -316,7 +316,8 @@ left join claimed c on true
 id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
+    owner_priority
 
 -- part: pick_runnable
 -- The plain claim's pick, but for its queue condition (each statement adds its own, and
@@ -466,7 +467,7 @@ with clock as materialized (
         j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
         j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at,
-        j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children
+        j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children, j.owner_priority
 ), begun as (
     select case when count(*) > 0
                 then tickq.job_compensations_record(array_agg(d.id), array_agg(d.ends),
@@ -485,7 +486,8 @@ with clock as materialized (
 select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
+    owner_priority
 from reclaimed cross join settled cross join begun;
 
 -- name: jobs_extend_lease
@@ -509,7 +511,8 @@ returning cancel_requested;
 select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
+    owner_priority
 from tickq.jobs where id = %(id)s;
 
 -- name: jobs_list
@@ -517,7 +520,8 @@ from tickq.jobs where id = %(id)s;
 select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children
+    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
+    owner_priority
 from tickq.jobs
 where (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
   and (%(types)s::text[] is null or type = any(%(types)s::text[]))

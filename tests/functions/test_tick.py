@@ -368,3 +368,28 @@ def test_transactional_and_batch_handlers_run_in_the_tick_function(
     assert sizes == [3]
     assert conn.execute("select count(*) from public.tick_rows").fetchone() == (4,)
     assert tick._handler_connections.opened <= 3  # reused by the second invocation
+
+
+def test_a_fan_out_finishes_in_the_tick_that_started_it(
+    conn: psycopg.Connection, tasks: Registry, lambda_context: FakeContext
+) -> None:
+    """A parent that maps over children suspends until they end: its children, its
+    completion and the job its success releases are claimed by the same tick, which stops
+    for its deadline or an empty queue, never because a job suspended."""
+    # Given a parent mapping over five children, two at a time, and a job enqueued after it
+    tasks.task("parts")(
+        lambda job: job.map("parts", "part", [{"n": n} for n in range(5)], max_concurrency=2)
+    )
+    tasks.task("part")(lambda job: job.payload["n"] * 10)
+    tasks.task("report")(lambda job: list(job.parent_results.values()))
+    parent = enqueue(conn, "parts", using=tasks).id
+    enqueue(conn, "report", using=tasks, after=[parent])
+
+    # When one tick runs
+    report = tick.handler(sample_event("tick"), lambda_context)
+
+    # Then every job has ended within it: the parent with its children's results
+    assert set(statuses(conn)) == {"succeeded"}
+    results = conn.execute("select type, result from tickq.jobs where type <> 'part'").fetchall()
+    assert sorted(results) == [("parts", [0, 10, 20, 30, 40]), ("report", [[0, 10, 20, 30, 40]])]
+    assert (report["succeeded"], report["suspended"]) == (7, 1)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime, timedelta
+from uuid import UUID, uuid4
 
 import psycopg
 import pytest
 
-from queue_core import PostgresStore, transitions
+from queue_core import PostgresStore, Registry, Runner, TickReport, transitions
 from queue_core.jobs import Status
 from queue_core.limits import Limits, type_limit
 from queue_core.validation import job_spec
@@ -138,6 +139,33 @@ def test_a_claim_orders_an_owners_jobs_by_the_owners_priority(
     # Then a claim of two takes the newer ones first
     assert {job.id for job in variant.claim(2, at(5))} == {row[0] for row in newer}
     assert [job.created_at for job in variant.claim(2, at(5))] == [at(0), at(0)]
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_a_batch_runs_an_owners_jobs_in_the_owners_priority_order(
+    conn: psycopg.Connection, name: str
+) -> None:
+    # Given one owner's jobs at level 0, the older ones ranked lower by their owner, all due
+    # (an application user's priority, stored as owner_priority)
+    variant = Variant(conn, name)
+    owner, rank = uuid4(), dict[UUID, int]()
+    for age, owner_priority in enumerate((1, 5, 3)):
+        variant.enqueue(2, now=at(age), user_id=owner)
+        rows = conn.execute(
+            "update tickq.jobs set owner_priority = %s where created_at = %s returning id",
+            (owner_priority, at(age)),
+        ).fetchall()
+        rank |= {row[0]: owner_priority for row in rows}
+    ran: list[int] = []
+    registry = Registry()
+    registry.task("t")(lambda job: ran.append(rank[job.id]))
+
+    # When one batch claims and runs them all, one handler at a time
+    with Runner(variant.store, registry, queues=variant.queues, concurrency=1) as runner:
+        assert runner.run_batch(TickReport()) == 6
+
+    # Then the handlers ran in the owner's order, as the claim took them
+    assert ran == [5, 5, 3, 3, 1, 1]
 
 
 @pytest.mark.parametrize("name", VARIANTS)

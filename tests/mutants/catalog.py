@@ -39,6 +39,7 @@ QUERIES = "queue_core/sql/queries.sql"
 STEPS = "queue_core/sql/steps.sql"
 TRIGGERS = "queue_core/schema/triggers.sql"
 RUNNER = "queue_core/tick.py"
+TRANSITIONS = "queue_core/transitions.py"
 WORKER = "queue_core/worker.py"
 RECONNECT_TESTS = "tests/integration/test_runner_reconnect.py"
 CONNECTION_FAULTS = "tests/faults/test_connection_faults.py"
@@ -697,6 +698,18 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         targeted=(f"{VARIANTS}::test_a_claim_orders_an_owners_jobs_by_the_owners_priority",),
     ),
+    Mutant(
+        "batch-order-ignores-owner-priority",
+        "a claimed batch runs in an order without the owner's priority (every claim variant)",
+        (
+            Edit(
+                TRANSITIONS,
+                "    return (-job.priority, -job.owner_priority, job.run_after, job.created_at)\n",
+                "    return (-job.priority, 0, job.run_after, job.created_at)\n",
+            ),
+        ),
+        targeted=(f"{VARIANTS}::test_a_batch_runs_an_owners_jobs_in_the_owners_priority_order",),
+    ),
     # Tenancy in the claim.
     Mutant(
         "app-priority-global",
@@ -1109,6 +1122,22 @@ MUTANTS: tuple[Mutant, ...] = (
         targeted=(
             f"{WORKFLOWS}::test_map_returns_the_children_results_in_order_and_enqueues_them_once",
             f"{WORKFLOWS_E2E}::test_a_parent_maps_200_children_20_at_a_time_and_resumes_once_with_their_results",
+        ),
+    ),
+    Mutant(
+        "tick-stops-after-a-map-suspends",
+        "a tick whose last batch was short stops after a map's parent suspends, leaving its"
+        " children to the next tick",
+        (
+            Edit(
+                "queue_core/pipeline.py",
+                "            if outcome.spawned or (job.has_children"
+                " and outcome.status in TERMINAL):\n",
+                "            if job.has_children and outcome.status in TERMINAL:\n",
+            ),
+        ),
+        targeted=(
+            "tests/functions/test_tick.py::test_a_fan_out_finishes_in_the_tick_that_started_it",
         ),
     ),
     Mutant(

@@ -71,7 +71,9 @@ def test_eight_tick_processes_run_3000_jobs_exactly_once(
         assert proc.returncode == 0, err.decode(errors="replace")
     reports = [json.loads(out) for out, _ in outputs]
     assert sum(r["succeeded"] for r in reports) == JOBS
-    assert sum(1 for r in reports if r["succeeded"]) > 1, "the ticks did not share the work"
+    # How the work spreads over the ticks is the scheduler's doing: on a loaded machine one
+    # process may drain the queue before the others start. Shown (-s), never asserted.
+    print("jobs per tick:", sorted((r["succeeded"] for r in reports), reverse=True))
     rows = conn.execute(
         "select status, attempts, count(*) from tickq.jobs group by status, attempts"
     ).fetchall()
