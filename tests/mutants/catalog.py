@@ -1521,6 +1521,22 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "ended-jobs-leases-run-down",
+        "a job whose handler ended waits for its batch-mates with its lease running down",
+        (
+            Edit(
+                "queue_core/tick.py",
+                "            if not async_:\n"
+                "                self._keep_ended_leased(jobs, futures)\n",
+                "            if not async_:\n                pass\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_runner_ended_leases.py::"
+            "test_a_quick_job_beside_a_slow_one_is_not_reclaimed_nor_run_twice",
+        ),
+    ),
+    Mutant(
         "job-ids-not-taken",
         "an inserted job's id is not taken in tickq.job_ids: a new job may share another's id",
         (

@@ -1,0 +1,70 @@
+"""A job whose handler has ended keeps its lease while its batch-mates run.
+
+A batch's outcomes are saved together when its last handler returns. Before, a quick job
+claimed beside a slow one (which renewed its own lease) stayed `running` with its lease
+running down; once it expired another worker's reclaim took it and ran it a second time,
+and the first run's outcome was discarded ("lease lost"). Now the runner renews the lease
+of each ended job until its outcome is saved.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+
+from queue_core import JobContext, PostgresStore, Registry, Runner
+from queue_core.validation import job_spec
+
+LEASE = 2
+
+
+def test_a_quick_job_beside_a_slow_one_is_not_reclaimed_nor_run_twice(
+    conn: psycopg.Connection, database_url: str
+) -> None:
+    runs: list[str] = []
+    quick_done = threading.Event()
+    registry = Registry()
+
+    @registry.task("quick", lease_seconds=LEASE)
+    def quick(job: JobContext) -> Any:
+        runs.append("quick")
+        quick_done.set()
+        return "quick"
+
+    @registry.task("slow", lease_seconds=LEASE)
+    def slow(job: JobContext) -> Any:
+        runs.append("slow")
+        assert quick_done.wait(30)
+        # Wait, renewing this job's own lease, until the quick job's first lease has
+        # expired by the database's clock; then another worker's reclaim runs.
+        with psycopg.connect(database_url, autocommit=True) as other:
+            expired = False
+            while not expired:
+                job.heartbeat()
+                row = other.execute(
+                    "select now() > created_at + make_interval(secs => %s * 1.5)"
+                    " from tickq.jobs where type = 'quick'",
+                    (LEASE,),
+                ).fetchone()
+                expired = bool(row and row[0])
+                threading.Event().wait(0.2)
+            reclaimed = PostgresStore(other).reclaim()
+        return {"reclaimed": [str(j.id) for j in reclaimed]}
+
+    store = PostgresStore(conn)
+    store.enqueue_many([job_spec("slow"), job_spec("quick")])
+    with Runner(store, registry, batch_size=2, concurrency=2, lease_seconds=LEASE) as runner:
+        report = runner.tick(max_batches=1)
+
+    assert report.claimed == 2
+    rows = {
+        type_: (status, attempts, result)
+        for type_, status, attempts, result in conn.execute(
+            "select type, status, attempts, result from tickq.jobs"
+        )
+    }
+    assert rows["quick"] == ("succeeded", 1, "quick")
+    assert rows["slow"] == ("succeeded", 1, {"reclaimed": []})
+    assert sorted(runs) == ["quick", "slow"]
