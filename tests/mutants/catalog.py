@@ -74,10 +74,9 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 LEASE,
-                "    set status = 'running',\n        attempts = j.attempts + 1,\n",
-                "    set status = 'running',\n"
-                "        attempts = j.attempts"
-                " + case when j.status = 'retrying' then 0 else 1 end,\n",
+                "        attempts = least(j.attempts + 1, j.max_attempts),\n",
+                "        attempts = least(j.attempts"
+                " + case when j.status = 'retrying' then 0 else 1 end, j.max_attempts),\n",
             ),
         ),
         targeted=(f"{VARIANTS}::test_a_job_claimed_again_counts_an_attempt_and_gets_a_new_token",),
@@ -1610,6 +1609,22 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/integration/test_column_bounds.py::test_the_owner_is_held_to_every_bound",
             "tests/integration/test_column_bounds.py::"
             "test_a_value_that_compresses_well_is_measured_as_it_is[worker]",
+        ),
+    ),
+    Mutant(
+        "claim-counts-past-max-attempts",
+        "a claim counts an attempt past max_attempts on a job whose attempts are used up, which"
+        " jobs_attempts_check refuses: one such row fails the claim of every job beside it",
+        (
+            Edit(
+                LEASE,
+                "        attempts = least(j.attempts + 1, j.max_attempts),\n",
+                "        attempts = j.attempts + 1,\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_row_fuzz.py::"
+            "test_a_queued_job_with_its_attempts_used_up_does_not_stop_the_claim",
         ),
     ),
 )
