@@ -1627,4 +1627,22 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_a_queued_job_with_its_attempts_used_up_does_not_stop_the_claim",
         ),
     ),
+    Mutant(
+        "error-history-past-its-bound",
+        "the error history drops no entry to make room for a new one: a history at"
+        " jobs_errors_check's bound fails the reclaim (or finish) of every job beside it",
+        (
+            Edit(
+                function("error_history"),
+                "    while pg_column_size(v_kept) > 1048576 loop\n"
+                "        v_kept := v_kept - 0;\n"
+                "    end loop;\n",
+                "",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_row_fuzz.py::"
+            "test_an_error_history_at_its_bound_does_not_stop_the_reclaim",
+        ),
+    ),
 )
