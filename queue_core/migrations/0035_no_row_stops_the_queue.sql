@@ -9,6 +9,21 @@
 -- of an expired lease, appended past it, and the check failed the statement for every job
 -- it finished or reclaimed. tickq.error_history, which every statement that appends an
 -- entry calls, now drops the oldest entries until the new one fits.
+--
+-- JSON nested deeper than a worker reads: Python's json module recurses once per array or
+-- object and gives up near 1000 levels, so a payload nested that deep (2 kB, inside every
+-- size bound) failed every claim that read it, and the reclaim once its lease expired. The
+-- tables now bound the nesting of every JSON value a worker reads, for every role: at most
+-- 64 arrays and objects (validation.MAX_JSON_DEPTH, which the API's validation refuses
+-- past too). Rows that break it are brought inside first, as 0031_column_bounds did for
+-- sizes: a live job whose input is nested too deep (its payload or result, a step's result,
+-- a signal's payload) ends dead saying why, and the value is replaced: a payload by {} (a
+-- schedule's with the schedule disabled), a result, progress, step result or signal
+-- payload by null, an error history by one entry saying so.
+--
+-- A JSON number of more digits than Python reads as an integer (4300) is no bound: the
+-- reading side takes it as a Decimal (queue_core/postgres/executor.py), since a check would
+-- walk every number of a value on every update of its row.
 
 -- Lease claimed jobs: the one lease rule of every claim (jobs_finish_and_claim and its
 -- several-queue form in queries.sql, tickq.claim_limited, tickq.claim_fair), so the status,
@@ -75,3 +90,105 @@ begin
     end loop;
     return v_kept;
 end $$;
+
+lock table tickq.jobs, tickq.job_steps, tickq.job_signals, tickq.schedules
+    in access exclusive mode;
+
+-- Each statement below reads the bound's jsonpath from p.deep: an array or object 64 levels
+-- below the top, the 65th nested.
+with p as (
+    select 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")'::jsonpath as deep
+), doomed as (
+    select j.id,
+           'tickq: ' || case
+               when jsonb_path_exists(j.payload, p.deep) then 'its payload'
+               when jsonb_path_exists(j.result, p.deep) then 'its result'
+               when exists (select from tickq.job_steps s
+                            where s.job_id = j.id and jsonb_path_exists(s.result, p.deep))
+                   then 'a step''s result'
+               else 'a signal''s payload'
+           end || ' was nested deeper than the engine reads; removed by migration '
+               || '0035_no_row_stops_the_queue' as reason
+    from tickq.jobs j, p
+    where j.status in ('waiting', 'queued', 'running', 'retrying')
+      and (jsonb_path_exists(j.payload, p.deep)
+           or jsonb_path_exists(j.result, p.deep)
+           or exists (select from tickq.job_steps s
+                      where s.job_id = j.id and jsonb_path_exists(s.result, p.deep))
+           or exists (select from tickq.job_signals g
+                      where g.job_id = j.id and jsonb_path_exists(g.payload, p.deep)))
+), dead as (
+    update tickq.jobs j
+    set status = 'dead',
+        error = d.reason,
+        errors = tickq.error_history(j.errors, jsonb_build_object(
+            'attempt', j.attempts, 'at', now(), 'error', d.reason)),
+        lease_until = null,
+        lease_token = null,
+        cancel_requested = false,
+        updated_at = now(),
+        finished_at = now()
+    from doomed d
+    where j.id = d.id
+    returning j.id, j.status, j.has_children
+)
+select tickq.jobs_settle(array_agg(id), array_agg(status), now())
+from dead
+where has_children
+having count(*) > 0;
+
+update tickq.jobs j
+set payload = case when jsonb_path_exists(j.payload, p.deep) then '{}'::jsonb
+                   else j.payload end,
+    progress = case when jsonb_path_exists(j.progress, p.deep) then null else j.progress end,
+    result = case when jsonb_path_exists(j.result, p.deep) then null else j.result end,
+    errors = case when jsonb_path_exists(j.errors, p.deep)
+                  then jsonb_build_array(jsonb_build_object(
+                      'attempt', j.attempts, 'at', now(),
+                      'error', 'tickq: the error history was nested deeper than the engine'
+                               || ' reads; removed by migration 0035_no_row_stops_the_queue'))
+                  else j.errors end
+from (select 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")'::jsonpath as deep) p
+where jsonb_path_exists(j.payload, p.deep)
+   or jsonb_path_exists(j.progress, p.deep)
+   or jsonb_path_exists(j.result, p.deep)
+   or jsonb_path_exists(j.errors, p.deep);
+
+update tickq.job_steps s set result = null
+from (select 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")'::jsonpath as deep) p
+where jsonb_path_exists(s.result, p.deep);
+
+update tickq.job_signals g set payload = null
+from (select 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")'::jsonpath as deep) p
+where jsonb_path_exists(g.payload, p.deep);
+
+-- A schedule whose jobs would break the bound stops firing until an operator looks at it.
+update tickq.schedules s set enabled = false, payload = '{}'::jsonb
+from (select 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")'::jsonpath as deep) p
+where jsonb_path_exists(s.payload, p.deep);
+
+alter table tickq.jobs
+    add constraint jobs_json_depth_check check (
+        not jsonb_path_exists(
+            payload, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")')
+        and not jsonb_path_exists(
+            progress, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")')
+        and not jsonb_path_exists(
+            result, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")')
+        and not jsonb_path_exists(
+            errors, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")'));
+
+alter table tickq.job_steps
+    add constraint job_steps_result_depth_check check (
+        not jsonb_path_exists(
+            result, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")'));
+
+alter table tickq.job_signals
+    add constraint job_signals_payload_depth_check check (
+        not jsonb_path_exists(
+            payload, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")'));
+
+alter table tickq.schedules
+    add constraint schedules_payload_depth_check check (
+        not jsonb_path_exists(
+            payload, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")'));

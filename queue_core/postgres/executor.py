@@ -13,6 +13,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -22,6 +23,7 @@ from psycopg import pq
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.rows import dict_row
+from psycopg.types.json import set_json_loads
 
 from ..errors import DatabaseError, InvalidJob, QueueFull, TickqError
 from ..jobs import JOB_COLUMNS, Job, job_from_row
@@ -161,6 +163,8 @@ class Executor:
         user_id: UUID | None = None,
         statement_timeout_ms: int | None = None,
     ) -> None:
+        # Every jsonb this connection reads, in any cursor, as read_json reads it.
+        set_json_loads(read_json, conn)
         self.conn = conn
         self.user_id = user_id
         self.statement_timeout_ms = statement_timeout_ms
@@ -259,7 +263,28 @@ class _JsonbBinaryLoader(Loader):
             return {}
         if body == b"[]":
             return []
-        return json.loads(body.decode())
+        return read_json(body)
+
+
+def read_json(text: str | bytes) -> Any:
+    """JSON text as the engine reads it from the database. jsonb prints a number in all its
+    digits (1e5000 as 5001 of them), where Python reads an integer of at most 4300 from text
+    (sys.get_int_max_str_digits) and raises ValueError: such an integer comes back as a
+    Decimal, so a row that holds one never fails a read of the rows beside it. No table
+    bounds numbers: a check would walk every value on every update of its row."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # an integer over the digit limit: read again, that one as a Decimal
+        return json.loads(text, parse_int=_long_int)
+
+
+def _long_int(digits: str) -> int | Decimal:
+    try:
+        return int(digits)
+    except ValueError:
+        return Decimal(digits)
 
 
 # Where the job columns begin in each statement's rows, found by name on its first run.

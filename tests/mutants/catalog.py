@@ -1645,4 +1645,53 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_an_error_history_at_its_bound_does_not_stop_the_reclaim",
         ),
     ),
+    Mutant(
+        "jobs-json-nesting-unbounded",
+        "a job's JSON is not bounded in nesting by the table: plain SQL can write a payload"
+        " nested deeper than a worker's json module reads, and every claim that reads it fails",
+        (
+            Edit(
+                "queue_core/schema/tables.sql",
+                "    constraint jobs_json_depth_check check (\n",
+                "    constraint jobs_json_depth_check check (true or\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_row_fuzz.py::"
+            "test_a_payload_nested_past_the_bound_is_refused_and_one_at_it_runs",
+            "tests/integration/test_column_bounds.py::test_the_owner_is_held_to_every_bound",
+        ),
+    ),
+    Mutant(
+        "api-json-nesting-unbounded",
+        "the API's validation lets JSON nested past the tables' bound through: the enqueue"
+        " fails in the database instead of saying what is wrong",
+        (
+            Edit(
+                "queue_core/validation.py",
+                "> MAX_JSON_DEPTH and _too_deep(value):",
+                "> MAX_JSON_DEPTH and False:",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_column_bounds.py::"
+            "test_the_api_refuses_what_the_depth_checks_refuse",
+        ),
+    ),
+    Mutant(
+        "long-json-integer-unread",
+        "a JSON integer of more digits than Python reads from text fails the read of every"
+        " row beside it (the claim, the reclaim, a listing) instead of coming back as a Decimal",
+        (
+            Edit(
+                "queue_core/postgres/executor.py",
+                "        return json.loads(text, parse_int=_long_int)\n",
+                "        raise\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_row_fuzz.py::"
+            "test_a_payload_with_a_long_number_does_not_stop_the_claim",
+        ),
+    ),
 )
