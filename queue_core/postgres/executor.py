@@ -23,7 +23,6 @@ from psycopg import pq
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.rows import dict_row
-from psycopg.types.json import set_json_loads
 
 from ..errors import DatabaseError, InvalidJob, QueueFull, TickqError
 from ..jobs import JOB_COLUMNS, Job, job_from_row
@@ -163,8 +162,7 @@ class Executor:
         user_id: UUID | None = None,
         statement_timeout_ms: int | None = None,
     ) -> None:
-        # Every jsonb this connection reads, in any cursor, as read_json reads it.
-        set_json_loads(read_json, conn)
+        _read_json_as_the_engine(conn)
         self.conn = conn
         self.user_id = user_id
         self.statement_timeout_ms = statement_timeout_ms
@@ -264,6 +262,32 @@ class _JsonbBinaryLoader(Loader):
         if body == b"[]":
             return []
         return read_json(body)
+
+
+class _JsonTextLoader(Loader):
+    """json and jsonb as text (and json in binary, which is its text), read by read_json."""
+
+    def load(self, data: Buffer) -> Any:
+        return read_json(bytes(data))
+
+
+class _JsonBinaryLoader(_JsonTextLoader):
+    format = pq.Format.BINARY
+
+
+_JSONB_OID = psycopg.postgres.types["jsonb"].oid
+
+
+def _read_json_as_the_engine(conn: psycopg.Connection[Any]) -> None:
+    """Every json and jsonb value `conn` reads, in any cursor, read by read_json. Once per
+    connection: an executor is made per statement on some paths."""
+    adapters = conn.adapters
+    if adapters.get_loader(_JSONB_OID, pq.Format.TEXT) is _JsonTextLoader:
+        return
+    adapters.register_loader("json", _JsonTextLoader)
+    adapters.register_loader("jsonb", _JsonTextLoader)
+    adapters.register_loader("json", _JsonBinaryLoader)
+    adapters.register_loader("jsonb", _JsonbBinaryLoader)
 
 
 def read_json(text: str | bytes) -> Any:
