@@ -31,6 +31,7 @@ from .transitions import MAX_ERROR
 from .validation import (
     EARLIEST_TIME,
     LATEST_TIME,
+    MAX_JSON_DEPTH,
     MAX_KEY,
     MAX_LEASE_SECONDS,
     MAX_NAME,
@@ -50,6 +51,7 @@ __all__ = [
     "MAX_BACKOFF_MAX",
     "MAX_ERRORS_STORED",
     "MAX_ERROR_BYTES",
+    "MAX_JSON_DEPTH",
     "MAX_KEY",
     "MAX_LEASE_SECONDS",
     "MAX_NAME",
@@ -122,6 +124,16 @@ MAX_PROGRESS_STORED: Final = JSONB_PER_TEXT_BYTE * MAX_PAYLOAD_BYTES  # 2 MiB
 MAX_ERRORS_STORED: Final = 1024 * 1024
 MAX_STEP_RESULT_STORED: Final = JSONB_PER_TEXT_BYTE * MAX_STEP_BYTES  # 2 MiB
 MAX_SIGNAL_PAYLOAD_STORED: Final = JSONB_PER_TEXT_BYTE * MAX_SIGNAL_BYTES  # 512 KiB
+
+# JSON values nest at most MAX_JSON_DEPTH arrays and objects (validation.py), which a worker
+# reads back with Python's json module; the tables hold it for the values a worker reads
+# (tickq.jobs's payload, progress, result and errors, a step's result, a signal's payload,
+# a schedule's payload) with a jsonpath that finds an array or object at that level below
+# the top. A number is not bounded: jsonb prints one of any size in all its digits, where
+# Python reads an integer of at most 4300 (sys.get_int_max_str_digits), but a check that
+# read every number would walk every value on every update of its row (40 ms for an
+# array of 100,000 numbers), so the reading side takes such an integer as a Decimal
+# (postgres/executor.py, read_json).
 
 # An outbox event's detail, as JSON text (EventBridge takes an entry of at most 256 KB).
 MAX_OUTBOX_DETAIL_BYTES: Final = _MAX_DETAIL_BYTES

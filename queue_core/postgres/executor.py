@@ -14,6 +14,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -197,6 +198,7 @@ class Executor:
         user_id: UUID | None = None,
         statement_timeout_ms: int | None = None,
     ) -> None:
+        _read_json_as_the_engine(conn)
         self.conn = conn
         self.user_id = user_id
         self.statement_timeout_ms = statement_timeout_ms
@@ -315,7 +317,54 @@ class _JsonbBinaryLoader(Loader):
             return {}
         if body == b"[]":
             return []
-        return json.loads(body.decode())
+        return read_json(body)
+
+
+class _JsonTextLoader(Loader):
+    """json and jsonb as text (and json in binary, which is its text), read by read_json."""
+
+    def load(self, data: Buffer) -> Any:
+        return read_json(bytes(data))
+
+
+class _JsonBinaryLoader(_JsonTextLoader):
+    format = pq.Format.BINARY
+
+
+_JSONB_OID = psycopg.postgres.types["jsonb"].oid
+
+
+def _read_json_as_the_engine(conn: psycopg.Connection[Any]) -> None:
+    """Every json and jsonb value `conn` reads, in any cursor, read by read_json. Once per
+    connection: an executor is made per statement on some paths."""
+    adapters = conn.adapters
+    if adapters.get_loader(_JSONB_OID, pq.Format.TEXT) is _JsonTextLoader:
+        return
+    adapters.register_loader("json", _JsonTextLoader)
+    adapters.register_loader("jsonb", _JsonTextLoader)
+    adapters.register_loader("json", _JsonBinaryLoader)
+    adapters.register_loader("jsonb", _JsonbBinaryLoader)
+
+
+def read_json(text: str | bytes) -> Any:
+    """JSON text as the engine reads it from the database. jsonb prints a number in all its
+    digits (1e5000 as 5001 of them), where Python reads an integer of at most 4300 from text
+    (sys.get_int_max_str_digits) and raises ValueError: such an integer comes back as a
+    Decimal, so a row that holds one never fails a read of the rows beside it. No table
+    bounds numbers: a check would walk every value on every update of its row."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # an integer over the digit limit: read again, that one as a Decimal
+        return json.loads(text, parse_int=_long_int)
+
+
+def _long_int(digits: str) -> int | Decimal:
+    try:
+        return int(digits)
+    except ValueError:
+        return Decimal(digits)
 
 
 # Where the job columns begin in each statement's rows, found by name on its first run.

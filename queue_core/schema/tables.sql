@@ -162,7 +162,19 @@ create table tickq.jobs (
     constraint jobs_errors_check check (
         jsonb_typeof(errors) = 'array'
         and pg_column_size(case when pg_column_compression(errors) is null then errors
-                                else errors #> '{}' end) <= 1048576)
+                                else errors #> '{}' end) <= 1048576),
+    -- JSON a worker reads back with Python's json module, which recurses once per array or
+    -- object: at most 64 of them nested in a value (validation.MAX_JSON_DEPTH), so none is
+    -- found 64 levels below the top.
+    constraint jobs_json_depth_check check (
+        not jsonb_path_exists(
+            payload, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")')
+        and not jsonb_path_exists(
+            progress, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")')
+        and not jsonb_path_exists(
+            result, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")')
+        and not jsonb_path_exists(
+            errors, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")'))
 ) partition by list (status);
 
 -- Storage settings of the heap that churns (docs/operations.md, "Table bloat and
@@ -325,7 +337,10 @@ create table tickq.job_steps (
                             else result #> '{}' end) <= 2097152),
     constraint job_steps_size_check check (size between 0 and 262144),
     constraint job_steps_finished_at_check check (
-        finished_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00')
+        finished_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'),
+    constraint job_steps_result_depth_check check (
+        not jsonb_path_exists(
+            result, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")'))
 );
 
 create table tickq.job_signals (
@@ -341,7 +356,10 @@ create table tickq.job_signals (
                             else payload #> '{}' end) <= 524288),
     constraint job_signals_size_check check (size between 0 and 65536),
     constraint job_signals_sent_at_check check (
-        sent_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00')
+        sent_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'),
+    constraint job_signals_payload_depth_check check (
+        not jsonb_path_exists(
+            payload, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")'))
 );
 
 -- Durable workflows (queue_core/steps.py): the tries of steps that retry on their own, the
@@ -471,7 +489,10 @@ create table tickq.schedules (
         last_fired between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'
         and next_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'
         and created_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'
-        and updated_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00')
+        and updated_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'),
+    constraint schedules_payload_depth_check check (
+        not jsonb_path_exists(
+            payload, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")'))
 );
 
 -- The scheduler reads only enabled schedules whose next occurrence has come.

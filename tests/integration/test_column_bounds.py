@@ -29,6 +29,7 @@ from psycopg import sql
 
 from queue_core import PostgresStore, bounds, validation
 from queue_core.backoff import Backoff
+from queue_core.errors import InvalidJob
 from queue_core.jobs import Status
 from queue_core.migrate import migrate
 from queue_core.steps import MAX_STEPS, UNDO_TRIES
@@ -79,6 +80,11 @@ CONSTRAINTS: dict[tuple[str, str], tuple[list[float], list[datetime]]] = {
     ("tickq.jobs", "jobs_result_size_check"): ([bounds.MAX_RESULT_STORED], []),
     ("tickq.jobs", "jobs_progress_size_check"): ([bounds.MAX_PROGRESS_STORED], []),
     ("tickq.jobs", "jobs_errors_check"): ([bounds.MAX_ERRORS_STORED], []),
+    # The depth is in the jsonpath's text (test_the_depth_in_the_checks_is_the_python_bound).
+    ("tickq.jobs", "jobs_json_depth_check"): ([], []),
+    ("tickq.job_steps", "job_steps_result_depth_check"): ([], []),
+    ("tickq.job_signals", "job_signals_payload_depth_check"): ([], []),
+    ("tickq.schedules", "schedules_payload_depth_check"): ([], []),
     ("tickq.job_gates", "job_gates_key_check"): ([bounds.MAX_KEY], []),
     ("tickq.job_gates", "job_gates_first_at_check"): ([], BOTH_TIMES),
     ("tickq.job_steps", "job_steps_name_check"): ([bounds.MAX_NAME], []),
@@ -157,6 +163,44 @@ def test_the_numbers_in_the_constraints_are_the_python_bounds(database_url: str)
         if got != ([float(n) for n in expected_numbers], expected_times):
             wrong.append(f"{key}: {definition} says {got}")
     assert wrong == []
+
+
+DEPTH_CHECKS = [key for key in CONSTRAINTS if key[1].endswith("_depth_check")]
+
+
+def test_the_depth_in_the_checks_is_the_python_bound(database_url: str) -> None:
+    # Each JSON column's jsonpath finds an array or object MAX_JSON_DEPTH levels below the
+    # top: the first one past the bound.
+    found = definitions(database_url)
+    path = (
+        f"'strict $.**{{{bounds.MAX_JSON_DEPTH}}}"
+        '?(@.type() == "array" || @.type() == "object")\'::jsonpath'
+    )
+    columns = {
+        "jobs_json_depth_check": ["payload", "progress", "result", "errors"],
+        "job_steps_result_depth_check": ["result"],
+        "job_signals_payload_depth_check": ["payload"],
+        "schedules_payload_depth_check": ["payload"],
+    }
+    for key in DEPTH_CHECKS:
+        definition = found[key]
+        assert definition.count(path) == len(columns[key[1]]), definition
+        assert [c for c in columns[key[1]] if f"jsonb_path_exists({c}, {path})" in definition] == (
+            columns[key[1]]
+        ), definition
+
+
+def nested(depth: int) -> str:
+    """JSON text of an object holding `depth` arrays and objects in all, one in another."""
+    return '{"a": ' + "[" * (depth - 1) + "1" + "]" * (depth - 1) + "}"
+
+
+def test_the_api_refuses_what_the_depth_checks_refuse() -> None:
+    validation.json_object(json.loads(nested(bounds.MAX_JSON_DEPTH)), "payload")
+    with pytest.raises(InvalidJob, match="nested too deeply"):
+        validation.json_object(json.loads(nested(bounds.MAX_JSON_DEPTH + 1)), "payload")
+    with pytest.raises(InvalidJob, match="nested too deeply"):
+        validation.json_value(json.loads(nested(bounds.MAX_JSON_DEPTH + 1)), "result")
 
 
 def test_the_number_parser_reads_each_kind_of_literal() -> None:
@@ -418,6 +462,27 @@ def _job_cases() -> list[Case]:
             [{"errors": "{}"}, {"errors": json.dumps([string_json(bounds.MAX_ERRORS_STORED)])}],
             [{"errors": full_error_history()}],
         ),
+        Case(
+            t,
+            "jobs_json_depth_check",
+            [{"payload": nested(bounds.MAX_JSON_DEPTH + 1)}],
+            [{"payload": nested(bounds.MAX_JSON_DEPTH)}],
+            app=True,
+        ),
+        Case(
+            t,
+            "jobs_json_depth_check",
+            [
+                {"progress": nested(bounds.MAX_JSON_DEPTH + 1)},
+                {"result": nested(bounds.MAX_JSON_DEPTH + 1)},
+                {"errors": "[" + nested(bounds.MAX_JSON_DEPTH + 1) + "]"},
+            ],
+            [
+                {"progress": nested(bounds.MAX_JSON_DEPTH)},
+                {"result": nested(bounds.MAX_JSON_DEPTH)},
+                {"errors": "[" + nested(bounds.MAX_JSON_DEPTH - 1) + "]"},
+            ],
+        ),
     ]
     for column in (
         "run_after",
@@ -457,6 +522,25 @@ def _side_cases() -> list[Case]:
             "job_steps_result_size_check",
             [{"result": string_json(bounds.MAX_STEP_RESULT_STORED)}],
             [{"result": api_step}],
+        ),
+        Case(
+            "tickq.job_steps",
+            "job_steps_result_depth_check",
+            [{"result": nested(bounds.MAX_JSON_DEPTH + 1)}],
+            [{"result": nested(bounds.MAX_JSON_DEPTH)}],
+        ),
+        Case(
+            "tickq.job_signals",
+            "job_signals_payload_depth_check",
+            [{"payload": nested(bounds.MAX_JSON_DEPTH + 1)}],
+            [{"payload": nested(bounds.MAX_JSON_DEPTH)}],
+            app=True,
+        ),
+        Case(
+            "tickq.schedules",
+            "schedules_payload_depth_check",
+            [{"payload": nested(bounds.MAX_JSON_DEPTH + 1)}],
+            [{"payload": nested(bounds.MAX_JSON_DEPTH)}],
         ),
         Case(
             "tickq.job_steps",
@@ -1137,3 +1221,89 @@ def test_the_migration_brings_rows_inside_the_bounds_before_adding_them(
         assert {j.id for j in page.jobs} == set(ids.values())
         assert [j.id for j in store.reclaim()] == [ids["b"]]
         assert store.get(ids["b"]).status == Status.RETRYING
+
+
+def test_migration_0035_brings_json_nested_too_deep_inside_the_depth_bound(
+    new_database: Callable[[], str],
+) -> None:
+    url = database_at(new_database, "0033")
+    deep = nested(1000)
+    ids = {name: uuid4() for name in "abcdef"}
+    with psycopg.connect(url, autocommit=True) as owner:
+        # a: a live payload no worker can read, a key, and a child waiting for it.
+        owner.execute(
+            "insert into tickq.jobs (id, type, payload, idempotency_key, has_children)"
+            " values (%s, 'bounds', %s, 'ka', true)",
+            (ids["a"], deep),
+        )
+        owner.execute(
+            "insert into tickq.jobs (id, type, status, pending_parents)"
+            " values (%s, 'bounds', 'waiting', 1)",
+            (ids["b"],),
+        )
+        owner.execute(
+            "insert into tickq.job_dependencies (child_id, parent_id, counted)"
+            " values (%s, %s, true)",
+            (ids["b"], ids["a"]),
+        )
+        # c: succeeded, its result, progress and error history too deep.
+        owner.execute(
+            "insert into tickq.jobs (id, type, status, result, progress, errors, finished_at)"
+            " values (%s, 'bounds', 'succeeded', %s, %s, %s, now())",
+            (ids["c"], deep, deep, "[" + deep + "]"),
+        )
+        # d and e: live, a step's result and a signal's payload too deep; f at the bound.
+        for name in "def":
+            owner.execute("insert into tickq.jobs (id, type) values (%s, 'bounds')", (ids[name],))
+        owner.execute(
+            "insert into tickq.job_steps (job_id, name, result, size, finished_at)"
+            " values (%s, 'deep', %s, 0, now())",
+            (ids["d"], deep),
+        )
+        owner.execute(
+            "insert into tickq.job_signals (job_id, name, payload, size, sent_at)"
+            " values (%s, 'deep', %s, 0, now())",
+            (ids["e"], deep),
+        )
+        at_bound = nested(bounds.MAX_JSON_DEPTH)
+        owner.execute("update tickq.jobs set payload = %s where id = %s", (at_bound, ids["f"]))
+        owner.execute(
+            "insert into tickq.schedules (name, cron, type, payload, next_at)"
+            " values ('deep', '* * * * *', 'bounds', %s, now())",
+            (deep,),
+        )
+
+        migrate(owner)
+
+        rows = owner.execute(
+            "select id, status, error, payload, result, progress, errors from tickq.jobs"
+        ).fetchall()
+        jobs = {row[0]: row[1:] for row in rows}
+        reason = "tickq: {} was nested deeper than the engine reads; removed by migration" + (
+            " 0035_no_row_stops_the_queue"
+        )
+        assert jobs[ids["a"]][:3] == ("dead", reason.format("its payload"), {})
+        assert jobs[ids["b"]][:2] == ("cancelled", f"parent {ids['a']} is dead")
+        status, _, _, result, progress, errors = jobs[ids["c"]]
+        assert (status, result, progress) == ("succeeded", None, None)
+        assert [e["error"] for e in errors] == [
+            "tickq: the error history was nested deeper than the engine reads; removed by"
+            " migration 0035_no_row_stops_the_queue"
+        ]
+        assert jobs[ids["d"]][:2] == ("dead", reason.format("a step's result"))
+        assert jobs[ids["e"]][:2] == ("dead", reason.format("a signal's payload"))
+        assert jobs[ids["f"]][:3] == ("queued", None, json.loads(at_bound))
+        assert owner.execute("select result from tickq.job_steps").fetchall() == [(None,)]
+        assert owner.execute("select payload from tickq.job_signals").fetchall() == [(None,)]
+        assert owner.execute("select enabled, payload from tickq.schedules").fetchall() == [
+            (False, {})
+        ]
+        assert owner.execute("select idempotency_key from tickq.job_keys").fetchall() == []
+        events = owner.execute(
+            "select job_id from tickq.outbox where detail_type = 'Job Dead'"
+        ).fetchall()
+        assert {e[0] for e in events} == {ids["a"], ids["d"], ids["e"]}
+
+        # The engine reads every row now.
+        store = PostgresStore(owner)
+        assert {j.id for j in store.list_jobs(limit=100).jobs} == set(ids.values())

@@ -75,10 +75,9 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 LEASE,
-                "    set status = 'running',\n        attempts = j.attempts + 1,\n",
-                "    set status = 'running',\n"
-                "        attempts = j.attempts"
-                " + case when j.status = 'retrying' then 0 else 1 end,\n",
+                "        attempts = least(j.attempts + 1, j.max_attempts),\n",
+                "        attempts = least(j.attempts"
+                " + case when j.status = 'retrying' then 0 else 1 end, j.max_attempts),\n",
             ),
         ),
         targeted=(f"{VARIANTS}::test_a_job_claimed_again_counts_an_attempt_and_gets_a_new_token",),
@@ -1750,6 +1749,89 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/integration/test_column_bounds.py::test_the_owner_is_held_to_every_bound",
             "tests/integration/test_column_bounds.py::"
             "test_a_value_that_compresses_well_is_measured_as_it_is[worker]",
+        ),
+    ),
+    Mutant(
+        "claim-counts-past-max-attempts",
+        "a claim counts an attempt past max_attempts on a job whose attempts are used up, which"
+        " jobs_attempts_check refuses: one such row fails the claim of every job beside it",
+        (
+            Edit(
+                LEASE,
+                "        attempts = least(j.attempts + 1, j.max_attempts),\n",
+                "        attempts = j.attempts + 1,\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_row_fuzz.py::"
+            "test_a_queued_job_with_its_attempts_used_up_does_not_stop_the_claim",
+        ),
+    ),
+    Mutant(
+        "error-history-past-its-bound",
+        "the error history drops no entry to make room for a new one: a history at"
+        " jobs_errors_check's bound fails the reclaim (or finish) of every job beside it",
+        (
+            Edit(
+                function("error_history"),
+                "    while pg_column_size(v_kept) > 1048576 loop\n"
+                "        v_kept := v_kept - 0;\n"
+                "    end loop;\n",
+                "",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_row_fuzz.py::"
+            "test_an_error_history_at_its_bound_does_not_stop_the_reclaim",
+        ),
+    ),
+    Mutant(
+        "jobs-json-nesting-unbounded",
+        "a job's JSON is not bounded in nesting by the table: plain SQL can write a payload"
+        " nested deeper than a worker's json module reads, and every claim that reads it fails",
+        (
+            Edit(
+                "queue_core/schema/tables.sql",
+                "    constraint jobs_json_depth_check check (\n",
+                "    constraint jobs_json_depth_check check (true or\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_row_fuzz.py::"
+            "test_a_payload_nested_past_the_bound_is_refused_and_one_at_it_runs",
+            "tests/integration/test_column_bounds.py::test_the_owner_is_held_to_every_bound",
+        ),
+    ),
+    Mutant(
+        "api-json-nesting-unbounded",
+        "the API's validation lets JSON nested past the tables' bound through: the enqueue"
+        " fails in the database instead of saying what is wrong",
+        (
+            Edit(
+                "queue_core/validation.py",
+                "> MAX_JSON_DEPTH and _too_deep(value):",
+                "> MAX_JSON_DEPTH and False:",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_column_bounds.py::"
+            "test_the_api_refuses_what_the_depth_checks_refuse",
+        ),
+    ),
+    Mutant(
+        "long-json-integer-unread",
+        "a JSON integer of more digits than Python reads from text fails the read of every"
+        " row beside it (the claim, the reclaim, a listing) instead of coming back as a Decimal",
+        (
+            Edit(
+                "queue_core/postgres/executor.py",
+                "        return json.loads(text, parse_int=_long_int)\n",
+                "        raise\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_row_fuzz.py::"
+            "test_a_payload_with_a_long_number_does_not_stop_the_claim",
         ),
     ),
 )

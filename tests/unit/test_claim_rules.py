@@ -18,7 +18,7 @@ SOURCES = sorted((ROOT / "sql").glob("*.sql")) + sorted((ROOT / "schema").rglob(
 # Each claim rule's text, as it reads in its one place.
 RULES = {
     "status": "set status = 'running',",
-    "attempt count": "attempts = j.attempts + 1,",
+    "attempt count": "attempts = least(j.attempts + 1, j.max_attempts),",
     "lease token": "encode(substr(sha256(uuid_send(p_seed) || uuid_send(p_id)), 1, 16)",
     "one seed per lease": "v_seed uuid := coalesce(p_seed, gen_random_uuid());",
     "lease_until": "lease_until = p_now + coalesce(j.lease_seconds, p_lease_seconds)",

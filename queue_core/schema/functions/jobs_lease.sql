@@ -30,7 +30,10 @@ begin
     return query
     update tickq.jobs j
     set status = 'running',
-        attempts = j.attempts + 1,
+        -- A job whose attempts are used up yet waits to run (only plain SQL leaves one so)
+        -- runs as its last attempt: counting one past max_attempts would break
+        -- jobs_attempts_check and fail the claim of every job beside it.
+        attempts = least(j.attempts + 1, j.max_attempts),
         lease_token = tickq.lease_token(v_seed, j.id),
         lease_until = p_now + coalesce(j.lease_seconds, p_lease_seconds) * interval '1 second',
         started_at = p_now,
