@@ -59,6 +59,7 @@ create function tickq.enqueue_bounds() returns jsonb
         'max_name', 128,                  -- type, queue, group: characters
         'max_key', 255,                   -- idempotency keys, debounce and throttle keys
         'max_payload_bytes', 262144,      -- a payload as JSON text
+        'max_json_depth', 64,             -- arrays and objects nested in a JSON value
         'max_attempts', 1000,
         'max_priority', 2147483647,       -- a priority is a 32-bit integer, either sign
         'max_lease_seconds', 43200,
@@ -258,6 +259,13 @@ begin
     if octet_length(v_payload::text) > (b ->> 'max_payload_bytes')::integer then
         raise exception 'tickq: %payload is % bytes, over the limit of %', v_where,
             octet_length(v_payload::text), b ->> 'max_payload_bytes'
+            using errcode = 'invalid_parameter_value',
+                  column = coalesce(p_names ->> ('payload'), 'payload');
+    end if;
+    if jsonb_path_exists(
+           v_payload, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")') then
+        raise exception 'tickq: %payload is nested too deeply (more than % arrays and objects)',
+            v_where, b ->> 'max_json_depth'
             using errcode = 'invalid_parameter_value',
                   column = coalesce(p_names ->> ('payload'), 'payload');
     end if;
@@ -1054,6 +1062,12 @@ begin
     if v_size > (b ->> 'max_signal_bytes')::integer then
         raise exception 'tickq: signal payload is % bytes, over the limit of %', v_size,
             b ->> 'max_signal_bytes'
+            using errcode = 'invalid_parameter_value', column = 'payload';
+    end if;
+    if jsonb_path_exists(
+           v_body, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")') then
+        raise exception 'tickq: signal payload is nested too deeply (more than % arrays and '
+                        'objects)', b ->> 'max_json_depth'
             using errcode = 'invalid_parameter_value', column = 'payload';
     end if;
     if not exists (select from tickq.jobs j

@@ -9,6 +9,7 @@ create function tickq.enqueue_bounds() returns jsonb
         'max_name', 128,                  -- type, queue, group: characters
         'max_key', 255,                   -- idempotency keys, debounce and throttle keys
         'max_payload_bytes', 262144,      -- a payload as JSON text
+        'max_json_depth', 64,             -- arrays and objects nested in a JSON value
         'max_attempts', 1000,
         'max_priority', 2147483647,       -- a priority is a 32-bit integer, either sign
         'max_lease_seconds', 43200,

@@ -118,6 +118,13 @@ begin
             using errcode = 'invalid_parameter_value',
                   column = coalesce(p_names ->> ('payload'), 'payload');
     end if;
+    if jsonb_path_exists(
+           v_payload, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")') then
+        raise exception 'tickq: %payload is nested too deeply (more than % arrays and objects)',
+            v_where, b ->> 'max_json_depth'
+            using errcode = 'invalid_parameter_value',
+                  column = coalesce(p_names ->> ('payload'), 'payload');
+    end if;
     v_value := p_job -> 'idempotency_key';
     if v_value is not null and jsonb_typeof(v_value) <> 'null' then
         if jsonb_typeof(v_value) <> 'string'

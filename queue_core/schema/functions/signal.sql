@@ -27,6 +27,12 @@ begin
             b ->> 'max_signal_bytes'
             using errcode = 'invalid_parameter_value', column = 'payload';
     end if;
+    if jsonb_path_exists(
+           v_body, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")') then
+        raise exception 'tickq: signal payload is nested too deeply (more than % arrays and '
+                        'objects)', b ->> 'max_json_depth'
+            using errcode = 'invalid_parameter_value', column = 'payload';
+    end if;
     if not exists (select from tickq.jobs j
                    where j.id = signal.job_id and j.user_id = v_owner) then
         raise exception 'tickq: job % not found', signal.job_id
