@@ -41,7 +41,8 @@ def enqueue_job() -> Response:
         if request.idempotency_key not in (None, header_key):
             raise BadRequest("the Idempotency-Key header and idempotency_key in the body differ")
         request = request.model_copy(update={"idempotency_key": header_key})
-    spec = _for_outside_caller(request.spec(tasks(), user_id=owner))
+    catalog = store(user_id=owner).task_catalog()
+    spec = _for_outside_caller(request.spec(tasks(), user_id=owner, catalog=catalog))
     parents = dependencies.parents(request.after)
     if parents:  # row-level security makes another user's job "not found"
         result = store(user_id=owner).enqueue_after(JobBatch.of([spec]), [parents])[0]

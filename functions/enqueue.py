@@ -59,9 +59,10 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         specs: list[JobSpec] = []
         after: list[tuple[dependencies.ParentRef, ...]] = []
         registry = tasks()
+        catalog = store().task_catalog()
         for index, request in enumerate(requests):
             parsed = parse(TrustedEnqueueRequest, request, f"jobs[{index}]" if batch else "event")
-            specs.append(parsed.spec(registry))
+            specs.append(parsed.spec(registry, catalog=catalog))
             after.append(dependencies.graph_parents(parsed.after, position=index))
         index = None
         if any(after):  # a graph: "after" names job ids or earlier positions of this event

@@ -8,6 +8,8 @@ resource that never answers holds the stack for an hour.
 Environment:
   TICKQ_DATABASE_URL or TICKQ_DB_SECRET_ARN   a login that owns the schema and may create
                                               roles (the database's admin secret)
+  TICKQ_TASK_MODULES                          handler modules whose task settings to publish
+                                              to the task catalogue (optional)
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from queue_core import catalog
 from queue_core.migrate import migrate
 
 from . import db
 from .observability import logger
+from .runtime import tasks
 
 PHYSICAL_ID = "tickq-schema"
 RESPONSE_TIMEOUT = 10
@@ -42,6 +46,11 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
             applied = migrate(db.connection())
             data = {"Applied": ",".join(applied) or "none"}
             logger.info("migrations applied", extra={"applied": applied})
+            # The deploy's task settings, when the function names the handler modules:
+            # enqueuers without them get the tasks' own settings from the first job on.
+            published = catalog.publish(db.connection(), tasks())
+            if published:
+                data["Tasks"] = ",".join(published)
     except Exception as exc:  # any failure must still reach CloudFormation
         db.discard()
         logger.exception("migration failed")

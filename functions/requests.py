@@ -49,11 +49,20 @@ class EnqueueRequest(BaseModel):
     debounce: dict[str, Any] | None = None
     throttle: dict[str, Any] | None = None
 
-    def spec(self, registry: Registry, *, user_id: UUID | None = None) -> JobSpec:
+    def spec(
+        self,
+        registry: Registry,
+        *,
+        user_id: UUID | None = None,
+        catalog: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> JobSpec:
+        """The request as a spec; `catalog`: the task catalogue's defaults by type, for
+        types this deployment has no module of."""
         run_after: datetime | None = self.run_after
         return registry.spec(
             self.type,
             self.payload,
+            catalog=catalog,
             queue=self.queue,
             user_id=user_id,
             idempotency_key=self.idempotency_key,
@@ -82,8 +91,14 @@ class TrustedEnqueueRequest(EnqueueRequest):
     # In a batch, a parent may also be the position of an earlier job of the same event.
     after: list[UUID | StrictInt] | None = Field(default=None, max_length=MAX_PARENTS)  # type: ignore[assignment]
 
-    def spec(self, registry: Registry, *, user_id: UUID | None = None) -> JobSpec:
-        return super().spec(registry, user_id=user_id or self.user_id)
+    def spec(
+        self,
+        registry: Registry,
+        *,
+        user_id: UUID | None = None,
+        catalog: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> JobSpec:
+        return super().spec(registry, user_id=user_id or self.user_id, catalog=catalog)
 
     def _group(self, user_id: UUID | None) -> str | None:
         return self.group

@@ -24,8 +24,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from queue_core import ConfigurationError, InvalidJob, Registry, Runner, TickReport
+from queue_core import ConfigurationError, InvalidJob, Registry, Runner, TickReport, catalog
 from queue_core.config import env_int
+from queue_core.errors import DatabaseError
 from queue_core.postgres.transactional import HandlerConnections
 from queue_core.validation import integer, name
 
@@ -50,6 +51,23 @@ class TickRequest:
     max_batches: int | None = None
 
 
+# Whether this container has published its registry's task settings (queue_core.catalog):
+# once, on its first tick, so a deploy's settings reach every enqueuer.
+_published: list[bool] = []
+
+
+def _publish_once(registry: Registry) -> None:
+    if _published:
+        return
+    try:
+        catalog.publish(db.connection(), registry)
+    except DatabaseError as exc:  # the tick runs all the same; the next container tries again
+        db.discard()
+        logger.warning("task settings not published", extra={"error": str(exc)})
+        return
+    _published.append(True)
+
+
 @logger.inject_lambda_context(clear_state=True)
 @log_metrics
 @tracer.capture_lambda_handler
@@ -64,6 +82,7 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     max_fanout = env_int("TICKQ_MAX_FANOUT", 0, 0, MAX_FANOUT_HOPS)
     registry = tasks()
     check_leases(config.lease_seconds, registry, context.get_remaining_time_in_millis(), margin_ms)
+    _publish_once(registry)
     runner = Runner(
         store(),
         registry,

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from queue_core import dependencies
+from queue_core import catalog, dependencies
 from queue_core import migrate as migrations
 from queue_core.batch import JobBatch
 from queue_core.config import Settings
@@ -149,10 +150,14 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         "debounce": args.debounce,
         "throttle": args.throttle,
     }
-    specs = [reg.spec(args.type, payload, **options) for _ in range(args.count)]
     parents = dependencies.parents(args.after)
     with database() as conn:
         store = PostgresStore(conn)
+        # The task catalogue fills what neither the request nor a loaded module sets.
+        catalogued = store.task_catalog()
+        specs = [
+            reg.spec(args.type, payload, catalog=catalogued, **options) for _ in range(args.count)
+        ]
         if parents:
             results = store.enqueue_after(JobBatch.of(specs), [parents] * len(specs))
         else:
@@ -200,6 +205,58 @@ def _worker_registry(command: str, modules: Sequence[str] | None) -> Registry:
     return load_registry(modules)
 
 
+def _publish_tasks(conn: psycopg.Connection[Any], reg: Registry) -> None:
+    """Publish the registry's task settings to the catalogue as a worker starts (a worker
+    that cannot goes on, and says so)."""
+    try:
+        catalog.publish(conn, reg)
+    except DatabaseError as exc:
+        err.print(f"tickq: task settings not published to the catalogue: {exc}")
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    with database() as conn:
+        if args.action == "sync":
+            reg = load_registry(args.tasks)
+            if not reg.tasks:
+                raise UsageError(
+                    "tickq tasks sync: no handler modules named (--tasks MODULE or "
+                    "TICKQ_TASK_MODULES)"
+                )
+            published = catalog.publish(conn, reg)
+            version = catalog.code_version(reg)
+            emit(
+                args,
+                {"published": published, "code_version": version},
+                lambda: out.print(
+                    f"published {len(published)} task(s) ({version}): " + ", ".join(published)
+                ),
+            )
+            return 0
+        rows = catalog.entries(conn)
+    emit(args, rows, lambda: out.print(_tasks_table(rows)))
+    return 0
+
+
+def _tasks_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title="task catalogue")
+    for column in ("type", "queue", "attempts", "lease", "backoff", "code version", "published"):
+        table.add_column(column)
+    for row in rows:
+        defaults = row["defaults"]
+        backoff = defaults.get("backoff")
+        table.add_row(
+            row["type"],
+            str(defaults.get("queue", "default")),
+            str(defaults.get("max_attempts", "")),
+            str(defaults.get("lease_seconds", "")),
+            "" if not backoff else json.dumps(backoff, separators=(",", ":")),
+            row["code_version"] or "",
+            str(row["published_at"]),
+        )
+    return table
+
+
 def cmd_tick(args: argparse.Namespace) -> int:
     reg = _worker_registry("tick", args.tasks)
     # --max-seconds plays a Lambda's timeout: no claims after it, and steps that would not
@@ -207,6 +264,7 @@ def cmd_tick(args: argparse.Namespace) -> int:
     ends = None if args.max_seconds is None else time.monotonic() + args.max_seconds
     time_left = None if ends is None else (lambda: ends - time.monotonic())
     with database() as conn, _runner(args, PostgresStore(conn), reg, time_left) as runner:
+        _publish_tasks(conn, reg)
         report = runner.tick(
             max_batches=args.max_batches,
             should_continue=(lambda: True) if time_left is None else (lambda: time_left() > 0),
@@ -230,6 +288,8 @@ def cmd_work(args: argparse.Namespace) -> int:
             return PostgresStore(open_connection(url, settings))
 
         runner = _runner(args, connect_store(), reg)
+        with open_connection(url, settings) as publishing:
+            _publish_tasks(publishing, reg)
         status = WorkStatus()
 
         def until() -> None:
@@ -816,6 +876,16 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--batch-size", type=positive, help="jobs claimed per round trip")
         p.add_argument("--concurrency", type=positive, help="handlers run at once")
         p.add_argument("--lease-seconds", type=positive, help="lease for jobs without one")
+
+    p = command(
+        "tasks",
+        cmd_tasks,
+        "the task catalogue: each type's settings as the workers' code declares them",
+        "  tickq tasks                                 list the catalogue\n"
+        "  tickq tasks sync --tasks myapp.tasks        publish the modules' tasks (a deploy step)",
+    )
+    p.add_argument("action", nargs="?", choices=["list", "sync"], default="list")
+    p.add_argument("--tasks", nargs="*", help="handler modules (else TICKQ_TASK_MODULES)")
 
     command(
         "migrate",

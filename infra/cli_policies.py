@@ -12,8 +12,10 @@ from typing import Any
 
 from rich.table import Table
 
+from queue_core import catalog
 from queue_core import limits as limits_
 from queue_core import retention as retention_
+from queue_core.postgres import PostgresStore
 from queue_core.schedules import Missed, Schedules
 
 from .cli_common import (
@@ -61,7 +63,10 @@ def cmd_schedules(args: argparse.Namespace) -> int:
             )
             return 1 if report.failed else 0
         if args.action == "add":
-            known = load_registry(args.tasks).names() if args.tasks else None
+            # The known types: the named modules' and the task catalogue's; a catalogue
+            # that knows any type refuses a misspelt one, as an enqueue does.
+            named = set(load_registry(args.tasks).names()) if args.tasks else set()
+            known = named | set(PostgresStore(conn).task_catalog())
             changed = schedules.add(
                 args.name,
                 args.cron,
@@ -75,7 +80,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
                 missed=args.missed,
                 enabled=not args.disabled,
                 replace=args.replace,
-                known_types=known,
+                known_types=known if known and not catalog.accepts_unknown_types() else None,
             )
         elif args.action in ("enable", "disable"):
             changed = getattr(schedules, args.action)(args.name)

@@ -146,8 +146,7 @@ def write_app(directory: Path, *, requirement: str | None = None, force: bool = 
         for name in stale:
             (directory / name).unlink()
         (directory / MANIFEST).write_text(
-            json.dumps({"tickq": metadata.version("tickq"), "files": manifest}, indent=2)
-            + "\n",
+            json.dumps({"tickq": metadata.version("tickq"), "files": manifest}, indent=2) + "\n",
             encoding="utf-8",
         )
     except OSError as exc:

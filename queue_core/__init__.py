@@ -109,11 +109,12 @@ def enqueue(
     """Enqueue one job on the caller's connection; inside the caller's transaction it commits
     or rolls back with the caller's own writes. With `after` (job ids) it waits for those
     jobs to succeed, and is cancelled if one of them ends dead or cancelled."""
-    spec = (using or registry).spec(type, payload, **options)
+    store = _store(conn)
+    spec = (using or registry).spec(type, payload, catalog=store.task_catalog(), **options)
     parents = dependencies.parents(after)
     if not parents:
-        return _store(conn).enqueue(spec, now=now)
-    return _store(conn).enqueue_after(JobBatch.of([spec]), [parents], now=now)[0]
+        return store.enqueue(spec, now=now)
+    return store.enqueue_after(JobBatch.of([spec]), [parents], now=now)[0]
 
 
 def enqueue_many(
@@ -130,13 +131,17 @@ def enqueue_many(
     """
     requests = list(requests)
     if not any(isinstance(r, Mapping) and "after" in r for r in requests):
-        return _store(conn).enqueue_batch((using or registry).batch(requests), now=now)
+        store = _store(conn)
+        batch = (using or registry).batch(requests, catalog=store.task_catalog())
+        return store.enqueue_batch(batch, now=now)
     after = [
         dependencies.graph_parents(r.get("after"), position=i, field=f"jobs[{i}].after")
         for i, r in enumerate(requests)
     ]
-    batch = (using or registry).batch([_without_after(r) for r in requests])
-    return _store(conn).enqueue_after(batch, after, now=now)
+    store = _store(conn)
+    requested = [_without_after(r) for r in requests]
+    batch = (using or registry).batch(requested, catalog=store.task_catalog())
+    return store.enqueue_after(batch, after, now=now)
 
 
 def _without_after(request: Mapping[str, Any]) -> dict[str, Any]:

@@ -70,6 +70,10 @@ class MemoryStore(DerivedOperations):
         self.calls: list[str] = []  # the operations run, in order, for tests of callers
         self.batch_ids: dict[UUID, UUID] = {}  # job -> the batch handler call it was in
 
+    def task_catalog(self) -> dict[str, dict[str, Any]]:
+        """No catalogue: the model's enqueues name their settings."""
+        return {}
+
     def close(self) -> None:
         """Nothing to release: the jobs live as long as the object."""
 

@@ -146,6 +146,11 @@ class Store(LeaseKeeper, Protocol):
         two threads' operations overlap on this store."""
         ...
 
+    def task_catalog(self) -> dict[str, dict[str, Any]]:
+        """The task catalogue's defaults by type (queue_core.catalog), for enqueues by a
+        process without the handler's module."""
+        ...
+
     def close(self) -> None:
         """Release the session (the connection, for PostgreSQL)."""
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from . import validation
 from .backoff import Backoff
 from .batch import JobBatch
+from .catalog import accepts_unknown_types
 from .errors import ConfigurationError
 from .events import event_statuses
 from .jobs import JobSpec, Status
@@ -134,13 +135,25 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self.tasks)
 
-    def spec(self, type: Any, payload: Any = None, **options: Any) -> JobSpec:
-        """Validate a request, filling what it leaves out from the task's defaults.
+    def spec(
+        self,
+        type: Any,
+        payload: Any = None,
+        *,
+        catalog: Mapping[str, Mapping[str, Any]] | None = None,
+        **options: Any,
+    ) -> JobSpec:
+        """Validate a request, filling what it leaves out from the task's defaults: the
+        registered task's, else the task catalogue's (`catalog`, type -> defaults as
+        queue_core.catalog publishes them), for a process without the handler's module.
 
-        When handlers are registered, an unknown type is refused; a registry with none (an
-        enqueue-only service) accepts any well-formed type.
+        The known types are the registered and the catalogued ones: an unknown type is
+        refused once there are any (unless TICKQ_ACCEPT_UNKNOWN_TYPES is on); a registry
+        with none and an empty catalogue (an enqueue-only service) accepts any well-formed
+        type.
         """
         task = self.tasks.get(type) if isinstance(type, str) else None
+        defaults: Mapping[str, Any] = {}
         if task is not None:
             defaults = {
                 "queue": task.queue,
@@ -149,13 +162,29 @@ class Registry:
                 "priority": task.priority,
                 "backoff_policy": task.backoff,
             }
-            for key, value in defaults.items():
-                if options.get(key) is None:
-                    options[key] = value
-        known = self.tasks if self.tasks else None
+        elif catalog and isinstance(type, str) and type in catalog:
+            published = catalog[type]
+            defaults = {
+                "queue": published.get("queue"),
+                "max_attempts": published.get("max_attempts"),
+                "lease_seconds": published.get("lease_seconds"),
+                "priority": published.get("priority"),
+                "backoff_policy": published.get("backoff"),
+            }
+        for key, value in defaults.items():
+            if options.get(key) is None:
+                options[key] = value
+        known: Collection[str] | None = None
+        if (self.tasks or catalog) and not accepts_unknown_types():
+            known = set(self.tasks) | set(catalog or ())
         return validation.job_spec(type, payload, known_types=known, **options)
 
-    def batch(self, requests: Iterable[Mapping[str, Any]]) -> JobBatch:
+    def batch(
+        self,
+        requests: Iterable[Mapping[str, Any]],
+        *,
+        catalog: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> JobBatch:
         """Validate many requests (dicts of spec's arguments) as `spec` would one by one:
         the same verdicts, with the same messages.
 
@@ -170,14 +199,14 @@ class Registry:
         for request in requests:
             type_ = request.get("type") if type(request) is dict else None
             if type(type_) is not str or not request.keys() <= _PLAIN_REQUEST:
-                spec = self.spec(**dict(request))
+                spec = self.spec(**dict(request), catalog=catalog)
                 bases.append(spec)
                 payloads.append(spec.payload_json)
                 keys.append(spec.idempotency_key)
                 continue
             base = typed.get(type_)
             if base is None:
-                base = typed[type_] = self.spec(type_)
+                base = typed[type_] = self.spec(type_, catalog=catalog)
             bases.append(base)
             payload = request.get("payload")
             payloads.append(

@@ -4,6 +4,7 @@ reads them."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from ..ports import LimitsConfigured
 from .executor import Executor
@@ -28,4 +29,21 @@ class LimitsProbe:
             self._db.note_may_write(may_write)
             configured = LimitsConfigured(bool(types), bool(queues), bool(per_group))
             self._seen = (checked, configured)
+        return self._seen[1]
+
+
+class CatalogProbe:
+    """The task catalogue's defaults by type (queue_core.catalog), re-read every
+    LIMITS_TTL_SECONDS: a deploy's publication reaches running enqueuers within that time,
+    and an enqueue pays no read for it in between."""
+
+    def __init__(self, db: Executor) -> None:
+        self._db = db
+        self._seen: tuple[float, dict[str, dict[str, Any]]] | None = None
+
+    def current(self) -> dict[str, dict[str, Any]]:
+        checked = time.monotonic()
+        if self._seen is None or checked - self._seen[0] >= LIMITS_TTL_SECONDS:
+            rows = self._db.rows("task_catalog_defaults", {})
+            self._seen = (checked, {type_: dict(defaults) for type_, defaults in rows})
         return self._seen[1]

@@ -24,7 +24,7 @@ from .claim import Claims
 from .enqueue import Enqueues
 from .executor import Executor
 from .leases import Leases
-from .probes import LimitsProbe
+from .probes import CatalogProbe, LimitsProbe
 from .reads import Reads
 from .steps import StepStore
 from .transactional import Handling
@@ -52,6 +52,7 @@ class PostgresStore(Enqueues, Claims, Leases, Reads, Handling, DerivedOperations
         outside caller's request must not hold the database for long); None: the session's."""
         self._db = Executor(conn, user_id=user_id, statement_timeout_ms=statement_timeout_ms)
         self._limits = LimitsProbe(self._db)
+        self._catalog = CatalogProbe(self._db)
         self._fair = FairState(groups_ttl_seconds, rand)
         self.paused = PausedQueues()
 
@@ -74,6 +75,12 @@ class PostgresStore(Enqueues, Claims, Leases, Reads, Handling, DerivedOperations
     def steps(self) -> StepStore:
         """This store's durable-step operations (a view of the store, made on each use)."""
         return StepStore(self)
+
+    def task_catalog(self) -> dict[str, dict[str, Any]]:
+        """The task catalogue's defaults by type (queue_core.catalog), cached a few seconds:
+        what `Registry.spec(..., catalog=...)` fills a request from when this process does
+        not have the handler's module."""
+        return self._catalog.current()
 
     def limits_configured(self) -> LimitsConfigured:
         """Whether any type or queue limit or cap per group exists, re-read every

@@ -201,6 +201,11 @@ grant select, insert, delete on tickq.queue_depth_samples to tickq_worker;
 grant select on tickq.type_limits, tickq.queue_limits, tickq.queue_group_limits to tickq_app;
 grant select (queue) on tickq.queue_pauses to tickq_app;
 
+-- The task catalogue: workers publish and read it; applications read it (the settings of
+-- the types they may enqueue are no secret, and their enqueues apply them).
+grant select, insert, update, delete on tickq.task_catalog to tickq_worker;
+grant select on tickq.task_catalog to tickq_app;
+
 -- Functions that only their triggers, maintenance or the migrator call: nobody else.
 revoke all on function tickq.job_keys_free(), tickq.job_keys_take(),
     tickq.job_keys_truncate(), tickq.jobs_forget(), tickq.jobs_forget_all(),

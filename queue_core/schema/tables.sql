@@ -449,6 +449,32 @@ create table tickq.job_settlements (
 -- ones, however many.
 create index job_settlements_created_idx on tickq.job_settlements (created_at, parent_id);
 
+-- The task catalogue (queue_core/catalog.py): each job type's settings as the workers'
+-- code declares them, published by every worker and tick when it starts and by `tickq tasks
+-- sync` (a deploy step), so an enqueue by a process without the handler's module (a web
+-- process, the CLI, SQL, another language) gets the task's own settings for what it leaves
+-- out. `defaults` holds them in the shape of an enqueue request (queue, max_attempts,
+-- lease_seconds, priority, backoff); `settings` the rest, as they come (events, a step's
+-- time, a batch size...). Once it knows any type, an enqueue of a type it does not know is
+-- refused (tickq.enqueue_job), unless the setting tickq.accept_unknown_types is on.
+create table tickq.task_catalog (
+    type         text primary key,
+    defaults     jsonb not null default '{}',
+    settings     jsonb not null default '{}',
+    code_version text,
+    published_at timestamptz not null default now(),
+    constraint task_catalog_type_check check (
+        char_length(type) between 1 and 128
+        and type collate "C" ~ '^[A-Za-z0-9][A-Za-z0-9_.:/-]*$'),
+    constraint task_catalog_defaults_check check (
+        jsonb_typeof(defaults) = 'object' and octet_length(defaults::text) <= 4096),
+    constraint task_catalog_settings_check check (
+        jsonb_typeof(settings) = 'object' and octet_length(settings::text) <= 16384),
+    constraint task_catalog_code_version_check check (char_length(code_version) <= 200),
+    constraint task_catalog_published_at_check check (
+        published_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00')
+);
+
 -- Cron schedules: each row enqueues one job per due occurrence of its expression.
 create table tickq.schedules (
     name         text primary key,

@@ -1146,3 +1146,27 @@ order by d.name;
 -- and status (nothing when a parent in it is still needed by an unfinished child).
 select p.queue, p.type, p.status, p.n
 from tickq.jobs_partition_drop(%(name)s) p;
+
+-- The task catalogue (queue_core/catalog.py)
+
+-- name: task_catalog_publish
+-- Publish a registry's tasks: each type's defaults and settings, with the code version
+-- that declared them, replacing what an earlier publication said of the same types.
+insert into tickq.task_catalog as c (type, defaults, settings, code_version, published_at)
+select t.type, t.defaults, t.settings, %(code_version)s, now()
+from unnest(%(types)s::text[], %(defaults)s::jsonb[], %(settings)s::jsonb[])
+    as t (type, defaults, settings)
+on conflict (type) do update
+    set defaults = excluded.defaults, settings = excluded.settings,
+        code_version = excluded.code_version, published_at = excluded.published_at
+returning c.type;
+
+-- name: task_catalog_defaults
+-- Every catalogued type's defaults, for enqueues by processes without the handler's module.
+select type, defaults from tickq.task_catalog;
+
+-- name: task_catalog_list
+-- The catalogue as `tickq tasks` lists it.
+select type, defaults, settings, code_version, published_at
+from tickq.task_catalog
+order by type;

@@ -19,13 +19,16 @@
 --   the queue's depth limit is checked (tickq.queue_admit), as the Python store does for a
 --   worker's enqueue. An application role without a user is SQLSTATE 42501.
 --
+-- What the call leaves out (null) comes from the task catalogue (tickq.task_catalog), then
+-- from the defaults: queue 'default', priority 0, max_attempts 3.
+--
 -- Security invoker: a caller without a user enqueues with its own rights.
 create function tickq.enqueue(
     type text,
     payload jsonb default '{}',
-    queue text default 'default',
+    queue text default null,
     idempotency_key text default null,
-    priority integer default 0,
+    priority integer default null,
     run_after timestamptz default null,
     max_attempts integer default null,
     group_key text default null,

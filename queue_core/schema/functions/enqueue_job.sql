@@ -65,6 +65,7 @@ declare
     v_now       timestamptz := now();
     v_parents   record;
     v_pending   integer := 0;
+    v_defaults  jsonb;
 begin
     if jsonb_typeof(p_job) is distinct from 'object' then
         raise exception 'tickq: %a job request must be a JSON object, got %', v_where,
@@ -86,6 +87,15 @@ begin
             using errcode = 'invalid_parameter_value',
                   column = split_part(v_field, ', ', 1);
     end if;
+    -- The task's settings (tickq.task_catalog) for what the request leaves out, checked
+    -- below as the request's own. Once the catalogue knows any type, a type it does not
+    -- know is refused (after the names), unless the setting tickq.accept_unknown_types is
+    -- on: a deployment that enqueues types no worker publishes.
+    select c.defaults into v_defaults from tickq.task_catalog c where c.type = p_job ->> 'type';
+    if v_defaults is not null then
+        p_job := v_defaults || (select coalesce(jsonb_object_agg(e.key, e.value), '{}')
+                                from jsonb_each(p_job) e where jsonb_typeof(e.value) <> 'null');
+    end if;
     -- Names: the type, the queue and the group.
     foreach v_field in array array['type', 'queue', 'group'] loop
         v_value := p_job -> v_field;
@@ -100,6 +110,15 @@ begin
                       column = coalesce(p_names ->> (v_field), v_field);
         end if;
     end loop;
+    if v_defaults is null and exists (select from tickq.task_catalog)
+       and coalesce(current_setting('tickq.accept_unknown_types', true), '') <> 'on' then
+        raise exception 'tickq: %type % is not in the task catalogue (known: %)', v_where,
+            quote_literal(p_job ->> 'type'),
+            (select string_agg(k.type, ', ' order by k.type)
+             from (select c.type from tickq.task_catalog c order by c.type limit 30) k)
+            using errcode = 'invalid_parameter_value',
+                  column = coalesce(p_names ->> ('type'), 'type');
+    end if;
     v_type := p_job ->> 'type';
     v_queue := coalesce(p_job ->> 'queue', v_queue);
     v_value := p_job -> 'payload';
