@@ -1536,6 +1536,33 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "sql-enqueue-ignores-the-catalogue",
+        "a SQL enqueue takes the table's defaults, not the task's published settings",
+        (
+            Edit(
+                "queue_core/schema/functions/enqueue_job.sql",
+                "    if v_defaults is not null then\n        p_job := v_defaults ||",
+                "    if false then\n        p_job := v_defaults ||",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_task_catalog.py::"
+            "test_sql_enqueue_gets_the_tasks_settings_as_a_worker_and_as_an_application",
+        ),
+    ),
+    Mutant(
+        "python-enqueue-ignores-the-catalogue",
+        "a Python enqueue without the handler's module takes the library's defaults",
+        (
+            Edit(
+                "queue_core/registry.py",
+                "        elif catalog and isinstance(type, str) and type in catalog:\n",
+                "        elif False:\n",
+            ),
+        ),
+        targeted=("tests/integration/test_task_catalog.py::test_python_without_the_module_gets_the_tasks_settings",),
+    ),
+    Mutant(
         "job-ids-not-taken",
         "an inserted job's id is not taken in tickq.job_ids: a new job may share another's id",
         (
