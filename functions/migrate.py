@@ -21,8 +21,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from queue_core import catalog
 from queue_core.migrate import migrate
+from queue_core.postgres import catalog
 
 from . import db
 from .observability import logger

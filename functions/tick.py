@@ -24,9 +24,10 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from queue_core import ConfigurationError, InvalidJob, Registry, Runner, TickReport, catalog
+from queue_core import ConfigurationError, InvalidJob, Registry, Runner, TickReport
 from queue_core.config import env_int
 from queue_core.errors import DatabaseError
+from queue_core.postgres import catalog
 from queue_core.postgres.transactional import HandlerConnections
 from queue_core.validation import integer, name
 

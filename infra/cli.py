@@ -37,6 +37,7 @@ from queue_core.fairness import GroupStats
 from queue_core.jobs import TERMINAL, Job, Status
 from queue_core.ports import StatsRow, Store
 from queue_core.postgres import PostgresStore, StepStore
+from queue_core.postgres import catalog as task_catalog
 from queue_core.registry import Registry
 from queue_core.tick import Runner, TickReport
 from queue_core.transitions import compensating
@@ -209,7 +210,7 @@ def _publish_tasks(conn: psycopg.Connection[Any], reg: Registry) -> None:
     """Publish the registry's task settings to the catalogue as a worker starts (a worker
     that cannot goes on, and says so)."""
     try:
-        catalog.publish(conn, reg)
+        task_catalog.publish(conn, reg)
     except DatabaseError as exc:
         err.print(f"tickq: task settings not published to the catalogue: {exc}")
 
@@ -223,7 +224,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
                     "tickq tasks sync: no handler modules named (--tasks MODULE or "
                     "TICKQ_TASK_MODULES)"
                 )
-            published = catalog.publish(conn, reg)
+            published = task_catalog.publish(conn, reg)
             version = catalog.code_version(reg)
             emit(
                 args,
@@ -233,7 +234,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
                 ),
             )
             return 0
-        rows = catalog.entries(conn)
+        rows = task_catalog.entries(conn)
     emit(args, rows, lambda: out.print(_tasks_table(rows)))
     return 0
 

@@ -3,7 +3,9 @@ database, so a process that enqueues without the handler's module (a web process
 SQL, another language) gets the task's own settings for what it leaves out.
 
 Every worker and tick publishes its registry when it starts, and `tickq tasks sync --tasks
-MODULES` does it from a deploy step. Enqueues read the catalogue: the Python ones through
+MODULES` does it from a deploy step (queue_core/postgres/catalog.py writes and reads the
+table; this module is the pure part: what a task publishes, and the code version).
+Enqueues read the catalogue: the Python ones through
 `Registry.spec(..., catalog=...)` (the store's cached copy, `PostgresStore.task_catalog`),
 the SQL ones in tickq.enqueue_job. Once the catalogue knows any type, a type it does not
 know is refused, unless TICKQ_ACCEPT_UNKNOWN_TYPES (Python) or the setting
@@ -14,15 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import psycopg
-
-    from .registry import Registry, Task
+from typing import Any
 
 # Types a deployment may enqueue though no worker published them.
 ACCEPT_UNKNOWN_ENV = "TICKQ_ACCEPT_UNKNOWN_TYPES"
@@ -33,7 +29,7 @@ def accepts_unknown_types(env: Mapping[str, str] | None = None) -> bool:
     return value.strip().lower() in ("1", "on", "true", "yes")
 
 
-def defaults_of(task: Task) -> dict[str, Any]:
+def defaults_of(task: Any) -> dict[str, Any]:
     """A task's defaults in the shape of an enqueue request (what tickq.enqueue_job merges
     under a request): only those the task sets."""
     defaults: dict[str, Any] = {
@@ -53,7 +49,7 @@ def defaults_of(task: Task) -> dict[str, Any]:
     return {key: value for key, value in defaults.items() if value is not None}
 
 
-def settings_of(task: Task) -> dict[str, Any]:
+def settings_of(task: Any) -> dict[str, Any]:
     """The rest of a task's settings, as `tickq tasks` shows them."""
     settings: dict[str, Any] = {
         "handler": f"{task.fn.__module__}.{getattr(task.fn, '__qualname__', task.fn)}",
@@ -66,7 +62,7 @@ def settings_of(task: Task) -> dict[str, Any]:
     return {key: value for key, value in settings.items() if value not in (None, False, [])}
 
 
-def code_version(registry: Registry, env: Mapping[str, str] | None = None) -> str:
+def code_version(registry: Any, env: Mapping[str, str] | None = None) -> str:
     """The version of the code that declared the tasks: TICKQ_CODE_VERSION, else the Lambda
     function's published version, else a hash of the task modules' source."""
     env = os.environ if env is None else env
@@ -87,31 +83,8 @@ def code_version(registry: Registry, env: Mapping[str, str] | None = None) -> st
     return "source:" + digest.hexdigest()[:12]
 
 
-def _source_file(task: Task) -> str | None:
+def _source_file(task: Any) -> str | None:
     try:
         return inspect.getsourcefile(task.fn)
     except TypeError:
         return None
-
-
-def publish(conn: psycopg.Connection[Any], registry: Registry) -> list[str]:
-    """Publish the registry's tasks to the catalogue; returns the types published."""
-    from .postgres.executor import Executor
-
-    tasks = [registry.tasks[name] for name in registry.names()]
-    if not tasks:
-        return []
-    params = {
-        "types": [task.name for task in tasks],
-        "defaults": [json.dumps(defaults_of(task)) for task in tasks],
-        "settings": [json.dumps(settings_of(task)) for task in tasks],
-        "code_version": code_version(registry),
-    }
-    return [row[0] for row in Executor(conn).rows("task_catalog_publish", params)]
-
-
-def entries(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
-    """The catalogue, by type: defaults, settings, code version, when published."""
-    from .postgres.executor import Executor
-
-    return Executor(conn).dicts("task_catalog_list", {})

@@ -47,6 +47,10 @@ from .steps import suspended
 
 log = logging.getLogger("tickq")
 
+# How soon after its handler ends a job's outcome is saved while its batch-mates still run
+# (Runner._keep_ended_leased): the ended jobs of that time go in one statement.
+EARLY_SAVE_SECONDS = 0.1
+
 __all__ = ["TICK_COUNTERS", "DeadLetter", "Runner", "StopRule", "TickReport"]
 
 
@@ -156,6 +160,8 @@ class Runner:
         self._transactions_lock = threading.Lock()
         self._traceparents: dict[UUID, str] = {}  # this batch's, OpenTelemetry on
         self.pipeline = Pipeline()
+        # Outcomes of this batch saved while its other handlers ran: (jobs, outcomes, held).
+        self._saved_early: list[tuple[list[Job], list[Outcome], set[UUID]]] = []
         self.step_counts = StepCounts()
         self._steps = StepHost(lambda: self.store, time_left, self.step_counts, spec=registry.spec)
 
@@ -407,6 +413,7 @@ class Runner:
             )
         # Run
         started = time.monotonic()
+        self._saved_early = []
         try:
             jobs = claimed.jobs()
             outcomes = self.run_jobs(jobs)
@@ -414,6 +421,9 @@ class Runner:
             if in_flight is not None:  # never leave a statement running on the connection
                 concurrent.futures.wait([in_flight])
         pipeline.timed(time.monotonic() - started, jobs, self.lease_seconds)
+        ran = len(jobs)
+        if self._saved_early:  # outcomes saved while batch-mates ran: counted now, not again
+            jobs, outcomes = self._after_early_saves(report, jobs, outcomes)
         counts = self.step_counts
         if counts.steps or counts.suspended or counts.resumed:  # the handlers have returned
             steps, suspends, resumes = counts.take()
@@ -427,9 +437,9 @@ class Runner:
             )
         if pipeline.next:  # ...and leased the next, whose statement will persist this one
             pipeline.unsaved = (jobs, outcomes)
-            return len(jobs)
+            return ran
         # ...else one statement now persists this batch and leases the next when it was full.
-        more = len(jobs) == self.batch_size and not ahead and claim_next()
+        more = ran == self.batch_size and not ahead and claim_next()
         seed = os.urandom(16) if more else None
         try:
             with telemetry.span("tickq finish", **self._span_attributes("settle", len(jobs))):
@@ -451,7 +461,20 @@ class Runner:
             raise
         report.record(jobs, outcomes, held)
         pipeline.note_released(jobs, outcomes)
-        return len(jobs)
+        return ran
+
+    def _after_early_saves(
+        self, report: TickReport, jobs: list[Job], outcomes: list[Outcome]
+    ) -> tuple[list[Job], list[Outcome]]:
+        """Count the outcomes saved ahead of the batch, and leave the rest to persist."""
+        early: set[UUID] = set()
+        for saved_jobs, saved_outcomes, held in self._saved_early:
+            report.record(saved_jobs, saved_outcomes, held)
+            self.pipeline.note_released(saved_jobs, saved_outcomes)
+            early.update(job.id for job in saved_jobs)
+        self._saved_early = []
+        keep = [i for i, job in enumerate(jobs) if job.id not in early]
+        return [jobs[i] for i in keep], [outcomes[i] for i in keep]
 
     def _persisted_ahead(
         self,
@@ -587,31 +610,56 @@ class Runner:
     def _keep_ended_leased(
         self, jobs: Sequence[Job], futures: Sequence[tuple[int, concurrent.futures.Future[Outcome]]]
     ) -> None:
-        """Wait for a batch's handlers, renewing the lease of each job whose handler has
-        ended while others still run: its outcome is saved with the batch's, and a lease
-        left to run down meanwhile let another worker reclaim the job and run it again (a
-        quick job beside a slow one). Renewed every third of its lease, fenced by its token."""
+        """Wait for a batch's handlers, saving the outcome of each job whose handler has
+        ended while others still run, within EARLY_SAVE_SECONDS of its end (a few at a time):
+        a quick job beside a slow one is done when it is, not when its batch is, and its
+        lease cannot run down meanwhile, which let another worker reclaim it and run it
+        again. A save the database refuses leaves the job to the batch's own persist, its
+        lease renewed every third of its lease until then, fenced by its token."""
         pending = {future for _, future in futures}
+        saved: set[int] = set()
         renewed: dict[int, float] = {}
+        saving = True
         interval = min(self._lease_of(jobs[i]) for i, _ in futures) / 3
         while pending:
             _, pending = concurrent.futures.wait(
-                pending, timeout=interval, return_when=concurrent.futures.ALL_COMPLETED
+                pending,
+                timeout=EARLY_SAVE_SECONDS if saving else interval,
+                return_when=concurrent.futures.ALL_COMPLETED,
             )
             if not pending:
                 return
-            now = time.monotonic()
-            for i, future in futures:
-                job = jobs[i]
-                ended_at = renewed.setdefault(i, now) if future.done() else None
-                if ended_at is None or job.lease_token is None:
+            ended = [(i, f) for i, f in futures if f.done() and i not in saved]
+            if saving and ended:
+                saving = self._save_early(
+                    [jobs[i] for i, _ in ended], [f.result() for _, f in ended]
+                )
+                if saving:
+                    saved.update(i for i, _ in ended)
                     continue
-                if now - ended_at >= self._lease_of(job) / 3 or ended_at == now:
-                    try:
-                        self.store.extend_lease(job.id, job.lease_token, self._lease_of(job))
-                    except (LeaseLost, DatabaseError) as exc:
-                        log.warning("lease of ended job %s not renewed: %s", job.id, exc)
-                    renewed[i] = now
+            now = time.monotonic()
+            for i, _ in ended:
+                job = jobs[i]
+                if job.lease_token is None or now - renewed.get(i, 0.0) < interval:
+                    continue
+                try:
+                    self.store.extend_lease(job.id, job.lease_token, self._lease_of(job))
+                except (LeaseLost, DatabaseError) as exc:
+                    log.warning("lease of ended job %s not renewed: %s", job.id, exc)
+                renewed[i] = now
+
+    def _save_early(self, jobs: Sequence[Job], outcomes: Sequence[Outcome]) -> bool:
+        """Persist ended jobs' outcomes ahead of their batch (see `_keep_ended_leased`);
+        whether the database took them. The batch's persist then leaves them out."""
+        try:
+            held, _ = self.store.finish_and_claim_unparsed(
+                outcomes, queues=self.queues, limit=0, lease_seconds=self.lease_seconds
+            )
+        except (InvalidJob, DatabaseError) as exc:
+            log.warning("outcomes not saved ahead of their batch: %s", exc)
+            return False
+        self._saved_early.append((list(jobs), list(outcomes), held))
+        return True
 
     def _lease_of(self, job: Job) -> float:
         """The lease a job's claim gave it, as its handler's heartbeats renew it."""

@@ -23,6 +23,7 @@ import pytest
 import queue_core
 from queue_core import Backoff, JobContext, PostgresStore, Registry, catalog
 from queue_core.errors import InvalidJob, UnknownJobType
+from queue_core.postgres import catalog as task_catalog
 from queue_core.schedules import Schedules
 
 PROBE = {"max_attempts": 7, "lease_seconds": 120, "backoff": (5.0, 3.0, 600.0, 0.25)}
@@ -65,14 +66,14 @@ EXPECTED = {"queue": "probes", **PROBE}
 
 @pytest.fixture
 def published(conn: psycopg.Connection) -> list[str]:
-    return catalog.publish(conn, workers_registry())
+    return task_catalog.publish(conn, workers_registry())
 
 
 def test_a_worker_publishes_its_tasks_with_their_code_version(
     conn: psycopg.Connection, published: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert published == ["probe"]
-    (entry,) = catalog.entries(conn)
+    (entry,) = task_catalog.entries(conn)
     assert entry["defaults"] == {
         "queue": "probes",
         "max_attempts": 7,
@@ -81,8 +82,8 @@ def test_a_worker_publishes_its_tasks_with_their_code_version(
     }
     assert entry["code_version"].startswith("source:")
     monkeypatch.setenv("TICKQ_CODE_VERSION", "v42")
-    catalog.publish(conn, workers_registry())
-    assert catalog.entries(conn)[0]["code_version"] == "v42"
+    task_catalog.publish(conn, workers_registry())
+    assert task_catalog.entries(conn)[0]["code_version"] == "v42"
 
 
 def test_python_without_the_module_gets_the_tasks_settings(

@@ -1521,7 +1521,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "ended-jobs-leases-run-down",
-        "a job whose handler ended waits for its batch-mates with its lease running down",
+        "a job whose handler ended waits for its batch-mates, its lease running down",
         (
             Edit(
                 "queue_core/tick.py",
@@ -1532,7 +1532,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         targeted=(
             "tests/integration/test_runner_ended_leases.py::"
-            "test_a_quick_job_beside_a_slow_one_is_not_reclaimed_nor_run_twice",
+            "test_a_quick_job_beside_a_slow_one_is_saved_at_once_and_never_run_twice",
         ),
     ),
     Mutant(
@@ -1561,6 +1561,21 @@ MUTANTS: tuple[Mutant, ...] = (
             ),
         ),
         targeted=("tests/integration/test_task_catalog.py::test_python_without_the_module_gets_the_tasks_settings",),
+    ),
+    Mutant(
+        "ended-jobs-saved-with-their-batch",
+        "an ended job's outcome waits for its slowest batch-mate (its lease is kept alive)",
+        (
+            Edit(
+                "queue_core/tick.py",
+                "        saving = True\n",
+                "        saving = False\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_runner_ended_leases.py::"
+            "test_a_quick_job_beside_a_slow_one_is_saved_at_once_and_never_run_twice",
+        ),
     ),
     Mutant(
         "job-ids-not-taken",
