@@ -163,6 +163,18 @@ def _isolated_task_registry() -> Iterator[None]:
         registry.tasks.update(saved)
 
 
+@pytest.fixture(autouse=True)
+def _isolated_task_catalogue(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The task catalogue a test's workers or ticks published never reaches the next test:
+    once it knows any type, enqueues of others are refused (queue_core/catalog.py). Only
+    for tests on the shared database, emptied after each, so a test that never touches the
+    database starts none."""
+    yield
+    if "database_url" in request.fixturenames:
+        cleaner = request.getfixturevalue("_cleaner")
+        cleaner.execute("delete from tickq.task_catalog")
+
+
 def _login_role(database_url: str, member_of: str) -> Iterator[str]:
     """A LOGIN role in `member_of`, never a superuser, under a unique name; dropped after.
 

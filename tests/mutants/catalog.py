@@ -259,12 +259,12 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "sql-enqueue-no-owner",
-        "tickq.enqueue ignores the transaction's user: an application's job has no owner",
+        "the SQL enqueue ignores the transaction's user: an application's job has no owner",
         (
             Edit(
-                function("enqueue"),
-                "    v_owner    uuid := tickq.current_user_id();\n",
-                "    v_owner    uuid := null;\n",
+                function("enqueue_many"),
+                "    v_owner uuid := tickq.app_user('enqueue');\n",
+                "    v_owner uuid := null;\n",
             ),
         ),
         targeted=("tests/security/test_sql_enqueue.py",),
@@ -1174,15 +1174,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "the API's and the CLI's cancel of a suspended or retrying saga ends it without its undos",
         (
             Edit(
-                QUERIES,
-                "                     and (j.attempts > 0 or j.resumes is not null)\n"
-                "                then tickq.job_compensation_spare(j.id) else 0 end as spare\n"
-                "    from tickq.jobs j\n"
-                "    where j.id = any(%(ids)s::uuid[])\n",
-                "                     and (j.attempts > 0 or j.resumes is not null)\n"
-                "                then 0 else 0 end as spare\n"
-                "    from tickq.jobs j\n"
-                "    where j.id = any(%(ids)s::uuid[])\n",
+                function("jobs_cancel"),
+                "                    then tickq.job_compensation_spare(j.id) else 0 end as spare\n",
+                "                    then 0 else 0 end as spare\n",
             ),
         ),
         targeted=(
