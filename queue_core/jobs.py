@@ -75,6 +75,8 @@ class Job:
     # The priority an application user gave its job: it ranks that owner's jobs after
     # `priority` (0 for every job such a caller enqueues), see transitions.claim_order.
     owner_priority: int = 0
+    # Times a handler snoozed it (RetryAfter): not attempts, which a snooze gives back.
+    snoozes: int = 0
 
     @property
     def backoff(self) -> Backoff:
@@ -184,7 +186,8 @@ class Outcome:
     result_json: str | None = None
     error: str | None = None
     delay: float = 0.0
-    extra_attempt: bool = False  # a snooze gives back the attempt its claim used
+    # A snooze: the attempt its claim counted is given back and counted as a snooze.
+    extra_attempt: bool = False
     # The job suspended (steps.suspend): its own fenced statement stored that already, so
     # the batch's statement skips it.
     suspended: bool = False

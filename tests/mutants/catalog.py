@@ -826,10 +826,10 @@ MUTANTS: tuple[Mutant, ...] = (
                 "            return with_event(task, job,"
                 " self._settle(context, self._judge(job, exc)))\n"
                 "        if log.isEnabledFor(logging.INFO):\n"
-                "            log.info(\"job succeeded in its handler's transaction\"",
+                '            log.info("job succeeded in its handler\'s transaction"',
                 "            return self._settle(context, self._judge(job, exc))\n"
                 "        if log.isEnabledFor(logging.INFO):\n"
-                "            log.info(\"job succeeded in its handler's transaction\"",
+                '            log.info("job succeeded in its handler\'s transaction"',
             ),
         ),
         targeted=(
@@ -1451,10 +1451,10 @@ MUTANTS: tuple[Mutant, ...] = (
                 "            return with_event(task, job,"
                 " self._settle(context, self._judge(job, exc)))\n"
                 "        if log.isEnabledFor(logging.INFO):\n"
-                "            log.info(\"job succeeded in its handler's transaction\"",
+                '            log.info("job succeeded in its handler\'s transaction"',
                 "            return with_event(task, job, self._judge(job, exc))\n"
                 "        if log.isEnabledFor(logging.INFO):\n"
-                "            log.info(\"job succeeded in its handler's transaction\"",
+                '            log.info("job succeeded in its handler\'s transaction"',
             ),
         ),
         targeted=(
@@ -1609,7 +1609,9 @@ MUTANTS: tuple[Mutant, ...] = (
                 "    if false then\n",
             ),
         ),
-        targeted=("tests/security/test_app_write_surface.py::test_an_event_source_is_plain_ascii_and_never_tickqs",),
+        targeted=(
+            "tests/security/test_app_write_surface.py::test_an_event_source_is_plain_ascii_and_never_tickqs",
+        ),
     ),
     Mutant(
         "enqueue-lease-unbounded",
@@ -1750,6 +1752,23 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/integration/test_column_bounds.py::test_the_owner_is_held_to_every_bound",
             "tests/integration/test_column_bounds.py::"
             "test_a_value_that_compresses_well_is_measured_as_it_is[worker]",
+        ),
+    ),
+    Mutant(
+        "snooze-raises-max-attempts",
+        "a snooze gives its attempt back by raising max_attempts again instead of taking it off"
+        " attempts: a job that never failed ends 2/5 for a declared 4",
+        (
+            Edit(
+                QUERIES,
+                "        attempts = j.attempts - case when o.extra_attempt then 1 else 0 end,\n",
+                "        max_attempts = j.max_attempts + case when o.extra_attempt then 1 else 0"
+                " end,\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_runner.py::"
+            "test_a_snoozed_job_that_never_failed_ends_with_its_declared_attempts",
         ),
     ),
 )
