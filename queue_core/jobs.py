@@ -24,6 +24,14 @@ class Status(enum.StrEnum):
 
 
 RUNNABLE = frozenset({Status.QUEUED, Status.RETRYING})
+
+
+def is_suspended(status: Status, wait_kind: str | None) -> bool:
+    """A durable job that left its worker to wait (suspend, sleep, wait_for, a map's
+    children) and has not been claimed back: every suspension stores it queued with its
+    wait. A job whose resumed run failed (retrying) keeps the columns but waits for its
+    backoff, not for them."""
+    return status is Status.QUEUED and wait_kind is not None
 TERMINAL = frozenset({Status.SUCCEEDED, Status.DEAD, Status.CANCELLED})
 # Statuses whose idempotency key is still taken (they hold a row of tickq.job_keys).
 KEY_HOLDING = frozenset(

@@ -1771,4 +1771,21 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_a_snoozed_job_that_never_failed_ends_with_its_declared_attempts",
         ),
     ),
+    Mutant(
+        "resumes-count-the-suspension-still-waited-on",
+        "the views count a suspension as a resumption before the job is back: a job waiting"
+        " for its first signal shows resumed 1x",
+        (
+            Edit(
+                "queue_core/postgres/steps.py",
+                "    resumed = max((resumes or 0) - (1 if waiting else 0), 0)\n",
+                "    resumed = resumes or 0\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_steps.py::"
+            "test_suspend_gives_the_attempt_back_and_keeps_the_steps",
+            OPERATOR_VIEW,
+        ),
+    ),
 )
