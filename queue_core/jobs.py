@@ -32,6 +32,8 @@ def is_suspended(status: Status, wait_kind: str | None) -> bool:
     wait. A job whose resumed run failed (retrying) keeps the columns but waits for its
     backoff, not for them."""
     return status is Status.QUEUED and wait_kind is not None
+
+
 TERMINAL = frozenset({Status.SUCCEEDED, Status.DEAD, Status.CANCELLED})
 # Statuses whose idempotency key is still taken (they hold a row of tickq.job_keys).
 KEY_HOLDING = frozenset(
