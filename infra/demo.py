@@ -41,7 +41,7 @@ def transcribe(job: JobContext) -> dict[str, Any]:
 @demo.task("connector-sync", max_attempts=3, backoff=_FAST)
 def connector_sync(job: JobContext) -> dict[str, Any]:
     # The connector's API rate-limits the first call; RetryAfter reschedules without an error.
-    if job.attempt == 1 and job.payload.get("rate_limited"):
+    if job.snoozes == 0 and job.payload.get("rate_limited"):
         raise RetryAfter(0.3, "429 from connector, Retry-After: 0.3")
     return {"synced": job.payload.get("source", "drive"), "documents": 42}
 

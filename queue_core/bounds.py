@@ -88,13 +88,12 @@ MAX_BACKOFF_FACTOR: Final = 100.0
 MAX_BACKOFF_MAX: Final = 7 * 86_400.0
 
 # max_attempts: the API takes up to validation.MAX_ATTEMPTS_LIMIT (1000), but the engine
-# raises it past that itself: every snooze gives its attempt back by adding one (a job
-# that snoozes every minute for a week adds 10,080), and a saga that begins its
-# compensation away from its handler is left attempts + MAX_STEPS * UNDO_TRIES + 1 (50,001
-# for a job with 10,000 undoable steps; tickq.job_compensation_spare). So the bound is no
-# small multiple of 1000 but 10^9: a job snoozing once a second needs 31 years to reach
-# it, and the engine's own sums on a row inside it (max_attempts + 1, attempts + the
-# compensation's spare) stay inside a 32-bit integer.
+# raises it past that itself: a saga that begins its compensation away from its handler is
+# left attempts + MAX_STEPS * UNDO_TRIES + 1 (50,001 for a job with 10,000 undoable steps;
+# tickq.job_compensation_spare). A snooze raises nothing: it gives its attempt back off
+# attempts and counts itself in snoozes. So the bound is no small multiple of 1000 but
+# 10^9, and the engine's own sums on a row inside it (attempts + the compensation's spare)
+# stay inside a 32-bit integer.
 MAX_ATTEMPTS: Final = 1_000_000_000
 
 # Text: names (type, queue, step and signal names, a wait's name) are MAX_NAME characters

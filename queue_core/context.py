@@ -68,6 +68,11 @@ class JobContext:
         return self._job.max_attempts
 
     @property
+    def snoozes(self) -> int:
+        """Times the job was snoozed (RetryAfter): runs that `attempt` does not count."""
+        return self._job.snoozes
+
+    @property
     def user_id(self) -> UUID | None:
         return self._job.user_id
 

@@ -24,6 +24,16 @@ class Status(enum.StrEnum):
 
 
 RUNNABLE = frozenset({Status.QUEUED, Status.RETRYING})
+
+
+def is_suspended(status: Status, wait_kind: str | None) -> bool:
+    """A durable job that left its worker to wait (suspend, sleep, wait_for, a map's
+    children) and has not been claimed back: every suspension stores it queued with its
+    wait. A job whose resumed run failed (retrying) keeps the columns but waits for its
+    backoff, not for them."""
+    return status is Status.QUEUED and wait_kind is not None
+
+
 TERMINAL = frozenset({Status.SUCCEEDED, Status.DEAD, Status.CANCELLED})
 # Statuses whose idempotency key is still taken (they hold a row of tickq.job_keys).
 KEY_HOLDING = frozenset(
@@ -75,6 +85,8 @@ class Job:
     # The priority an application user gave its job: it ranks that owner's jobs after
     # `priority` (0 for every job such a caller enqueues), see transitions.claim_order.
     owner_priority: int = 0
+    # Times a handler snoozed it (RetryAfter): not attempts, which a snooze gives back.
+    snoozes: int = 0
 
     @property
     def backoff(self) -> Backoff:
@@ -184,7 +196,8 @@ class Outcome:
     result_json: str | None = None
     error: str | None = None
     delay: float = 0.0
-    extra_attempt: bool = False  # a snooze gives back the attempt its claim used
+    # A snooze: the attempt its claim counted is given back and counted as a snooze.
+    extra_attempt: bool = False
     # The job suspended (steps.suspend): its own fenced statement stored that already, so
     # the batch's statement skips it.
     suspended: bool = False

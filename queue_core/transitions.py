@@ -158,7 +158,8 @@ def unstorable(outcome: Outcome, reason: str) -> Outcome:
 
 
 def snoozed(job: Job, seconds: float) -> Outcome:
-    """Run again later without counting an error: the attempt is given back."""
+    """Run again later without counting an error: the attempt its claim counted is given
+    back (max_attempts stays as declared) and counted as a snooze."""
     return Outcome(job.id, _token(job), Status.QUEUED, delay=seconds, extra_attempt=True)
 
 
@@ -177,7 +178,8 @@ def finish(job: Job, outcome: Outcome, *, now: datetime) -> Job:
         error=outcome.error if outcome.error is not None else job.error,
         errors=_history(job, outcome.error, now),
         run_after=now + timedelta(seconds=outcome.delay) if waits else job.run_after,
-        max_attempts=job.max_attempts + (1 if outcome.extra_attempt else 0),
+        attempts=job.attempts - (1 if outcome.extra_attempt else 0),
+        snoozes=job.snoozes + (1 if outcome.extra_attempt else 0),
         lease_until=None,
         lease_token=None,
         cancel_requested=False,

@@ -18,7 +18,7 @@ from ..errors import (
     QueueFull,
 )
 from ..ids import new_ids
-from ..jobs import RUNNABLE, Job, JobSpec, Status
+from ..jobs import Job, JobSpec, Status, is_suspended
 from ..steps import Durable, DurableView, Wait, WaitKind
 from .enqueue import Enqueues
 from .reads import Reads, job_uuid
@@ -357,7 +357,7 @@ class StepStore:
 def durable_view(rows: Sequence[Sequence[Any]], job_id: UUID | str) -> DurableView:
     """The durable side of a job from the row of every view's durable statement (the
     owner's and the operator's); JobNotFound when there is none. A wait is shown only while
-    the job is runnable: a finished job waits for nothing."""
+    the job is suspended (jobs.is_suspended): a finished or failed job waits for nothing."""
     if not rows:
         raise JobNotFound(job_id)
     (
@@ -373,6 +373,9 @@ def durable_view(rows: Sequence[Sequence[Any]], job_id: UUID | str) -> DurableVi
         tries,
         children,
     ) = rows[0]
-    waiting = kind is not None and Status(status) in RUNNABLE
+    waiting = is_suspended(Status(status), kind)
     wait = Wait(WaitKind(kind), name, until) if waiting else None
-    return DurableView(resumes, wait, stored, signals, batch_id, in_transaction, tries, children)
+    # The row counts suspensions (each adds one as it leaves the worker): one still waited
+    # on has not resumed yet, so the views count it only once the job is back.
+    resumed = max((resumes or 0) - (1 if waiting else 0), 0)
+    return DurableView(resumed, wait, stored, signals, batch_id, in_transaction, tries, children)

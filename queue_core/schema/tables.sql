@@ -100,6 +100,9 @@ create table tickq.jobs (
     -- Taken from the transaction's setting tickq.traceparent, so every insert path (tickq's
     -- enqueue statements, tickq.enqueue, plain SQL) records the context its caller set.
     traceparent      text default nullif(current_setting('tickq.traceparent', true), ''),
+    -- Times a handler snoozed the job (RetryAfter): each gives back the attempt its claim
+    -- counted, so attempts and max_attempts keep counting runs against what was declared.
+    snoozes          integer not null default 0,
 
     -- Bounds on what a row may hold, for every role, the owner included, however the row is
     -- written (the API's enqueue, tickq.enqueue, plain SQL): nothing the engine cannot read
@@ -114,7 +117,7 @@ create table tickq.jobs (
                    'cancelled')),
     constraint jobs_payload_object check (jsonb_typeof(payload) = 'object'),
     constraint jobs_attempts_check check (attempts >= 0 and attempts <= max_attempts),
-    -- Above the API's 1000: snoozes and a saga's compensation add attempts (bounds.py).
+    -- Above the API's 1000: a saga's compensation adds attempts (bounds.py).
     constraint jobs_max_attempts_check check (max_attempts >= 1 and max_attempts <= 1000000000),
     -- A lease exists exactly while the job runs: no running job without one, no stale token.
     constraint jobs_lease_check check (
@@ -134,6 +137,7 @@ create table tickq.jobs (
     constraint jobs_traceparent_check check (
         traceparent ~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'),
     constraint jobs_resumes_check check (resumes >= 0),
+    constraint jobs_snoozes_check check (snoozes >= 0),
     -- Every time finite and inside the years a Python datetime holds (tickq.readable_time).
     constraint jobs_times_check check (
         run_after between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'

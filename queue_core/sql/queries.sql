@@ -164,7 +164,7 @@ with claimed as (
         priority, run_after, lease_until, lease_token, progress, result, error, errors,
         lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
         cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-        owner_priority, false as duplicate
+        owner_priority, snoozes, false as duplicate
 )
 select * from inserted;
 
@@ -176,7 +176,8 @@ select j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
     j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token, j.progress,
     j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
     j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
-    j.started_at, j.finished_at, j.group_key, j.has_children, j.owner_priority, true as duplicate
+    j.started_at, j.finished_at, j.group_key, j.has_children, j.owner_priority, j.snoozes,
+    true as duplicate
 from tickq.job_keys k
 join tickq.jobs j on j.id = k.job_id
 where k.idempotency_key = %(key)s::text
@@ -259,7 +260,10 @@ with clock as materialized (
                           'attempt', j.attempts, 'at', clock.now, 'error', o.error)) end,
         run_after = case when o.status in ('queued', 'retrying')
                          then clock.now + o.delay * interval '1 second' else j.run_after end,
-        max_attempts = j.max_attempts + case when o.extra_attempt then 1 else 0 end,
+        -- A snooze gives back the attempt its claim counted and is counted as a snooze:
+        -- max_attempts stays as declared.
+        attempts = j.attempts - case when o.extra_attempt then 1 else 0 end,
+        snoozes = j.snoozes + case when o.extra_attempt then 1 else 0 end,
         lease_until = null,
         lease_token = null,
         cancel_requested = false,
@@ -317,7 +321,7 @@ id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attemp
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority
+    owner_priority, snoozes
 
 -- part: pick_runnable
 -- The plain claim's pick, but for its queue condition (each statement adds its own, and
@@ -467,7 +471,8 @@ with clock as materialized (
         j.attempts, j.max_attempts, j.priority, j.run_after, j.lease_until, j.lease_token,
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
         j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at,
-        j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children, j.owner_priority
+        j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children, j.owner_priority,
+        j.snoozes
 ), begun as (
     select case when count(*) > 0
                 then tickq.job_compensations_record(array_agg(d.id), array_agg(d.ends),
@@ -487,7 +492,7 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority
+    owner_priority, snoozes
 from reclaimed cross join settled cross join begun;
 
 -- name: jobs_extend_lease
@@ -512,7 +517,7 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority
+    owner_priority, snoozes
 from tickq.jobs where id = %(id)s;
 
 -- name: jobs_list
@@ -521,7 +526,7 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority
+    owner_priority, snoozes
 from tickq.jobs
 where (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
   and (%(types)s::text[] is null or type = any(%(types)s::text[]))

@@ -119,7 +119,12 @@ def test_raising_fails_every_job_not_settled_before(store: PostgresStore) -> Non
         report = runner.tick()
 
     first, *rest = (store.get(i) for i in ids)
-    assert (first.status, first.error, first.max_attempts) == (Status.QUEUED, None, 4)
+    assert (first.status, first.error, first.max_attempts, first.snoozes) == (
+        Status.QUEUED,
+        None,
+        3,
+        1,
+    )
     assert [(j.status, j.error) for j in rest] == [
         (Status.DEAD, "PermanentError: the model was removed")
     ] * 2

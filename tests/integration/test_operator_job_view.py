@@ -46,7 +46,7 @@ def test_an_operator_reads_another_users_steps_wait_and_graph_and_no_payload(con
     waiting = detail["waiting_for"]
     assert (waiting["kind"], waiting["name"], waiting["until"]) == ("signal", "approve", None)
     assert [g["name"] for g in detail["signals"]] == ["note"]
-    assert detail["resumes"] == 1
+    assert detail["resumes"] == 0  # waiting on its signal: suspended, not yet resumed
     assert detail["after"] == [
         {"id": str(pipeline.parent), "type": "extract", "status": "succeeded"}
     ]

@@ -114,10 +114,36 @@ def test_retry_after_requeues_later_without_an_error_or_a_spent_attempt(
 
     job = store.get(job_id)
     assert job.status == Status.QUEUED
-    assert (job.attempts, job.max_attempts) == (1, 3)
+    assert (job.attempts, job.max_attempts, job.snoozes) == (0, 2, 1)
     assert job.error is None and job.errors == []
     assert (job.run_after - job.updated_at).total_seconds() == pytest.approx(120)
     assert (report.snoozed, report.retried) == (1, 0)
+
+
+def test_a_snoozed_job_that_never_failed_ends_with_its_declared_attempts(
+    store: PostgresStore, registry: Registry
+) -> None:
+    # What a user read as 2/5 for a declared 4: the snooze counts as a snooze, not a run.
+    runs: list[int] = []
+
+    @registry.task("sync", max_attempts=4)
+    def sync(job: JobContext) -> str:
+        runs.append(job.attempt)
+        if len(runs) < 3:
+            raise RetryAfter(0, "rate limited")
+        return "done"
+
+    job_id = enqueue(store, registry, "sync")
+
+    with runner(store, registry) as r:
+        for _ in range(3):
+            r.tick()
+
+    job = store.get(job_id)
+    assert job.status == Status.SUCCEEDED
+    assert runs == [1, 1, 1]  # each run after a snooze is still the first attempt
+    assert (job.attempts, job.max_attempts, job.snoozes) == (1, 4, 2)
+    assert job.to_dict()["snoozes"] == 2
 
 
 def test_an_exception_retries_after_backoff(store: PostgresStore, registry: Registry) -> None:

@@ -213,7 +213,7 @@ def test_every_outcome_of_a_transactional_handler_writes_the_events_a_plain_hand
         plan = job.payload["plan"]
         if plan == "retry-once" and job.attempt == 1:
             raise RuntimeError("once")
-        if plan == "snooze-once" and job.attempt == 1:
+        if plan == "snooze-once" and job.snoozes == 0:
             raise RetryAfter(0)
         if plan == "cancel":
             canceller.cancel(job.id)
@@ -312,7 +312,7 @@ def test_each_job_of_a_batch_handler_call_writes_its_own_outcomes_events(
         for job in batch.jobs:
             if job.payload["n"] == 1 and job.attempt == 1:
                 batch.fail(job, RuntimeError("no vector"))
-            if job.payload["n"] == 2 and job.attempt == 1:
+            if job.payload["n"] == 2 and job.snoozes == 0:
                 batch.retry_after(job, 0)
 
     @registry.task("quiet", batch_size=10, backoff=INSTANT)

@@ -43,6 +43,12 @@ class Expected:
     max_attempts: int = MAX_ATTEMPTS
     result: Any = None
     errors: int = 0
+    snoozes: int = 0
+
+    @property
+    def runs(self) -> int:
+        """Handler runs so far: the attempts, and the runs that snoozed (given back)."""
+        return self.attempts + self.snoozes
 
 
 def action(plan: list[str], attempt: int) -> str:
@@ -69,7 +75,7 @@ class Handlers:
         self.log(batch.jobs[0].type, batch.jobs)
         boom = False
         for job in batch.jobs:
-            todo = action(job.payload["plan"], job.attempt)
+            todo = action(job.payload["plan"], job.attempt + job.snoozes)
             if todo == "fail":
                 batch.fail(job, RuntimeError("planned failure"))
             elif todo == "dead":
@@ -79,27 +85,27 @@ class Handlers:
             boom = boom or todo == "boom"
         if boom:
             raise RuntimeError("planned call failure")
-        return [job.payload["n"] * 10 + job.attempt for job in batch.jobs]
+        return [job.payload["n"] * 10 + job.attempt + job.snoozes for job in batch.jobs]
 
     async def async_batch(self, batch: HandlerBatch) -> list[int]:
         return self.batch(batch)
 
     def plain(self, job: JobContext) -> int:
         self.log("plain", [job])
-        todo = action(job.payload["plan"], job.attempt)
+        todo = action(job.payload["plan"], job.attempt + job.snoozes)
         if todo in ("fail", "boom"):
             raise RuntimeError("planned failure")
         if todo == "dead":
             raise PermanentError("planned for good")
         if todo == "snooze":
             raise RetryAfter(0)
-        return int(job.payload["n"] * 10 + job.attempt)
+        return int(job.payload["n"] * 10 + job.attempt + job.snoozes)
 
 
 def settle(job: Expected, todo: str, call_failed: bool, result: int) -> None:
     """The model's verdict for one job of a call (attempts already counted)."""
-    if todo == "snooze":
-        job.status, job.max_attempts = Status.QUEUED, job.max_attempts + 1
+    if todo == "snooze":  # the attempt given back, counted as a snooze
+        job.status, job.attempts, job.snoozes = Status.QUEUED, job.attempts - 1, job.snoozes + 1
     elif todo == "dead":
         job.status, job.errors = Status.DEAD, job.errors + 1
     elif todo in ("fail", "boom") or call_failed:
@@ -169,15 +175,20 @@ def test_batch_calls_and_each_jobs_outcome_match_the_model(
                     for n in ns:
                         model[n].attempts += 1
                     failed = SIZES[type_] is not None and any(
-                        action(jobs[n][1], model[n].attempts) == "boom" for n in ns
+                        action(jobs[n][1], model[n].runs) == "boom" for n in ns
                     )
                     for n in ns:
-                        todo = action(jobs[n][1], model[n].attempts)
-                        settle(model[n], todo, failed, n * 10 + model[n].attempts)
+                        todo = action(jobs[n][1], model[n].runs)
+                        settle(model[n], todo, failed, n * 10 + model[n].runs)
                 for n, job_id in enumerate(ids):
                     job = store.get(job_id)
                     seen = Expected(
-                        job.status, job.attempts, job.max_attempts, job.result, len(job.errors)
+                        job.status,
+                        job.attempts,
+                        job.max_attempts,
+                        job.result,
+                        len(job.errors),
+                        job.snoozes,
                     )
                     assert seen == model[n], (n, jobs[n], seen, model[n])
         assert all(store.get(i).is_terminal for i in ids)

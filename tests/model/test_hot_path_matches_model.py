@@ -194,7 +194,8 @@ class HotPathVersusModel(RuleBasedStateMachine):
                 job,
                 Status.QUEUED,
                 run_after=self.now + timedelta(seconds=2),
-                max_attempts=job.max_attempts + 1,
+                attempts=job.attempts - 1,
+                snoozes=job.snoozes + 1,
             )
         if kind == "cancelled":
             error = "cancelled while running"

@@ -64,6 +64,7 @@ def observable(job: Job) -> tuple[Any, ...]:
         job.result,
         job.progress,
         job.group_key,
+        job.snoozes,
     )
 
 
@@ -98,6 +99,8 @@ class StoreVersusModel(RuleBasedStateMachine):
         self.stale_in_memory: list[Job] = []  # the twins of `stale`, index for index
         self.conn.execute("truncate tickq.queue_pauses")
         self.paused: frozenset[str] = frozenset()
+        # Each job's max_attempts as first seen, right after the step that created it.
+        self.declared: dict[UUID, int] = {}
 
     def teardown(self) -> None:
         self.conn.close()
@@ -472,6 +475,19 @@ class StoreVersusModel(RuleBasedStateMachine):
     def attempts_within_limit(self) -> None:
         for job in self.model.values():
             assert 0 <= job.attempts <= job.max_attempts
+
+    @invariant()
+    def max_attempts_stay_as_declared(self) -> None:
+        """No step here raises max_attempts (a snooze gives its attempt back off attempts
+        and counts itself in snoozes): every job keeps what its enqueue declared."""
+        for job_id, job in self.model.items():
+            declared = self.declared.setdefault(job_id, job.max_attempts)
+            assert job.max_attempts == declared
+            assert (
+                self.memory is None
+                or job_id not in self.twin
+                or (self.memory.get(self.twin[job_id]).max_attempts == declared)
+            )
 
 
 def test_store_and_pure_transitions_agree_after_every_step(database_url: str) -> None:

@@ -825,10 +825,10 @@ MUTANTS: tuple[Mutant, ...] = (
                 "            return with_event(task, job,"
                 " self._settle(context, self._judge(job, exc)))\n"
                 "        if log.isEnabledFor(logging.INFO):\n"
-                "            log.info(\"job succeeded in its handler's transaction\"",
+                '            log.info("job succeeded in its handler\'s transaction"',
                 "            return self._settle(context, self._judge(job, exc))\n"
                 "        if log.isEnabledFor(logging.INFO):\n"
-                "            log.info(\"job succeeded in its handler's transaction\"",
+                '            log.info("job succeeded in its handler\'s transaction"',
             ),
         ),
         targeted=(
@@ -1444,10 +1444,10 @@ MUTANTS: tuple[Mutant, ...] = (
                 "            return with_event(task, job,"
                 " self._settle(context, self._judge(job, exc)))\n"
                 "        if log.isEnabledFor(logging.INFO):\n"
-                "            log.info(\"job succeeded in its handler's transaction\"",
+                '            log.info("job succeeded in its handler\'s transaction"',
                 "            return with_event(task, job, self._judge(job, exc))\n"
                 "        if log.isEnabledFor(logging.INFO):\n"
-                "            log.info(\"job succeeded in its handler's transaction\"",
+                '            log.info("job succeeded in its handler\'s transaction"',
             ),
         ),
         targeted=(
@@ -1644,7 +1644,9 @@ MUTANTS: tuple[Mutant, ...] = (
                 "    if false then\n",
             ),
         ),
-        targeted=("tests/security/test_app_write_surface.py::test_an_event_source_is_plain_ascii_and_never_tickqs",),
+        targeted=(
+            "tests/security/test_app_write_surface.py::test_an_event_source_is_plain_ascii_and_never_tickqs",
+        ),
     ),
     Mutant(
         "enqueue-lease-unbounded",
@@ -1868,6 +1870,40 @@ MUTANTS: tuple[Mutant, ...] = (
         targeted=(
             "tests/integration/test_row_fuzz.py::"
             "test_a_payload_with_a_long_number_does_not_stop_the_claim",
+        ),
+    ),
+    Mutant(
+        "snooze-raises-max-attempts",
+        "a snooze gives its attempt back by raising max_attempts again instead of taking it off"
+        " attempts: a job that never failed ends 2/5 for a declared 4",
+        (
+            Edit(
+                QUERIES,
+                "        attempts = j.attempts - case when o.extra_attempt then 1 else 0 end,\n",
+                "        max_attempts = j.max_attempts + case when o.extra_attempt then 1 else 0"
+                " end,\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_runner.py::"
+            "test_a_snoozed_job_that_never_failed_ends_with_its_declared_attempts",
+        ),
+    ),
+    Mutant(
+        "resumes-count-the-suspension-still-waited-on",
+        "the views count a suspension as a resumption before the job is back: a job waiting"
+        " for its first signal shows resumed 1x",
+        (
+            Edit(
+                "queue_core/postgres/steps.py",
+                "    resumed = max((resumes or 0) - (1 if waiting else 0), 0)\n",
+                "    resumed = resumes or 0\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_steps.py::"
+            "test_suspend_gives_the_attempt_back_and_keeps_the_steps",
+            OPERATOR_VIEW,
         ),
     ),
 )
