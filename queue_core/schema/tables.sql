@@ -100,6 +100,9 @@ create table tickq.jobs (
     -- Taken from the transaction's setting tickq.traceparent, so every insert path (tickq's
     -- enqueue statements, tickq.enqueue, plain SQL) records the context its caller set.
     traceparent      text default nullif(current_setting('tickq.traceparent', true), ''),
+    -- Seconds the handler may run before the runner stops it (null: no limit of its own).
+    -- An enqueue stores a lease of at least this plus a margin (TIMEOUT_LEASE_MARGIN).
+    timeout_seconds  integer,
 
     -- Bounds on what a row may hold, for every role, the owner included, however the row is
     -- written (the API's enqueue, tickq.enqueue, plain SQL): nothing the engine cannot read
@@ -121,6 +124,8 @@ create table tickq.jobs (
         (status = 'running') = (lease_token is not null and lease_until is not null)),
     constraint jobs_lease_seconds_check check (
         lease_seconds is null or lease_seconds between 1 and 43200),
+    constraint jobs_timeout_seconds_check check (
+        timeout_seconds is null or timeout_seconds between 1 and 43200),
     -- backoff.Backoff's rules, so a retry delay always fits an interval.
     constraint jobs_backoff_check check (
         backoff_base > 0 and backoff_base <= 86400
