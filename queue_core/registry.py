@@ -109,7 +109,7 @@ class Registry:
             )
 
         _handler_mode(transactional, batch_size, step_seconds)
-        _isolation_mode(isolation, transactional, batch_size, step_seconds)
+        _isolation_mode(isolation, timeout, transactional, batch_size, step_seconds)
         opted = event_statuses(events)
 
         def register(fn: Handler) -> Handler:
@@ -246,10 +246,20 @@ def _handler_mode(transactional: Any, batch_size: Any, step_seconds: float | Non
 
 
 def _isolation_mode(
-    isolation: Any, transactional: bool, batch_size: Any, step_seconds: float | None
+    isolation: Any,
+    timeout: int | None,
+    transactional: bool,
+    batch_size: Any,
+    step_seconds: float | None,
 ) -> None:
     """A child process gets the payload, the id and the attempt, nothing that needs the
-    runner's connection: no transaction, batch or durable steps there."""
+    runner's connection: no transaction, batch or durable steps there. A timeout stops one
+    handler call of one job: not a transaction's commit, nor a batch of jobs."""
+    if timeout is not None and (transactional or batch_size is not None):
+        raise ConfigurationError(
+            "a timeout cannot be combined with transactional or batch_size: it stops one "
+            "call of one job, and a transaction or a batch could not fail apart"
+        )
     if isolation not in ISOLATIONS:
         raise ConfigurationError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
     if isolation == "process" and (transactional or batch_size is not None or step_seconds):
