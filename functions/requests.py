@@ -39,6 +39,8 @@ class EnqueueRequest(BaseModel):
     delay: float | None = None
     run_after: AwareDatetime | None = None
     lease_seconds: StrictInt | None = None
+    # Seconds the handler may run before the runner stops it and fails the attempt.
+    timeout: StrictInt | None = None
     backoff: dict[str, float] | None = None
     # Jobs of the caller's own that must succeed first (another user's job is "not found").
     after: list[UUID] | None = Field(default=None, max_length=MAX_PARENTS)
@@ -71,6 +73,7 @@ class EnqueueRequest(BaseModel):
             delay=self.delay,
             run_after=run_after,
             lease_seconds=self.lease_seconds,
+            timeout=self.timeout,
             backoff_policy=self.backoff,
             group=self._group(user_id),
             debounce=self.debounce,

@@ -144,6 +144,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         "idempotency_key": args.key,
         "priority": args.priority,
         "max_attempts": args.max_attempts,
+        "timeout": args.timeout,
         "delay": args.delay,
         "run_after": time_arg(args.run_after) if args.run_after else None,
         "user_id": args.user,
@@ -913,6 +914,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key", help="idempotency key")
     p.add_argument("--priority", type=_int, help="higher runs first")
     p.add_argument("--max-attempts", type=_int)
+    p.add_argument("--timeout", type=_int, help="seconds the handler may run before it is stopped")
     p.add_argument("--delay", type=_seconds, help="seconds before it may run")
     p.add_argument("--run-after", help="ISO 8601 time before which it does not run")
     p.add_argument("--user", help="owner's user id (UUID)")

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import UUID
 
-from .errors import ConfigurationError, JobCancelled
+from .errors import ConfigurationError, HandlerTimedOut, JobCancelled
 from .jobs import DEFAULT_LEASE_SECONDS, Job, Outcome, Status
 from .ports import LeaseKeeper
 from .step_context import JobSteps, StepHost
@@ -25,6 +25,7 @@ class JobContext:
         "_parent_results",
         "_step_seconds",
         "_steps",
+        "_timed_out",
     )
 
     def __init__(
@@ -42,6 +43,7 @@ class JobContext:
         self._step_seconds = step_seconds
         self._steps: JobSteps | None = None
         self._parent_results: dict[UUID, Any] | None = None
+        self._timed_out: float | None = None  # the timeout the runner stopped waiting at
 
     @property
     def id(self) -> UUID:
@@ -93,12 +95,23 @@ class JobContext:
     def row(self) -> Job:
         return self._job
 
+    def timed_out(self, seconds: float) -> None:
+        """The runner stopped waiting for the handler: every write from now on is refused,
+        as the attempt's failure is (or is about to be) stored."""
+        self._timed_out = seconds
+
+    def _live(self) -> None:
+        if self._timed_out is not None:
+            raise HandlerTimedOut(self._job.id, self._timed_out)
+
     def progress(self, value: Any) -> None:
+        self._live()
         assert self._job.lease_token is not None
         if self._keeper.report_progress(self._job.id, self._job.lease_token, value):
             raise JobCancelled(self._job.id)
 
     def extend_lease(self, seconds: float | None = None) -> None:
+        self._live()
         assert self._job.lease_token is not None
         state = self._keeper.extend_lease(
             self._job.id, self._job.lease_token, seconds or self._lease_seconds
@@ -162,6 +175,7 @@ class JobContext:
         return self._steps
 
     def _durable(self) -> JobSteps:
+        self._live()
         if self._steps is None:
             if self._host is None:
                 raise ConfigurationError(

@@ -112,6 +112,15 @@ class PermanentError(Exception):
     """Raise from a handler to send the job to the dead letters at once, without retries."""
 
 
+class HandlerTimedOut(TickqError):
+    """The handler outlived its timeout: its attempt has ended (failed), so its job context
+    refuses progress, heartbeats and steps from then on."""
+
+    def __init__(self, job_id: UUID | str, seconds: float) -> None:
+        self.job_id = job_id
+        super().__init__(f"job {job_id} timed out after {seconds:g} s: its attempt has ended")
+
+
 class RetryAfter(Exception):
     """Raise from a handler to run the job again after `seconds`, without counting an error."""
 

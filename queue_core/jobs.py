@@ -45,6 +45,9 @@ CANCELLABLE = frozenset({Status.WAITING, Status.QUEUED, Status.RETRYING})
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_LEASE_SECONDS = 30
+# A job with a timeout leases at least this much longer than the timeout, so the runner
+# stops its handler and stores the failure before another worker may reclaim the job.
+TIMEOUT_LEASE_MARGIN = 10
 ERROR_HISTORY = 20
 
 
@@ -87,6 +90,8 @@ class Job:
     owner_priority: int = 0
     # Times a handler snoozed it (RetryAfter): not attempts, which a snooze gives back.
     snoozes: int = 0
+    # Seconds its handler may run before the runner stops it (None: no limit of its own).
+    timeout_seconds: int | None = None
 
     @property
     def backoff(self) -> Backoff:
@@ -153,6 +158,7 @@ class JobSpec:
     backoff: Backoff = field(default_factory=Backoff)
     group_key: str = ""  # resolved at validation: the group given, else user_id, else ''
     gate: Gate | None = None  # a debounce or throttle (queue_core/gates.py)
+    timeout_seconds: int | None = None  # the handler's time limit; the lease covers it
 
 
 @dataclass(frozen=True, slots=True)

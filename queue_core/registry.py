@@ -45,7 +45,15 @@ class Task:
     # The lifecycle events its jobs write into the outbox besides `Job Dead`, by the status
     # of the outcome (queue_core/outbox.py). Empty: none, and the finish pays nothing.
     events: frozenset[Status] = frozenset()
+    # Seconds a call may run before the runner stops it (queue_core/timeouts.py); a job's
+    # own timeout, given at enqueue, overrides it. None: no limit.
+    timeout: int | None = None
+    # "process": each call runs in a child process, killed at the timeout; "thread" (the
+    # default): in the runner's thread, which a timeout fails and abandons.
+    isolation: str = "thread"
 
+
+ISOLATIONS = ("thread", "process")
 
 # The most jobs one batch handler call may hold: as many as one claim may lease.
 MAX_HANDLER_BATCH = 10_000
@@ -74,11 +82,15 @@ class Registry:
         transactional: bool = False,
         batch_size: int | None = None,
         events: Iterable[str] = (),
+        timeout: int | None = None,
+        isolation: str = "thread",
     ) -> Callable[[Handler], Handler]:
         """Register the decorated function as the handler of job type `name`.
 
         `transactional=True`: called as fn(job, conn) inside a transaction that also holds
         the job's fenced success. `batch_size=N`: called as fn(batch) with up to N jobs.
+        `timeout=S`: the handler is stopped after S seconds and the attempt fails;
+        `isolation="process"` runs each call in a child process, killed at the timeout.
         """
         # Validate the defaults now, so a bad decorator fails at import rather than at enqueue.
         validation.job_spec(
@@ -87,6 +99,7 @@ class Registry:
             queue=queue,
             max_attempts=max_attempts,
             lease_seconds=lease_seconds,
+            timeout=timeout,
             priority=priority,
             backoff_policy=backoff,
         )
@@ -97,6 +110,7 @@ class Registry:
             )
 
         _handler_mode(transactional, batch_size, step_seconds)
+        _isolation_mode(isolation, timeout, transactional, batch_size, step_seconds)
         opted = event_statuses(events)
 
         def register(fn: Handler) -> Handler:
@@ -111,6 +125,11 @@ class Registry:
                     f"job type {name!r}: transactional handlers are plain functions "
                     "fn(job, conn) (a psycopg connection is not awaitable); make it a def"
                 )
+            if isolation == "process" and (is_async or not _importable(fn)):
+                raise ConfigurationError(
+                    f"job type {name!r}: isolation='process' runs a plain function defined at "
+                    f"a module's top level (the child imports it by name), got {_where(fn)}"
+                )
             self.tasks[name] = Task(
                 name,
                 fn,
@@ -124,6 +143,8 @@ class Registry:
                 transactional,
                 batch_size,
                 opted,
+                timeout,
+                isolation,
             )
             return fn
 
@@ -159,6 +180,7 @@ class Registry:
                 "queue": task.queue,
                 "max_attempts": task.max_attempts,
                 "lease_seconds": task.lease_seconds,
+                "timeout": task.timeout,
                 "priority": task.priority,
                 "backoff_policy": task.backoff,
             }
@@ -250,6 +272,37 @@ def _handler_mode(transactional: Any, batch_size: Any, step_seconds: float | Non
             "batch handlers cannot use durable steps (step_seconds): a step belongs to one "
             "job, and a suspension would leave the rest of the batch"
         )
+
+
+def _isolation_mode(
+    isolation: Any,
+    timeout: int | None,
+    transactional: bool,
+    batch_size: Any,
+    step_seconds: float | None,
+) -> None:
+    """A child process gets the payload, the id and the attempt, nothing that needs the
+    runner's connection: no transaction, batch or durable steps there. A timeout stops one
+    handler call of one job: not a transaction's commit, nor a batch of jobs."""
+    if timeout is not None and (transactional or batch_size is not None):
+        raise ConfigurationError(
+            "a timeout cannot be combined with transactional or batch_size: it stops one "
+            "call of one job, and a transaction or a batch could not fail apart"
+        )
+    if isolation not in ISOLATIONS:
+        raise ConfigurationError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
+    if isolation == "process" and (transactional or batch_size is not None or step_seconds):
+        raise ConfigurationError(
+            "isolation='process' cannot be combined with transactional, batch_size or "
+            "step_seconds: the child process has no connection to the queue"
+        )
+
+
+def _importable(fn: Handler) -> bool:
+    """Whether a child process can find `fn` again by its module and name."""
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", "")
+    return bool(module) and module != "__main__" and "<" not in qualname and "." not in qualname
 
 
 def _where(fn: Handler) -> str:

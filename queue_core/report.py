@@ -51,6 +51,7 @@ TICK_COUNTERS = (
     "steps",
     "suspended",
     "resumed",
+    "timed_out",
 )
 
 
@@ -68,6 +69,9 @@ class TickReport:
     steps: int = 0  # durable steps stored
     suspended: int = 0  # jobs that left their worker (suspend, sleep, wait_for)
     resumed: int = 0  # suspended jobs whose steps loaded again
+    timed_out: int = 0  # attempts stopped at their timeout (queue_core/timeouts.py)
+    # A gauge: handler threads that outlived their timeout and still run, at the last batch.
+    abandoned_handlers: int = 0
     duration_seconds: float = 0.0
     dead_letters: list[DeadLetter] = field(default_factory=list)
 
@@ -75,6 +79,7 @@ class TickReport:
         for name in TICK_COUNTERS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.duration_seconds += other.duration_seconds
+        self.abandoned_handlers = other.abandoned_handlers
         self.dead_letters.extend(other.dead_letters)
 
     def as_dict(self) -> dict[str, Any]:

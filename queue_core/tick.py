@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
+import json
 import logging
 import os
 import random
@@ -44,6 +46,14 @@ from .registry import Registry, Task
 from .report import TICK_COUNTERS, DeadLetter, TickReport, log_fields
 from .step_context import Compensating, StepCounts, StepHost, Suspended
 from .steps import suspended
+from .timeouts import (
+    KILL_GRACE_SECONDS,
+    AbandonedHandlers,
+    call_in_process,
+    call_in_thread,
+    timed_out_error,
+    timeout_of,
+)
 
 log = logging.getLogger("tickq")
 
@@ -163,6 +173,8 @@ class Runner:
         # Outcomes of this batch saved while its other handlers ran: (jobs, outcomes, held).
         self._saved_early: list[tuple[list[Job], list[Outcome], set[UUID]]] = []
         self.step_counts = StepCounts()
+        self.abandoned = AbandonedHandlers()  # handlers stopped at their timeout
+        self._time_left = time_left
         self._steps = StepHost(lambda: self.store, time_left, self.step_counts, spec=registry.spec)
 
     @property
@@ -424,12 +436,7 @@ class Runner:
         ran = len(jobs)
         if self._saved_early:  # outcomes saved while batch-mates ran: counted now, not again
             jobs, outcomes = self._after_early_saves(report, jobs, outcomes)
-        counts = self.step_counts
-        if counts.steps or counts.suspended or counts.resumed:  # the handlers have returned
-            steps, suspends, resumes = counts.take()
-            report.steps += steps
-            report.suspended += suspends
-            report.resumed += resumes
+        self._count_handlers(report)
         # Persist: the overlapped statement has persisted the previous batch...
         if in_flight is not None:
             ahead = self._persisted_ahead(
@@ -462,6 +469,20 @@ class Runner:
         report.record(jobs, outcomes, held)
         pipeline.note_released(jobs, outcomes)
         return ran
+
+    def _count_handlers(self, report: TickReport) -> None:
+        """What the batch's handlers did beside their outcomes, now that they have returned:
+        steps, suspensions, resumptions, and handlers stopped by their timeout."""
+        counts = self.step_counts
+        if counts.steps or counts.suspended or counts.resumed:
+            steps, suspends, resumes = counts.take()
+            report.steps += steps
+            report.suspended += suspends
+            report.resumed += resumes
+        timeouts = self.abandoned.take_timeouts()
+        if timeouts or report.abandoned_handlers:
+            report.timed_out += timeouts
+            report.abandoned_handlers = self.abandoned.running
 
     def _after_early_saves(
         self, report: TickReport, jobs: list[Job], outcomes: list[Outcome]
@@ -746,12 +767,73 @@ class Runner:
             )
         if task.transactional:
             return self._run_in_transaction(job, task)
+        timeout = timeout_of(job, task.timeout)
+        if timeout is not None and not self._fits(timeout):
+            return self._put_back(job, timeout)
+        if task.isolation == "process":
+            return with_event(task, job, self._run_in_process(job, task, timeout))
         context = JobContext(job, self.store, self.lease_seconds, self._steps, task.step_seconds)
+        if timeout is not None:
+            return with_event(
+                task, job, self._settle(context, self._run_timed(job, task, context, timeout))
+            )
         try:
             result = task.fn(context)
         except BaseException as exc:  # judged below; interrupts are re-raised there
             return with_event(task, job, self._settle(context, self._judge(job, exc)))
         return with_event(task, job, self._settle(context, self._succeeded(job, result)))
+
+    def _run_timed(self, job: Job, task: Task, context: JobContext, timeout: int) -> Outcome:
+        """A plain handler with a timeout, in a thread of its own: past the timeout the
+        attempt fails, the thread is abandoned (its late return never read) and the context
+        refuses its writes; the failure's fenced finish ends the attempt's lease token."""
+        call = call_in_thread(task.fn, context, timeout)
+        if call.done.is_set():
+            if call.raised is not None:
+                return self._judge(job, call.raised)
+            return self._succeeded(job, call.result)
+        context.timed_out(timeout)
+        self.abandoned.add(call.thread)
+        return self._timed_out(job, timeout, abandoned=self.abandoned.running)
+
+    def _run_in_process(self, job: Job, task: Task, timeout: int | None) -> Outcome:
+        """A process-isolated handler: its child's result, its error judged as a handler's,
+        or the timeout's failure when the child was killed."""
+        reply = call_in_process(task.fn, job, timeout)
+        if reply.timed_out:
+            assert timeout is not None
+            self.abandoned.count_timeout()
+            return self._timed_out(job, timeout)
+        if reply.error_type is None:
+            assert reply.result_json is not None
+            return self._succeeded(job, json.loads(reply.result_json))
+        if reply.retry_after is not None:
+            return self._judge(job, RetryAfter(reply.retry_after, reply.error))
+        if reply.error_type == "PermanentError":
+            return self._judge(job, PermanentError(reply.error))
+        outcome = transitions.failed(job, f"{reply.error_type}: {reply.error}", rand=self.rand())
+        self._log_failure(job, outcome)
+        return outcome
+
+    def _timed_out(self, job: Job, timeout: int, **extra: Any) -> Outcome:
+        outcome = transitions.failed(job, timed_out_error(timeout), rand=self.rand())
+        self._log_failure(job, outcome, **extra)
+        return outcome
+
+    def _fits(self, timeout: int) -> bool:
+        """Whether a handler of this timeout can run to it before the invocation ends."""
+        return self._time_left is None or timeout <= self._time_left()
+
+    def _put_back(self, job: Job, timeout: int) -> Outcome:
+        """A job whose timeout does not fit in the invocation's time left is not started:
+        it goes back, its attempt given back, for after this invocation."""
+        assert self._time_left is not None
+        delay = max(0.0, self._time_left())
+        log.info(
+            "job put back: its timeout does not fit in the time left",
+            extra={"job_id": str(job.id), "job_type": job.type, "timeout": timeout},
+        )
+        return transitions.snoozed(job, delay)
 
     def _run_in_transaction(self, job: Job, task: Task) -> Outcome:
         """fn(job, conn) and the job's fenced success in one transaction of a connection of
@@ -807,11 +889,22 @@ class Runner:
                         except BaseException as exc:
                             return self._batch_ended(task, batch, jobs, None, exc)
                         return self._batch_ended(task, batch, jobs, returned, None)
+                    timeout = timeout_of(job, task.timeout)
+                    if timeout is not None and not self._fits(timeout):
+                        return [self._put_back(job, timeout)]
                     context = AsyncJobContext(
                         job, self.store, self.lease_seconds, self._steps, task.step_seconds
                     )
                     try:
-                        result = await task.fn(context)
+                        if timeout is None:
+                            result = await task.fn(context)
+                        else:
+                            result = await _within(task.fn(context), timeout)
+                    except _StoppedAtTimeout:
+                        assert timeout is not None
+                        context.timed_out(timeout)  # in case it swallowed the cancellation
+                        self.abandoned.count_timeout()
+                        outcome = self._timed_out(job, timeout)
                     except BaseException as exc:
                         outcome = self._judge(job, exc)
                     else:
@@ -867,18 +960,40 @@ class Runner:
             outcome = transitions.failed(
                 job, error, permanent=isinstance(exc, PermanentError), rand=self.rand()
             )
+        self._log_failure(job, outcome)
+        return outcome
+
+    @staticmethod
+    def _log_failure(job: Job, outcome: Outcome, **extra: Any) -> None:
         log.log(
             logging.ERROR if outcome.status == Status.DEAD else logging.WARNING,
             "job %s",
             outcome.status.value,
-            extra=log_fields(job, outcome),
+            extra={**log_fields(job, outcome), **extra},
         )
-        return outcome
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="tickq-job")
         return self._pool
+
+
+class _StoppedAtTimeout(Exception):
+    """An async handler was cancelled at its timeout."""
+
+
+async def _within(call: Any, timeout: float) -> Any:
+    """Await a handler's coroutine for at most `timeout` seconds; past it, cancel it, give
+    it KILL_GRACE_SECONDS to unwind, and raise _StoppedAtTimeout. Not asyncio.wait_for: a
+    TimeoutError the handler raises itself is its own failure, not the timeout."""
+    task = asyncio.ensure_future(call)
+    done, _ = await asyncio.wait({task}, timeout=timeout)
+    if done:
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await asyncio.wait({task}, timeout=KILL_GRACE_SECONDS)
+    raise _StoppedAtTimeout
 
 
 def with_event(task: Task, job: Job, outcome: Outcome) -> Outcome:

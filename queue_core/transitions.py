@@ -72,6 +72,7 @@ def new_job(
         started_at=None,
         finished_at=None,
         group_key=spec.group_key,
+        timeout_seconds=spec.timeout_seconds,
     )
 
 

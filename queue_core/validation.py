@@ -13,7 +13,7 @@ from uuid import UUID
 from .backoff import DEFAULT_BACKOFF, Backoff
 from .errors import InvalidJob, UnknownJobType
 from .gates import Debounce, Gate, Throttle
-from .jobs import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobSpec
+from .jobs import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, TIMEOUT_LEASE_MARGIN, JobSpec
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]*")
 MAX_NAME = 128
@@ -23,6 +23,7 @@ MAX_RESULT_BYTES = 1024 * 1024
 INT32 = 2**31 - 1
 MAX_ATTEMPTS_LIMIT = 1000
 MAX_LEASE_SECONDS = 12 * 3600
+MAX_TIMEOUT_SECONDS = MAX_LEASE_SECONDS
 MAX_DELAY_SECONDS = 366 * 86_400
 # Arrays and objects nested in one JSON value, at most. Python's json module takes a level
 # of the interpreter's stack for each, and a worker reading a value nested about 1000 deep
@@ -186,6 +187,7 @@ def job_spec(
     run_after: Any = None,
     delay: Any = None,
     lease_seconds: Any = None,
+    timeout: Any = None,
     backoff_policy: Any = None,
     group: Any = None,
     debounce: Any = None,
@@ -204,6 +206,14 @@ def job_spec(
     gated = gate(
         debounce, throttle, idempotency_key=idempotency_key, run_after=run_after, delay=delay
     )
+    lease = (
+        None
+        if lease_seconds is None
+        else integer(lease_seconds, "lease_seconds", 1, MAX_LEASE_SECONDS)
+    )
+    limit = None if timeout is None else integer(timeout, "timeout", 1, MAX_TIMEOUT_SECONDS)
+    if limit is not None:
+        lease = timeout_lease(lease, limit)
     return JobSpec(
         type=type_,
         payload_json=payload_json,
@@ -220,15 +230,18 @@ def job_spec(
         priority=0 if priority is None else integer(priority, "priority", -INT32, INT32),
         run_after=None if run_after is None else readable_time(run_after, "run_after"),
         delay=0.0 if delay is None else number(delay, "delay", 0, MAX_DELAY_SECONDS),
-        lease_seconds=(
-            None
-            if lease_seconds is None
-            else integer(lease_seconds, "lease_seconds", 1, MAX_LEASE_SECONDS)
-        ),
+        lease_seconds=lease,
         backoff=DEFAULT_BACKOFF if backoff_policy is None else backoff(backoff_policy),
         group_key=default_group(None if group is None else name(group, "group"), owner),
         gate=gated,
+        timeout_seconds=limit,
     )
+
+
+def timeout_lease(lease_seconds: int | None, timeout: int) -> int:
+    """The lease of a job with a timeout: at least the timeout and a margin, so its lease
+    outlasts the handler the runner stops (within the largest lease a row may hold)."""
+    return min(MAX_LEASE_SECONDS, max(lease_seconds or 0, timeout + TIMEOUT_LEASE_MARGIN))
 
 
 def gate(

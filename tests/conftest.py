@@ -169,9 +169,11 @@ def _isolated_task_catalogue(request: pytest.FixtureRequest) -> Iterator[None]:
     once it knows any type, enqueues of others are refused (queue_core/catalog.py). Only
     for tests on the shared database, emptied after each, so a test that never touches the
     database starts none."""
-    yield
+    cleaner = None
     if "database_url" in request.fixturenames:
         cleaner = request.getfixturevalue("_cleaner")
+    yield
+    if cleaner is not None:
         cleaner.execute("delete from tickq.task_catalog")
 
 

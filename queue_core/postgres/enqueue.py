@@ -48,6 +48,7 @@ _BASE_COLUMNS = tuple(
         ("run_after", "run_after"),
         ("delay", "delay"),
         ("lease_seconds", "lease_seconds"),
+        ("timeout_seconds", "timeout_seconds"),
         ("backoff_base", "backoff.base"),
         ("backoff_factor", "backoff.factor"),
         ("backoff_max", "backoff.max"),
@@ -437,6 +438,8 @@ def _request(spec: JobSpec, after: Sequence[dependencies.ParentRef]) -> str:
         request["delay"] = spec.delay
     if spec.lease_seconds is not None:
         request["lease_seconds"] = spec.lease_seconds
+    if spec.timeout_seconds is not None:
+        request["timeout"] = spec.timeout_seconds
     group = spec.group_key
     if spec.user_id is not None:
         owner = str(spec.user_id)
@@ -484,6 +487,7 @@ def _one_job_params(spec: JobSpec, now: datetime | None) -> dict[str, Any]:
         "run_after": spec.run_after,
         "delay": spec.delay,
         "lease_seconds": spec.lease_seconds,
+        "timeout_seconds": spec.timeout_seconds,
         "backoff_base": spec.backoff.base,
         "backoff_factor": spec.backoff.factor,
         "backoff_max": spec.backoff.max,

@@ -291,6 +291,7 @@ class StepStore:
             "max_running": max_running,
             "max_attempts": first.max_attempts,
             "lease_seconds": first.lease_seconds,
+            "timeout_seconds": first.timeout_seconds,
             "backoff_base": first.backoff.base,
             "backoff_factor": first.backoff.factor,
             "backoff_max": first.backoff.max,

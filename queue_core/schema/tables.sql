@@ -103,6 +103,9 @@ create table tickq.jobs (
     -- Times a handler snoozed the job (RetryAfter): each gives back the attempt its claim
     -- counted, so attempts and max_attempts keep counting runs against what was declared.
     snoozes          integer not null default 0,
+    -- Seconds the handler may run before the runner stops it (null: no limit of its own).
+    -- An enqueue stores a lease of at least this plus a margin (TIMEOUT_LEASE_MARGIN).
+    timeout_seconds  integer,
 
     -- Bounds on what a row may hold, for every role, the owner included, however the row is
     -- written (the API's enqueue, tickq.enqueue, plain SQL): nothing the engine cannot read
@@ -124,6 +127,8 @@ create table tickq.jobs (
         (status = 'running') = (lease_token is not null and lease_until is not null)),
     constraint jobs_lease_seconds_check check (
         lease_seconds is null or lease_seconds between 1 and 43200),
+    constraint jobs_timeout_seconds_check check (
+        timeout_seconds is null or timeout_seconds between 1 and 43200),
     -- backoff.Backoff's rules, so a retry delay always fits an interval.
     constraint jobs_backoff_check check (
         backoff_base > 0 and backoff_base <= 86400

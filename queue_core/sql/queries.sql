@@ -25,12 +25,13 @@ with clock as materialized (
                 %(each_idempotency_key)b::text[], %(each_max_attempts)b::integer[],
                 %(each_priority)b::integer[], %(each_run_after)b::timestamptz[],
                 %(each_delay)b::float8[], %(each_lease_seconds)b::integer[],
+                %(each_timeout_seconds)b::integer[],
                 %(each_backoff_base)b::float8[], %(each_backoff_factor)b::float8[],
                 %(each_backoff_max)b::float8[], %(each_backoff_jitter)b::float8[],
                 %(each_group_key)b::text[])
         as i (id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
-              run_after, delay, lease_seconds, backoff_base, backoff_factor, backoff_max,
-              backoff_jitter, group_key)
+              run_after, delay, lease_seconds, timeout_seconds, backoff_base, backoff_factor,
+              backoff_max, backoff_jitter, group_key)
 ), claimed as (
     -- The key table decides duplicates (tickq.job_keys), so concurrent enqueues of one key
     -- from many connections leave exactly one job: the losers wait for the winner, then
@@ -50,8 +51,8 @@ with clock as materialized (
     -- Only the jobs whose key this statement won, and the keyless ones.
     insert into tickq.jobs as j (
         id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
-        run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-        group_key, created_at, updated_at)
+        run_after, lease_seconds, timeout_seconds, backoff_base, backoff_factor, backoff_max,
+        backoff_jitter, group_key, created_at, updated_at)
     select i.id,
            coalesce(i.queue, %(all_queue)s::text),
            coalesce(i.type, %(all_type)s::text),
@@ -63,6 +64,7 @@ with clock as materialized (
            coalesce(i.run_after, %(all_run_after)s::timestamptz,
                     clock.now + coalesce(i.delay, %(all_delay)s::float8) * interval '1 second'),
            coalesce(i.lease_seconds, %(all_lease_seconds)s::integer),
+           coalesce(i.timeout_seconds, %(all_timeout_seconds)s::integer),
            coalesce(i.backoff_base, %(all_backoff_base)s::float8),
            coalesce(i.backoff_factor, %(all_backoff_factor)s::float8),
            coalesce(i.backoff_max, %(all_backoff_max)s::float8),
@@ -103,8 +105,8 @@ with clock as materialized (
 )
 insert into tickq.jobs as j (
     id, queue, type, user_id, payload, max_attempts, priority,
-    run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    group_key, created_at, updated_at)
+    run_after, lease_seconds, timeout_seconds, backoff_base, backoff_factor, backoff_max,
+    backoff_jitter, group_key, created_at, updated_at)
 select i.id,
        coalesce(i.queue, %(all_queue)s::text),
        coalesce(i.type, %(all_type)s::text),
@@ -115,6 +117,7 @@ select i.id,
        coalesce(i.run_after, %(all_run_after)s::timestamptz,
                 clock.now + coalesce(i.delay, %(all_delay)s::float8) * interval '1 second'),
        coalesce(i.lease_seconds, %(all_lease_seconds)s::integer),
+       coalesce(i.timeout_seconds, %(all_timeout_seconds)s::integer),
        coalesce(i.backoff_base, %(all_backoff_base)s::float8),
        coalesce(i.backoff_factor, %(all_backoff_factor)s::float8),
        coalesce(i.backoff_max, %(all_backoff_max)s::float8),
@@ -126,12 +129,13 @@ from unnest(%(each_id)b::uuid[], %(each_queue)b::text[], %(each_type)b::text[],
             %(each_max_attempts)b::integer[],
             %(each_priority)b::integer[], %(each_run_after)b::timestamptz[],
             %(each_delay)b::float8[], %(each_lease_seconds)b::integer[],
+                %(each_timeout_seconds)b::integer[],
             %(each_backoff_base)b::float8[], %(each_backoff_factor)b::float8[],
             %(each_backoff_max)b::float8[], %(each_backoff_jitter)b::float8[],
             %(each_group_key)b::text[])
     as i (id, queue, type, user_id, payload, max_attempts, priority,
-          run_after, delay, lease_seconds, backoff_base, backoff_factor, backoff_max,
-          backoff_jitter, group_key),
+          run_after, delay, lease_seconds, timeout_seconds, backoff_base, backoff_factor,
+          backoff_max, backoff_jitter, group_key),
     clock;
 
 -- name: jobs_enqueue_one
@@ -149,14 +153,15 @@ with claimed as (
 ), inserted as (
     insert into tickq.jobs as j (
         id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
-        run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-        group_key, created_at, updated_at)
+        run_after, lease_seconds, timeout_seconds, backoff_base, backoff_factor, backoff_max,
+        backoff_jitter, group_key, created_at, updated_at)
     select %(id)s::uuid, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
            %(key)s::text, %(max_attempts)s::integer, %(priority)s::integer,
            coalesce(%(run_after)s::timestamptz,
                     coalesce(%(now)s::timestamptz, now())
                     + %(delay)s::float8 * interval '1 second'),
-           %(lease_seconds)s::integer, %(backoff_base)s::float8, %(backoff_factor)s::float8,
+           %(lease_seconds)s::integer, %(timeout_seconds)s::integer, %(backoff_base)s::float8,
+           %(backoff_factor)s::float8,
            %(backoff_max)s::float8, %(backoff_jitter)s::float8, %(group_key)s::text,
            coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now())
     where exists (select from claimed)
@@ -164,7 +169,7 @@ with claimed as (
         priority, run_after, lease_until, lease_token, progress, result, error, errors,
         lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
         cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-        owner_priority, snoozes, false as duplicate
+        owner_priority, snoozes, timeout_seconds, false as duplicate
 )
 select * from inserted;
 
@@ -177,7 +182,7 @@ select j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
     j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
     j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
     j.started_at, j.finished_at, j.group_key, j.has_children, j.owner_priority, j.snoozes,
-    true as duplicate
+    j.timeout_seconds, true as duplicate
 from tickq.job_keys k
 join tickq.jobs j on j.id = k.job_id
 where k.idempotency_key = %(key)s::text
@@ -192,14 +197,15 @@ where k.idempotency_key = %(key)s::text
 -- insert.
 insert into tickq.jobs (
     id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
-    run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    group_key, created_at, updated_at)
+    run_after, lease_seconds, timeout_seconds, backoff_base, backoff_factor, backoff_max,
+    backoff_jitter, group_key, created_at, updated_at)
 values (%(id)s, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
         null, %(max_attempts)s, %(priority)s,
         coalesce(%(run_after)s::timestamptz,
                  coalesce(%(now)s::timestamptz, now())
                  + %(delay)s::float8 * interval '1 second'),
-        %(lease_seconds)s::integer, %(backoff_base)s, %(backoff_factor)s,
+        %(lease_seconds)s::integer, %(timeout_seconds)s::integer, %(backoff_base)s,
+        %(backoff_factor)s,
         %(backoff_max)s, %(backoff_jitter)s, %(group_key)s::text,
         coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
 returning payload, run_after, created_at, priority, group_key;
@@ -321,7 +327,7 @@ id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attemp
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes
+    owner_priority, snoozes, timeout_seconds
 
 -- part: pick_runnable
 -- The plain claim's pick, but for its queue condition (each statement adds its own, and
@@ -472,7 +478,7 @@ with clock as materialized (
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
         j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at,
         j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children, j.owner_priority,
-        j.snoozes
+        j.snoozes, j.timeout_seconds
 ), begun as (
     select case when count(*) > 0
                 then tickq.job_compensations_record(array_agg(d.id), array_agg(d.ends),
@@ -492,7 +498,7 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes
+    owner_priority, snoozes, timeout_seconds
 from reclaimed cross join settled cross join begun;
 
 -- name: jobs_extend_lease
@@ -517,7 +523,7 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes
+    owner_priority, snoozes, timeout_seconds
 from tickq.jobs where id = %(id)s;
 
 -- name: jobs_list
@@ -526,7 +532,7 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes
+    owner_priority, snoozes, timeout_seconds
 from tickq.jobs
 where (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
   and (%(types)s::text[] is null or type = any(%(types)s::text[]))
@@ -904,13 +910,13 @@ with clock as materialized (
     from unnest(%(id)s::uuid[], %(queue)s::text[], %(type)s::text[], %(user_id)s::uuid[],
                 %(payload)s::text[], %(idempotency_key)s::text[], %(max_attempts)s::integer[],
                 %(priority)s::integer[], %(run_after)s::timestamptz[], %(delay)s::float8[],
-                %(lease_seconds)s::integer[], %(backoff_base)s::float8[],
+                %(lease_seconds)s::integer[], %(timeout_seconds)s::integer[], %(backoff_base)s::float8[],
                 %(backoff_factor)s::float8[], %(backoff_max)s::float8[],
                 %(backoff_jitter)s::float8[], %(group_key)s::text[], %(status)s::text[],
                 %(pending_parents)s::integer[], %(has_children)s::boolean[])
         as i (id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
-              run_after, delay, lease_seconds, backoff_base, backoff_factor, backoff_max,
-              backoff_jitter, group_key, status, pending_parents, has_children)
+              run_after, delay, lease_seconds, timeout_seconds, backoff_base, backoff_factor,
+              backoff_max, backoff_jitter, group_key, status, pending_parents, has_children)
 ), claimed as (
     -- The key table decides duplicates, keys in one global order, as in jobs_enqueue.
     insert into tickq.job_keys as k (idempotency_key, user_id, job_id)
@@ -923,12 +929,13 @@ with clock as materialized (
 ), inserted as (
     insert into tickq.jobs as j (
         id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
-        run_after, lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-        group_key, status, pending_parents, has_children, created_at, updated_at)
+        run_after, lease_seconds, timeout_seconds, backoff_base, backoff_factor, backoff_max,
+        backoff_jitter, group_key, status, pending_parents, has_children, created_at, updated_at)
     select i.id, i.queue, i.type, i.user_id, i.payload::jsonb, i.idempotency_key,
            i.max_attempts, i.priority,
            coalesce(i.run_after, clock.now + i.delay * interval '1 second'),
-           i.lease_seconds, i.backoff_base, i.backoff_factor, i.backoff_max, i.backoff_jitter,
+           i.lease_seconds, i.timeout_seconds, i.backoff_base, i.backoff_factor, i.backoff_max,
+           i.backoff_jitter,
            i.group_key, i.status, i.pending_parents, i.has_children, clock.now, clock.now
     from input i, clock
     where i.idempotency_key is null or i.id in (select c.job_id from claimed c)

@@ -180,12 +180,13 @@ spec as (
     from unnest(%(child_ids)s::uuid[], %(payloads)s::text[]) with ordinality as s (id, payload, n)
 ), children as (
     insert into tickq.jobs (id, queue, type, user_id, status, payload, max_attempts, priority,
-                            lease_seconds, backoff_base, backoff_factor, backoff_max,
-                            backoff_jitter, group_key, has_children, run_after, created_at,
-                            updated_at)
+                            lease_seconds, timeout_seconds, backoff_base, backoff_factor,
+                            backoff_max, backoff_jitter, group_key, has_children, run_after,
+                            created_at, updated_at)
     select s.id, parent.queue, %(type)s, parent.user_id,
            case when s.n <= %(max_running)s then 'queued' else 'waiting' end, s.payload::jsonb,
-           %(max_attempts)s, parent.priority, %(lease_seconds)s, %(backoff_base)s,
+           %(max_attempts)s, parent.priority, %(lease_seconds)s, %(timeout_seconds)s::integer,
+           %(backoff_base)s,
            %(backoff_factor)s, %(backoff_max)s, %(backoff_jitter)s, parent.group_key, true,
            clock.now, clock.now, clock.now
     from spec s, parent, clock

@@ -41,6 +41,18 @@ def test_post_then_get_round_trip(call_api: Invoke) -> None:
     assert fetched["id"] == job["id"] and fetched["payload"] == {"doc": 1}
 
 
+def test_a_posted_timeout_is_stored_and_shown_with_its_lease(call_api: Invoke) -> None:
+    status, job = call_api("POST", "/jobs", body={"type": "embed", "timeout": 5}, sub=ALICE)
+    assert status == 202
+
+    status, fetched = call_api("GET", f"/jobs/{job['id']}", sub=ALICE)
+
+    assert status == 200
+    assert (fetched["timeout_seconds"], fetched["lease_seconds"]) == (5, 15)
+    status, _ = call_api("POST", "/jobs", body={"type": "embed", "timeout": 0}, sub=ALICE)
+    assert status == 422  # a value out of bounds, as any other field's
+
+
 def test_sample_post_event_enqueues_for_the_token_subject(
     as_app: None, lambda_context: FakeContext, conn: psycopg.Connection
 ) -> None:

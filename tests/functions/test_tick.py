@@ -79,6 +79,24 @@ def test_stops_before_the_remaining_time_runs_out(
     assert statuses(conn).count("queued") == 16
 
 
+def test_a_handler_whose_timeout_does_not_fit_in_the_time_left_is_not_started(
+    conn: psycopg.Connection, tasks: Registry
+) -> None:
+    # 60 s left less the 10 s margin: a 55 s timeout does not fit, a 5 s one does.
+    ran: list[str] = []
+    tasks.task("long", timeout=55)(lambda job: ran.append("long"))
+    tasks.task("short", timeout=5)(lambda job: ran.append("short"))
+    enqueue(conn, "long", using=tasks)
+    enqueue(conn, "short", using=tasks)
+
+    report = tick.handler({}, FakeContext(remaining_ms=60_000))
+
+    assert ran == ["short"]
+    assert (report["succeeded"], report["snoozed"], report["timed_out"]) == (1, 1, 0)
+    # Put back for a later tick, its attempt given back.
+    assert statuses(conn) == ["queued", "succeeded"]
+
+
 def test_refuses_to_start_when_the_lease_is_not_longer_than_timeout_plus_margin(
     conn: psycopg.Connection, tasks: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -75,6 +75,18 @@ def test_enqueue_prints_the_new_job(cli: Cli, conn: psycopg.Connection) -> None:
     assert (job.payload, job.idempotency_key, job.priority) == ({"doc": 1}, "doc-1", 3)
 
 
+def test_enqueue_with_a_timeout_stores_it_and_show_prints_it(
+    cli: Cli, conn: psycopg.Connection
+) -> None:
+    code, data, _ = cli("enqueue", "embed", "--timeout", "5", "--json")
+    assert code == 0
+
+    code, shown, _ = cli("show", data["id"], "--json")
+
+    assert code == 0
+    assert (shown["timeout_seconds"], shown["lease_seconds"]) == (5, 15)
+
+
 def test_enqueue_of_a_held_key_reports_the_duplicate(cli: Cli, conn: psycopg.Connection) -> None:
     _, first, _ = cli("enqueue", "embed", "--key", "doc-1", "--json")
 

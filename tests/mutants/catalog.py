@@ -58,6 +58,7 @@ BATCH_TESTS = "tests/integration/test_handler_batches.py"
 HANDLER_PROCESSES = "tests/e2e/test_handler_semantics_done_when.py"
 OPERATOR_VIEW = "tests/integration/test_operator_job_view.py"
 WORKFLOWS = "tests/integration/test_workflows.py"
+TIMEOUT_TESTS = "tests/integration/test_runner_timeouts.py"
 WORKFLOWS_E2E = "tests/e2e/test_workflows_done_when.py"
 CLAIM_REPLY_LOST = "tests/integration/test_claim_reply_lost.py"
 SAGA_PATHS = "tests/integration/test_saga_paths.py"
@@ -1905,5 +1906,53 @@ MUTANTS: tuple[Mutant, ...] = (
             "test_suspend_gives_the_attempt_back_and_keeps_the_steps",
             OPERATOR_VIEW,
         ),
+    ),
+    Mutant(
+        "async-handler-runs-past-its-timeout",
+        "an async handler is awaited to its end whatever its timeout: a hung one holds its"
+        " slot and the next job waits",
+        (
+            Edit(
+                RUNNER,
+                "result = await _within(task.fn(context), timeout)",
+                "result = await task.fn(context)",
+            ),
+        ),
+        targeted=(
+            f"{TIMEOUT_TESTS}::"
+            "test_an_async_handler_is_cancelled_at_its_timeout_and_the_next_job_runs",
+        ),
+    ),
+    Mutant(
+        "isolated-handler-not-killed-at-its-timeout",
+        "a process-isolated handler's child is waited for to its end: its code after the"
+        " timeout runs, and its late result is stored",
+        (
+            Edit(
+                "queue_core/timeouts.py",
+                "if not receiver.poll(timeout):",
+                "if not receiver.poll(None):",
+            ),
+        ),
+        targeted=(f"{TIMEOUT_TESTS}::test_a_process_isolated_handler_is_killed_at_its_timeout",),
+    ),
+    Mutant(
+        "thread-handler-late-outcome-stored",
+        "the runner waits for a plain handler past its timeout and stores its late return",
+        (Edit(RUNNER, "if call.done.is_set():", "if call.done.wait():"),),
+        targeted=(f"{TIMEOUT_TESTS}::test_a_plain_handlers_late_outcome_is_never_stored",),
+    ),
+    Mutant(
+        "thread-handler-writes-after-its-timeout",
+        "an abandoned handler's context still writes: its progress goes to a job whose"
+        " attempt has ended, until the failure's finish fences it",
+        (
+            Edit(
+                RUNNER,
+                "        context.timed_out(timeout)\n        self.abandoned.add(call.thread)",
+                "        self.abandoned.add(call.thread)",
+            ),
+        ),
+        targeted=(f"{TIMEOUT_TESTS}::test_a_plain_handlers_late_outcome_is_never_stored",),
     ),
 )

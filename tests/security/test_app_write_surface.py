@@ -21,7 +21,7 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from queue_core import bounds, dependencies, steps, validation
+from queue_core import bounds, dependencies, jobs, steps, validation
 from queue_core.batch import JobBatch
 from queue_core.outbox import _MAX_DETAIL_BYTES
 from queue_core.postgres import PostgresStore
@@ -85,6 +85,8 @@ def test_the_sql_bounds_are_the_python_bounds(conn: psycopg.Connection) -> None:
         "max_attempts": validation.MAX_ATTEMPTS_LIMIT,
         "max_priority": validation.INT32,
         "max_lease_seconds": validation.MAX_LEASE_SECONDS,
+        "max_timeout_seconds": validation.MAX_TIMEOUT_SECONDS,
+        "timeout_lease_margin": jobs.TIMEOUT_LEASE_MARGIN,
         "max_delay_seconds": validation.MAX_DELAY_SECONDS,
         "max_backoff_base": bounds.MAX_BACKOFF_BASE,
         "min_backoff_factor": bounds.MIN_BACKOFF_FACTOR,
@@ -239,6 +241,10 @@ def test_an_enqueue_takes_the_owner_the_clock_and_the_id_from_the_database(
         ({"type": "t", "backoff": {"base": 10, "max": 5}}, "backoff"),
         ({"type": "t", "backoff": {"other": 1}}, "backoff"),
         ({"type": "t", "group": "a b"}, "group"),
+        ({"type": "t", "timeout": 0}, "timeout"),
+        ({"type": "t", "timeout": 1.5}, "timeout"),
+        ({"type": "t", "timeout": 43201}, "timeout"),
+        ({"type": "t", "timeout": "5"}, "timeout"),
         ({"type": "t", "group": "g" * 100}, "group"),
         ({"type": "t", "debounce": {"key": "k", "seconds": 1e300}}, "debounce.seconds"),
         ({"type": "t", "debounce": {"key": "k", "seconds": 0}}, "debounce.seconds"),
@@ -281,6 +287,36 @@ def test_a_bad_request_is_refused_naming_its_field_and_writes_nothing(
     assert refused.value.diag.column_name == field, refused.value.diag.message_primary
     assert "job 1" in (refused.value.diag.message_primary or "")
     assert counts(conn) == before
+
+
+def test_a_timeout_is_stored_and_its_lease_covers_it(
+    as_app: RoleConnect, conn: psycopg.Connection, alice: UUID
+) -> None:
+    with scoped(as_app(), alice) as c:
+        rows = enqueue_many(
+            c,
+            {"type": "t", "timeout": 5},  # no lease: the timeout and its margin
+            {"type": "t", "timeout": 5, "lease_seconds": 60},  # a longer lease stays
+            {"type": "t", "timeout": 5, "lease_seconds": 6},  # a shorter one is raised
+            {"type": "t", "timeout": 43200},  # within the largest lease
+            {"type": "t", "timeout": 5, "idempotency_key": "k"},  # the keyed path
+            {"type": "t"},
+        )
+    stored = [
+        conn.execute(
+            "select timeout_seconds, lease_seconds from tickq.jobs where id = %s", (row[1],)
+        ).fetchone()
+        for row in rows
+    ]
+    margin = jobs.TIMEOUT_LEASE_MARGIN
+    assert stored == [
+        (5, 5 + margin),
+        (5, 60),
+        (5, 5 + margin),
+        (43200, 43200),
+        (5, 5 + margin),
+        (None, None),
+    ]
 
 
 def test_a_batch_is_bounded(as_app: RoleConnect, conn: psycopg.Connection, alice: UUID) -> None:

@@ -13,6 +13,8 @@ create function tickq.enqueue_bounds() returns jsonb
         'max_attempts', 1000,
         'max_priority', 2147483647,       -- a priority is a 32-bit integer, either sign
         'max_lease_seconds', 43200,
+        'max_timeout_seconds', 43200,
+        'timeout_lease_margin', 10,       -- a timed job's lease: at least its timeout plus this
         'max_delay_seconds', 31622400,    -- 366 days: delay, run_after ahead, gate seconds
         'max_backoff_base', 86400,
         'min_backoff_factor', 1,

@@ -6,12 +6,13 @@
 -- application user's.
 --
 -- p_job is one request as the HTTP API takes it: type, payload, queue, idempotency_key,
--- priority, max_attempts, delay or run_after, lease_seconds, backoff {base, factor, max,
--- jitter}, group, debounce {key, seconds[, max_seconds]} or throttle {key, seconds}; p_after
+-- priority, max_attempts, delay or run_after, lease_seconds, timeout, backoff {base, factor,
+-- max, jitter}, group, debounce {key, seconds[, max_seconds]} or throttle {key, seconds}; p_after
 -- the jobs it waits for (resolved by the caller). Every value is checked against
 -- tickq.enqueue_bounds() before anything is written; a refusal is SQLSTATE 22023
 -- (invalid_parameter_value) with the field as the error's column name, a parent that cannot
--- be waited for TQ404 (its id as the detail). The time is the database's.
+-- be waited for TQ404 (its id as the detail). The time is the database's. A timeout raises
+-- the lease to at least the timeout plus timeout_lease_margin, as the Python enqueue does.
 --
 -- Returns the job's id, its status and the outcome: created, duplicate (an idempotency key's
 -- live or succeeded holder, or a throttle's job), debounced (a debounce's job, which took the
@@ -50,6 +51,7 @@ declare
     v_run       timestamptz;
     v_delay     double precision;
     v_lease     integer;
+    v_timeout   integer;
     v_base      double precision := 1;
     v_factor    double precision := 2;
     v_max       double precision := 300;
@@ -76,13 +78,13 @@ begin
     -- Expressions rather than queries where they can be: a query per field would cost a bulk
     -- enqueue several times its inserts.
     if p_job - array['type', 'payload', 'queue', 'idempotency_key', 'priority', 'max_attempts',
-                     'delay', 'run_after', 'lease_seconds', 'backoff', 'after', 'group',
-                     'debounce', 'throttle'] <> '{}' then
+                     'delay', 'run_after', 'lease_seconds', 'timeout', 'backoff', 'after',
+                     'group', 'debounce', 'throttle'] <> '{}' then
         select string_agg(k, ', ' order by k) into v_field
         from jsonb_object_keys(p_job - array['type', 'payload', 'queue', 'idempotency_key',
                                               'priority', 'max_attempts', 'delay', 'run_after',
-                                              'lease_seconds', 'backoff', 'after', 'group',
-                                              'debounce', 'throttle']) k;
+                                              'lease_seconds', 'timeout', 'backoff', 'after',
+                                              'group', 'debounce', 'throttle']) k;
         raise exception 'tickq: %unknown fields: %', v_where, v_field
             using errcode = 'invalid_parameter_value',
                   column = split_part(v_field, ', ', 1);
@@ -163,6 +165,13 @@ begin
                            v_attempts);
     v_lease := tickq.request_number(p_job, 'lease_seconds', 1,
                                     (b ->> 'max_lease_seconds')::float8, true, v_where);
+    v_timeout := tickq.request_number(p_job, 'timeout', 1,
+                                      (b ->> 'max_timeout_seconds')::float8, true, v_where);
+    if v_timeout is not null then
+        v_lease := least((b ->> 'max_lease_seconds')::integer,
+                         greatest(coalesce(v_lease, 0),
+                                  v_timeout + (b ->> 'timeout_lease_margin')::integer));
+    end if;
     v_delay := tickq.request_number(p_job, 'delay', 0, (b ->> 'max_delay_seconds')::float8,
                                     false, v_where);
     v_value := p_job -> 'run_after';
@@ -368,6 +377,7 @@ begin
         deferred.priority := v_priority;
         deferred.run_after := coalesce(v_run, v_now);
         deferred.lease_seconds := v_lease;
+        deferred.timeout_seconds := v_timeout;
         deferred.backoff_base := v_base;
         deferred.backoff_factor := v_factor;
         deferred.backoff_max := v_max;
@@ -399,10 +409,11 @@ begin
         end if;
         insert into tickq.jobs as j (
             id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
-            run_after, lease_seconds, backoff_base, backoff_factor, backoff_max,
-            backoff_jitter, group_key, status, pending_parents, created_at, updated_at)
+            run_after, lease_seconds, timeout_seconds, backoff_base, backoff_factor,
+            backoff_max, backoff_jitter, group_key, status, pending_parents, created_at,
+            updated_at)
         values (v_id, v_queue, v_type, p_owner, v_payload, v_key, v_attempts, v_priority,
-                coalesce(v_run, v_now), v_lease, v_base, v_factor, v_max,
+                coalesce(v_run, v_now), v_lease, v_timeout, v_base, v_factor, v_max,
                 v_jitter, v_group, case when v_pending > 0 then 'waiting' else 'queued' end,
                 v_pending, v_now, v_now)
         returning j.id, j.status, 'created' into id, status, outcome;
