@@ -58,8 +58,14 @@ def settings_of(task: Any) -> dict[str, Any]:
         "batch_size": task.batch_size,
         "step_seconds": task.step_seconds,
         "events": sorted(status.value for status in task.events),
+        "timeout": getattr(task, "timeout", None),
+        "isolation": getattr(task, "isolation", "thread"),
     }
-    return {key: value for key, value in settings.items() if value not in (None, False, [])}
+    return {
+        key: value
+        for key, value in settings.items()
+        if value not in (None, False, []) and (key, value) != ("isolation", "thread")
+    }
 
 
 def code_version(registry: Any, env: Mapping[str, str] | None = None) -> str:

@@ -72,7 +72,9 @@ create table chaos.versions (
     new_run_after        timestamptz,
     old_cancel_requested boolean,
     backoff_max          double precision,
-    error                text
+    error                text,
+    old_snoozes          integer,
+    new_snoozes          integer
 );
 create index on chaos.versions (job_id);
 create index on chaos.versions (old_token) where old_token is not null;
@@ -100,11 +102,12 @@ begin
         insert into chaos.versions (op, job_id, old_status, new_status, old_token, new_token,
                                     old_lease_until, new_lease_until, old_attempts,
                                     new_attempts, max_attempts, old_run_after, new_run_after,
-                                    old_cancel_requested, backoff_max, error)
+                                    old_cancel_requested, backoff_max, error, old_snoozes,
+                                    new_snoozes)
         values ('update', new.id, old.status, new.status, old.lease_token, new.lease_token,
                 old.lease_until, new.lease_until, old.attempts, new.attempts,
                 new.max_attempts, old.run_after, new.run_after, old.cancel_requested,
-                new.backoff_max, new.error);
+                new.backoff_max, new.error, old.snoozes, new.snoozes);
         return new;
     end if;
     if current_setting('tickq.moving_rows', true) = 'on'
@@ -254,12 +257,16 @@ ALWAYS: dict[str, str] = {
         where op = 'update' and old_token is null and new_token is not null
           and new_attempts is distinct from old_attempts + 1
     """,
-    # A suspension gives back the attempt its claim counted; nothing else does.
-    "an attempt given back other than by its holder's suspension": f"""
+    # A suspension, or a snooze (counted in snoozes), gives back the attempt its claim
+    # counted; nothing else does.
+    "an attempt given back other than by its holder's suspension or snooze": f"""
         select l.job_id, l.old_status, l.new_status, l.old_attempts, l.new_attempts, l.at
         from chaos.versions l
         where l.op = 'update' and l.new_attempts < l.old_attempts
           and not (l.old_token is not null and l.new_token is null and {_HOLDER_SUSPENDED})
+          and not (l.old_token is not null and l.new_token is null
+                   and l.new_snoozes = l.old_snoozes + 1
+                   and l.new_attempts = l.old_attempts - 1)
     """,
     "a suspension that did not give its attempt back": f"""
         with l as ({_LEASE_ENDS})
@@ -386,12 +393,13 @@ AT_END: dict[str, str] = {
         where status not in ('succeeded', 'dead', 'cancelled')
     """,
     # Executions that ended in their own suspension gave their attempt back.
-    "more executions than attempts": f"""
-        select e.job_id, count(*), j.attempts from chaos.executions e
+    # A snooze gives its attempt back and counts itself in snoozes.
+    "more executions than attempts and snoozes": f"""
+        select e.job_id, count(*), j.attempts, j.snoozes from chaos.executions e
         join tickq.jobs j on j.id = e.job_id
         cross join lateral ({_SUSPENSION_OF_E}) suspension
         where suspension.at is null
-        group by e.job_id, j.attempts having count(*) > j.attempts
+        group by e.job_id, j.attempts, j.snoozes having count(*) > j.attempts + j.snoozes
     """,
     "a succeeded job of steps without every step stored": """
         select j.id, count(s.name), j.payload ->> 'steps' from tickq.jobs j

@@ -125,7 +125,7 @@ def test_a_keyed_enqueue_reads_no_partition_of_finished_jobs(
         for column in ("queue", "type", "user_id", "payload", "idempotency_key",
                        "max_attempts", "priority", "run_after", "delay", "lease_seconds",
                        "backoff_base", "backoff_factor", "backoff_max", "backoff_jitter",
-                       "group_key"):  # fmt: skip
+                       "group_key", "timeout_seconds"):  # fmt: skip
             params[f"each_{column}"] = None
             params[f"all_{column}"] = None
         one = _one_job_params(spec, None)
