@@ -794,7 +794,7 @@ class Runner:
             return self._succeeded(job, call.result)
         context.timed_out(timeout)
         self.abandoned.add(call.thread)
-        return self._timed_out(job, timeout, abandoned=self.abandoned.running)
+        return self._timed_out(job, timeout, "abandoned", abandoned=self.abandoned.running)
 
     def _run_in_process(self, job: Job, task: Task, timeout: int | None) -> Outcome:
         """A process-isolated handler: its child's result, its error judged as a handler's,
@@ -803,7 +803,7 @@ class Runner:
         if reply.timed_out:
             assert timeout is not None
             self.abandoned.count_timeout()
-            return self._timed_out(job, timeout)
+            return self._timed_out(job, timeout, "killed")
         if reply.error_type is None:
             assert reply.result_json is not None
             return self._succeeded(job, json.loads(reply.result_json))
@@ -815,8 +815,8 @@ class Runner:
         self._log_failure(job, outcome)
         return outcome
 
-    def _timed_out(self, job: Job, timeout: int, **extra: Any) -> Outcome:
-        outcome = transitions.failed(job, timed_out_error(timeout), rand=self.rand())
+    def _timed_out(self, job: Job, timeout: int, how: str, **extra: Any) -> Outcome:
+        outcome = transitions.failed(job, timed_out_error(timeout, how), rand=self.rand())
         self._log_failure(job, outcome, **extra)
         return outcome
 
@@ -904,7 +904,7 @@ class Runner:
                         assert timeout is not None
                         context.timed_out(timeout)  # in case it swallowed the cancellation
                         self.abandoned.count_timeout()
-                        outcome = self._timed_out(job, timeout)
+                        outcome = self._timed_out(job, timeout, "cancelled")
                     except BaseException as exc:
                         outcome = self._judge(job, exc)
                     else:

@@ -73,7 +73,11 @@ def test_an_async_handler_is_cancelled_at_its_timeout_and_the_next_job_runs(
     elapsed = time.monotonic() - started
 
     job = store.get(slow)
-    assert (job.status, job.error, job.result) == (Status.RETRYING, "timed out after 2 s", None)
+    assert (job.status, job.error, job.result) == (
+        Status.RETRYING,
+        "timed out after 2 s (cancelled)",
+        None,
+    )
     assert cancelled == [slow]
     assert store.get(fast).status is Status.SUCCEEDED
     assert report.timed_out == 1 and report.retried == 1 and report.succeeded == 1
@@ -91,7 +95,7 @@ def test_a_jobs_own_timeout_overrides_its_tasks(store: PostgresStore) -> None:
     with runner(store, registry) as r:
         r.tick()
 
-    assert store.get(job_id).error == "timed out after 1 s"
+    assert store.get(job_id).error == "timed out after 1 s (cancelled)"
 
 
 def test_a_process_isolated_handler_is_killed_at_its_timeout(
@@ -113,7 +117,7 @@ def test_a_process_isolated_handler_is_killed_at_its_timeout(
         report = r.tick()
 
     job = store.get(job_id)
-    assert (job.status, job.error) == (Status.RETRYING, "timed out after 2 s")
+    assert (job.status, job.error) == (Status.RETRYING, "timed out after 2 s (killed)")
     assert report.timed_out == 1
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):  # killed and reaped: no code of it runs again
@@ -167,7 +171,7 @@ def test_a_plain_handlers_late_outcome_is_never_stored(store: PostgresStore) -> 
     with runner(store, registry) as r:
         report = r.tick()
         job = store.get(job_id)
-        assert (job.status, job.error) == (Status.DEAD, "timed out after 1 s")
+        assert (job.status, job.error) == (Status.DEAD, "timed out after 1 s (abandoned)")
         assert report.timed_out == 1 and report.dead == 1
         assert report.abandoned_handlers == 1 and r.abandoned.running == 1
 
@@ -178,7 +182,7 @@ def test_a_plain_handlers_late_outcome_is_never_stored(store: PostgresStore) -> 
     job = store.get(job_id)
     assert (job.status, job.error, job.result, job.progress) == (
         Status.DEAD,
-        "timed out after 1 s",
+        "timed out after 1 s (abandoned)",
         None,
         None,
     )
@@ -199,7 +203,7 @@ def test_steps_completed_before_a_timeout_stay_completed(store: PostgresStore) -
     job_id = enqueue(store, registry, "stepped")
     with runner(store, registry) as r:
         r.tick()
-        assert store.get(job_id).error == "timed out after 1 s"
+        assert store.get(job_id).error == "timed out after 1 s (abandoned)"
         release.set()
         wait_until(lambda: r.abandoned.running == 0)
         wait_until(lambda: r.tick().succeeded == 1 or store.get(job_id).is_terminal)
