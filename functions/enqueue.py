@@ -33,7 +33,7 @@ from .aws import RETURN_RESERVE_MS, time_left_of
 from .errors import BadRequest, problem
 from .observability import continue_trace, log_metrics, logger, metrics, tracer
 from .requests import TrustedEnqueueRequest, parse
-from .runtime import kick_tick, store, tasks
+from .runtime import kick_tick, store, task_catalog, tasks
 
 MAX_JOBS_PER_EVENT = 1000
 # The event key under which an invoking function passes its trace context (W3C traceparent).
@@ -59,7 +59,7 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         specs: list[JobSpec] = []
         after: list[tuple[dependencies.ParentRef, ...]] = []
         registry = tasks()
-        catalog = store().task_catalog()
+        catalog = task_catalog(r.get("type") if isinstance(r, Mapping) else None for r in requests)
         for index, request in enumerate(requests):
             parsed = parse(TrustedEnqueueRequest, request, f"jobs[{index}]" if batch else "event")
             specs.append(parsed.spec(registry, catalog=catalog))

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Iterable
+from typing import Any
 from uuid import UUID
 
 from queue_core import PostgresStore, Registry, registry
 from queue_core.config import Settings
 from queue_core.ports import Store
+from queue_core.postgres.probes import LIMITS_TTL_SECONDS
 
 from . import app_role, db
 from .aws import TimeLeft, invoke_async
@@ -21,6 +25,22 @@ def tasks() -> Registry:
     """The registry with TICKQ_TASK_MODULES imported (a no-op after the first call)."""
     registry.load_modules(settings().task_modules)
     return registry
+
+
+def task_catalog(types: Iterable[Any]) -> dict[str, dict[str, Any]] | None:
+    """The task catalogue, when a request names a type this deployment has no module of:
+    one copy per process, re-read every few seconds (a store is made per request, and its
+    own copy would cost each request a read)."""
+    if not tasks().needs_catalog(types):
+        return None
+    checked = time.monotonic()
+    if not _catalog or checked - _catalog[0] >= LIMITS_TTL_SECONDS:
+        _catalog[:] = [checked, PostgresStore(db.connection()).task_catalog()]
+    return _catalog[1]
+
+
+# [read at, catalogue]: task_catalog's copy.
+_catalog: list[Any] = []
 
 
 def store(*, user_id: UUID | None = None) -> Store:

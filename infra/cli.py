@@ -156,7 +156,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     with database() as conn:
         store = PostgresStore(conn)
         # The task catalogue fills what neither the request nor a loaded module sets.
-        catalogued = store.task_catalog()
+        catalogued = store.task_catalog() if reg.needs_catalog([args.type]) else None
         specs = [
             reg.spec(args.type, payload, catalog=catalogued, **options) for _ in range(args.count)
         ]

@@ -11,7 +11,7 @@ Never `functions` (the Lambda shell) or `infra` (tooling), nor anything AWS or t
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -110,7 +110,9 @@ def enqueue(
     or rolls back with the caller's own writes. With `after` (job ids) it waits for those
     jobs to succeed, and is cancelled if one of them ends dead or cancelled."""
     store = _store(conn)
-    spec = (using or registry).spec(type, payload, catalog=store.task_catalog(), **options)
+    tasks = using or registry
+    catalog = store.task_catalog() if tasks.needs_catalog([type]) else None
+    spec = tasks.spec(type, payload, catalog=catalog, **options)
     parents = dependencies.parents(after)
     if not parents:
         return store.enqueue(spec, now=now)
@@ -132,7 +134,7 @@ def enqueue_many(
     requests = list(requests)
     if not any(isinstance(r, Mapping) and "after" in r for r in requests):
         store = _store(conn)
-        batch = (using or registry).batch(requests, catalog=store.task_catalog())
+        batch = (using or registry).batch(requests, catalog=_catalog_for(store, using, requests))
         return store.enqueue_batch(batch, now=now)
     after = [
         dependencies.graph_parents(r.get("after"), position=i, field=f"jobs[{i}].after")
@@ -140,8 +142,16 @@ def enqueue_many(
     ]
     store = _store(conn)
     requested = [_without_after(r) for r in requests]
-    batch = (using or registry).batch(requested, catalog=store.task_catalog())
+    batch = (using or registry).batch(requested, catalog=_catalog_for(store, using, requested))
     return store.enqueue_after(batch, after, now=now)
+
+
+def _catalog_for(
+    store: PostgresStore, using: Registry | None, requests: Sequence[Any]
+) -> dict[str, dict[str, Any]] | None:
+    """The task catalogue, when a request names a type the registry has no handler for."""
+    types = [r.get("type") if isinstance(r, Mapping) else None for r in requests]
+    return store.task_catalog() if (using or registry).needs_catalog(types) else None
 
 
 def _without_after(request: Mapping[str, Any]) -> dict[str, Any]:

@@ -153,6 +153,12 @@ class Registry:
     def get(self, name: str) -> Task | None:
         return self.tasks.get(name)
 
+    def needs_catalog(self, types: Iterable[Any]) -> bool:
+        """Whether a request of these types needs the task catalogue: one names a type this
+        registry has no handler for (a registered type takes its task's own settings), so an
+        enqueue of registered types reads nothing more."""
+        return any(not (isinstance(type_, str) and type_ in self.tasks) for type_ in types)
+
     def names(self) -> list[str]:
         return sorted(self.tasks)
 

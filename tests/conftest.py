@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -175,6 +176,10 @@ def _isolated_task_catalogue(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     if cleaner is not None:
         cleaner.execute("delete from tickq.task_catalog")
+    for name in ("functions.runtime", "tickq.functions.runtime"):  # the Lambdas' copy
+        runtime = sys.modules.get(name)
+        if runtime is not None:
+            runtime._catalog.clear()
 
 
 def _login_role(database_url: str, member_of: str) -> Iterator[str]:
