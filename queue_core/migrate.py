@@ -1,11 +1,20 @@
 """The schema: a fresh database is built whole from the current-state SQL of queue_core/schema,
 an existing one is brought up to date by the migrations after the baseline, applied once
-each, in order (docs/operations.md, "Upgrading"; the rule for changing the schema is in
+each, in order, and by the function files whose text it has not yet applied
+(docs/operations.md, "Upgrading"; the rule for changing the schema is in
 docs/architecture.md).
+
+A function's text lives in one file only, `schema/functions/<name>.sql`: migrations hold
+tables, data, grants and drops, never a function. Like a repeatable migration, a function
+file is applied again whenever its text differs from the text the database last applied,
+recorded by digest in tickq.schema_functions. A function new to the database is made before
+the migrations (so one may grant on it or name it in a trigger), with its body checked only
+when it first runs; a changed one after them (so its body may use what they add).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -20,31 +29,35 @@ from .errors import SchemaError
 # Any stable 64-bit number; it serialises concurrent migrators across the whole cluster.
 _LOCK_KEY = 0x7469636B71  # "tickq"
 
-BASELINE = "0017_baseline"
+BASELINE = "0039_baseline"
 """The version a database built from the current-state files of this release is at, before
 any later migration. It folds the unreleased migrations below."""
 
 FOLDED = (
-    "0001_jobs",
-    "0002_security",
-    "0003_schedules",
-    "0004_limits",
-    "0005_retention",
-    "0006_table_storage",
-    "0007_api_role",
-    "0008_steps",
-    "0009_dependencies",
-    "0010_fairness",
-    "0011_console",
-    "0012_force_dependencies_rls",
-    "0013_job_keys",
-    "0014_partitioned_jobs",
-    "0014b_live_claims",
-    "0015_app_guard_gate",
-    "0016_live_id_statistics",
-    "0016b_job_keys_by_key",
+    "0017_baseline",
+    "0018_keys_for_every_insert",
+    "0019_tenancy_bounds",
+    "0020_one_lease_rule",
+    "0021_live_vacuum_bounds",
+    "0022_tenant_turns",
+    "0023_handler_semantics",
+    "0024_debounce_and_throttle",
+    "0025_durable_workflows",
+    "0026_outbox_and_trace_context",
+    "0027_operator_job_view",
+    "0028_client_claim_seed",
+    "0029_partition_attach_waits_for_finishes",
+    "0030_undo_paths",
+    "0031_column_bounds",
+    "0032_app_gates",
+    "0033_owner_capped_maps_and_brief_lists",
+    "0034_app_writes_through_functions",
+    "0035_no_row_stops_the_queue",
+    "0036_task_catalog",
+    "0037_counts_that_mean_what_they_say",
+    "0038_timeouts",
 )
-"""The migrations before the baseline. A database that recorded every one of them has the
+"""The versions folded into the baseline. A database that recorded every one of them has the
 baseline's schema exactly (a test compares the catalogs), so it is recorded as at the
 baseline and only later migrations apply to it."""
 
@@ -98,14 +111,17 @@ def migrate(
     """Bring the database up to date in one transaction; returns the versions recorded.
 
     A fresh database is built from the current-state files, which already hold every
-    migration: it is recorded at the baseline and at each of them. A database at the last
-    migration before the baseline (0016b) is recorded at the baseline, then the later
-    migrations apply. Any other database made by an unreleased tickq raises SchemaError,
-    and nothing changes.
+    migration: it is recorded at the baseline and at each of them, and at each function
+    file's text. A database at the last migration before the baseline (0038) is recorded at
+    the baseline, then the later migrations apply, and every function file whose text it
+    has not applied (their paths, `functions/<name>.sql`, follow the versions in what this
+    returns). Any other database made by an unreleased tickq raises SchemaError, and
+    nothing changes.
 
     `through` stops after the migrations whose version starts with it (or sorts before it):
-    a database as an earlier release left it, for upgrade tests and benchmarks. It applies
-    to existing databases only, since a fresh one is built whole.
+    a database as an earlier release left it, for upgrade tests and benchmarks, whose
+    functions are not brought up to date. It applies to existing databases only, since a
+    fresh one is built whole.
 
     Safe to run from several processes at once: an advisory lock is taken before anything
     is read, so a second migrator waits, then finds the work done. Afterwards, on every run:
@@ -134,14 +150,26 @@ def versions() -> list[str]:
 
 
 def pending(conn: psycopg.Connection[Any]) -> list[str]:
-    """The versions migrate() would record now (it raises what migrate() would raise)."""
+    """What migrate() would apply now, versions then function files (it raises what
+    migrate() would raise)."""
     with conn.transaction():
         done = _done(conn)
         fresh = _is_fresh(conn, done)
-    if fresh:
-        return versions()
+        if fresh:
+            return versions()
+        applied = _applied_functions(conn)
     baseline = [] if BASELINE in done else [BASELINE]
-    return baseline + [m.version for m in available() if m.version not in done]
+    later = [m.version for m in available() if m.version not in done]
+    return (
+        baseline
+        + later
+        + [path for path, text in function_files() if applied.get(path) != _digest(text)]
+    )
+
+
+def function_files() -> list[tuple[str, str]]:
+    """(path under queue_core/schema, text) of every function file, in applying order."""
+    return [(name, text) for name, text in schema_files() if name.startswith("functions/")]
 
 
 def _bring_up_to_date(
@@ -160,12 +188,15 @@ def _bring_up_to_date(
         _build(conn)
         versions = [BASELINE, *(m.version for m in later)]
         _record(conn, versions)
+        _record_functions(conn, function_files())
         return versions
     recorded: list[str] = []
     if BASELINE not in done:
         _tell(progress, BASELINE)
         _record(conn, [BASELINE])
         recorded.append(BASELINE)
+    if through is None:
+        _make_new_functions(conn)
     for migration in later:
         if migration.version in done or not _within(migration.version, through):
             continue
@@ -173,11 +204,82 @@ def _bring_up_to_date(
         _run(conn, migration.sql, f"migrations/{migration.version}.sql")
         _record(conn, [migration.version])
         recorded.append(migration.version)
+    if through is None:
+        recorded += _apply_changed_functions(conn, progress)
     return recorded
 
 
+def _make_new_functions(conn: psycopg.Connection[Any]) -> None:
+    """Make each function the database does not have yet, before the migrations, so that
+    one may grant on it or name it in a trigger. Its body is checked when it first runs
+    (it may read what the migrations add), and its file is applied again, checked, after
+    them. One that cannot be made yet (its arguments or result name a type the migrations
+    make) waits for that second pass."""
+    have = {
+        row[0]
+        for row in conn.execute(
+            "select proname from pg_proc where pronamespace = 'tickq'::regnamespace"
+        )
+    }
+    new = [(path, text) for path, text in function_files() if _function_of(path) not in have]
+    if not new:
+        return
+    shown = conn.execute("show check_function_bodies").fetchone()
+    before = shown[0] if shown else "on"
+    conn.execute("select set_config('check_function_bodies', 'off', true)")
+    try:
+        for _path, text in new:
+            try:
+                with conn.transaction():
+                    conn.execute(text.encode())
+            except (psycopg.errors.UndefinedObject, psycopg.errors.UndefinedTable):
+                continue
+    finally:
+        conn.execute("select set_config('check_function_bodies', %s, true)", (before,))
+
+
+def _apply_changed_functions(conn: psycopg.Connection[Any], progress: Progress | None) -> list[str]:
+    """Apply every function file whose text the database has not applied; returns their
+    paths. Records of files no longer shipped are let go (a migration dropped those)."""
+    applied = _applied_functions(conn)
+    files = function_files()
+    changed = [(path, text) for path, text in files if applied.get(path) != _digest(text)]
+    for path, text in changed:
+        _tell(progress, path)
+        _run(conn, text, f"schema/{path}")
+    _record_functions(conn, changed)
+    conn.execute(
+        "delete from tickq.schema_functions where file <> all(%s)", ([path for path, _ in files],)
+    )
+    return [path for path, _ in changed]
+
+
+def _applied_functions(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    exists = conn.execute("select to_regclass('tickq.schema_functions') is not null").fetchone()
+    if not (exists and exists[0]):
+        return {}
+    return dict(conn.execute("select file, digest from tickq.schema_functions").fetchall())
+
+
+def _record_functions(conn: psycopg.Connection[Any], files: list[tuple[str, str]]) -> None:
+    with conn.cursor() as cur:
+        cur.executemany(
+            "insert into tickq.schema_functions (file, digest) values (%s, %s)"
+            " on conflict (file) do update set digest = excluded.digest, applied_at = now()",
+            [(path, _digest(text)) for path, text in files],
+        )
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _function_of(path: str) -> str:
+    return path.removeprefix("functions/").removesuffix(".sql")
+
+
 def _is_fresh(conn: psycopg.Connection[Any], done: set[str]) -> bool:
-    """Whether the database is fresh (True) or at the baseline or 0016b (False); raises
+    """Whether the database is fresh (True) or at the baseline or 0038 (False); raises
     SchemaError for anything else."""
     if BASELINE in done:
         return False

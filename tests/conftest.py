@@ -78,10 +78,11 @@ def _cleaner(database_url: str) -> Iterator[psycopg.Connection]:
 
 @pytest.fixture
 def clean_tables(_cleaner: psycopg.Connection) -> None:
-    """Empty every tickq table except the migrations record, before the test."""
+    """Empty every tickq table except the migrator's records, before the test."""
     rows = _cleaner.execute(
         "SELECT tablename FROM pg_tables"
-        " WHERE schemaname = 'tickq' AND tablename <> 'schema_migrations'"
+        " WHERE schemaname = 'tickq'"
+        " AND tablename NOT IN ('schema_migrations', 'schema_functions')"
         " ORDER BY tablename"
     ).fetchall()
     if rows:

@@ -11,6 +11,14 @@ create table if not exists tickq.schema_migrations (
     applied_at timestamptz not null default now()
 );
 
+-- The text of each function file (queue_core/schema/functions/) a database last applied,
+-- by digest: the migrator applies a file again when its text differs.
+create table if not exists tickq.schema_functions (
+    file       text primary key,
+    digest     text not null,
+    applied_at timestamptz not null default now()
+);
+
 -- The queue: one logical table, one row per job, in two kinds of storage (docs/operations.md,
 -- "Partitions"): live jobs (waiting, queued, running, retrying) in the small partition
 -- tickq.jobs_live with the claim, lease, fairness and retry indexes; finished jobs

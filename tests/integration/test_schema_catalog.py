@@ -1,9 +1,10 @@
 """The current-state files and the migrations say the same schema.
 
 One database is built from the current-state files (queue_core/schema), another from the
-frozen baseline (tests/schema/baseline_0016b.sql, what the unreleased migrations 0001-0016b
-made) plus every later migration; their catalogs must be equal. A change that writes a
-migration but not its current-state file, or the other way round, fails here.
+frozen baseline (tests/schema/baseline_0038.sql.gz, what the unreleased migrations through 0038
+made) plus every later migration and every function file; their catalogs must be equal. A
+change that writes a migration but not its current-state file, or the other way round,
+fails here.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import psycopg
 import pytest
 
 from queue_core.errors import SchemaError
-from queue_core.migrate import BASELINE, FOLDED, Migration, available, migrate
+from queue_core.migrate import BASELINE, FOLDED, Migration, available, function_files, migrate
 from tests.schema.baseline import load_baseline
 from tests.schema.catalog import catalog, differences
 
@@ -42,6 +43,12 @@ def recorded_versions(url: str) -> list[str]:
         return [r[0] for r in conn.execute("select version from tickq.schema_migrations")]
 
 
+def recorded_functions(url: str) -> list[tuple[str, str]]:
+    with psycopg.connect(url) as conn:
+        query = "select file, digest from tickq.schema_functions order by file"
+        return [(r[0], r[1]) for r in conn.execute(query)]
+
+
 def test_the_current_state_is_the_baseline_plus_every_later_migration(
     new_database: NewDatabase,
 ) -> None:
@@ -49,10 +56,13 @@ def test_the_current_state_is_the_baseline_plus_every_later_migration(
     migrated, recorded = from_baseline(new_database)
 
     assert differences(catalog(current), catalog(migrated)) == []
-    # A database at 0016b was recognised as at the baseline; only later migrations applied.
-    assert recorded == [BASELINE, *(m.version for m in available())]
-    assert sorted(recorded_versions(migrated)) == sorted([*FOLDED, *recorded])
-    assert sorted(recorded_versions(current)) == sorted(recorded)
+    # A database at 0038 was recognised as at the baseline; the later migrations applied,
+    # then every function file, whose text it had never recorded.
+    later = [BASELINE, *(m.version for m in available())]
+    assert recorded == later + [path for path, _ in function_files()]
+    assert sorted(recorded_versions(migrated)) == sorted([*FOLDED, *later])
+    assert sorted(recorded_versions(current)) == sorted(later)
+    assert recorded_functions(migrated) == recorded_functions(current)
 
 
 def test_a_migration_its_current_state_file_does_not_hold_is_reported(
@@ -76,12 +86,13 @@ def test_a_migration_its_current_state_file_does_not_hold_is_reported(
     ]
 
 
-def test_a_function_changed_in_its_file_alone_is_reported(
+def test_a_function_changed_in_its_file_alone_reaches_a_database_made_before(
     new_database: NewDatabase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a current-state function file changed without a migration
+    # Given a database brought up to date, then a function file changed without a migration
     from queue_core import migrate as module
 
+    migrated, _ = from_baseline(new_database)
     shipped = module.schema_files()
 
     def edited() -> list[tuple[str, str]]:
@@ -92,14 +103,72 @@ def test_a_function_changed_in_its_file_alone_is_reported(
 
     monkeypatch.setattr(module, "schema_files", edited)
 
-    # When it is compared with the migrations, then the function's definition differs
-    found = differences(
-        catalog(from_current_state(new_database)), catalog(from_baseline(new_database)[0])
+    # When it is migrated again, then that file alone is applied, and the database is what
+    # one built from the changed files is
+    with psycopg.connect(migrated) as conn:
+        assert module.pending(conn) == ["functions/error_history.sql"]
+        assert migrate(conn) == ["functions/error_history.sql"]
+        assert migrate(conn) == []
+    assert differences(catalog(from_current_state(new_database)), catalog(migrated)) == []
+
+
+def test_a_function_changed_in_its_file_alone_differs_from_the_one_shipped(
+    new_database: NewDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The comparison sees function bodies: a changed file makes another database.
+    from queue_core import migrate as module
+
+    shipped_url = from_current_state(new_database)
+    shipped = module.schema_files()
+    monkeypatch.setattr(
+        module,
+        "schema_files",
+        lambda: [
+            (name, text.replace("if jsonb_array_length(v_kept) > 20 then", "if false then"))
+            for name, text in shipped
+        ],
     )
+
+    found = differences(catalog(from_current_state(new_database)), catalog(shipped_url))
     assert [line.split(",")[0] for line in found] == [
         "functions: only in the first: ('tickq.error_history(jsonb",
         "functions: only in the second: ('tickq.error_history(jsonb",
     ]
+
+
+def test_a_new_function_is_made_before_the_migrations_that_grant_on_it(
+    new_database: NewDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a database brought up to date, then a new function file whose body reads a
+    # column a new migration adds, and a migration that grants on the function
+    from queue_core import migrate as module
+
+    migrated, _ = from_baseline(new_database)
+    shipped_files = module.schema_files()
+    shipped = available()
+    body = (
+        "create or replace function tickq.zz_colour(p_id uuid) returns text\n"
+        "    language sql stable as $$ select colour from tickq.jobs where id = p_id $$;\n"
+    )
+    monkeypatch.setattr(
+        module, "schema_files", lambda: [*shipped_files, ("functions/zz_colour.sql", body)]
+    )
+    extra = Migration(
+        "9999_colour",
+        "alter table tickq.jobs add column colour text;"
+        " revoke all on function tickq.zz_colour(uuid) from public;"
+        " grant execute on function tickq.zz_colour(uuid) to tickq_worker;",
+    )
+    monkeypatch.setattr(module, "available", lambda: [*shipped, extra])
+
+    # When it is migrated, then both apply, the function checked once the column is there
+    with psycopg.connect(migrated) as conn:
+        assert migrate(conn) == ["9999_colour", "functions/zz_colour.sql"]
+        granted = conn.execute(
+            "select has_function_privilege('tickq_worker', 'tickq.zz_colour(uuid)', 'execute'),"
+            " has_function_privilege('public', 'tickq.zz_colour(uuid)', 'execute')"
+        ).fetchone()
+    assert granted == (True, False)
 
 
 def test_a_database_at_an_older_unreleased_version_is_refused_and_left_alone(
@@ -119,8 +188,8 @@ def test_a_database_at_an_older_unreleased_version_is_refused_and_left_alone(
         migrate(conn)
 
     message = str(raised.value)
-    assert "at migration 0013_job_keys" in message
-    assert "0016b_job_keys_by_key" in message and "Nothing was changed" in message
+    assert f"at migration {FOLDED[12]}" in message
+    assert "0038_timeouts" in message and "Nothing was changed" in message
     assert sorted(recorded_versions(url)) == sorted(FOLDED[:13])
     with psycopg.connect(url) as conn:
         tables = conn.execute(

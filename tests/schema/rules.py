@@ -1,12 +1,11 @@
-"""The rules migrations and current-state function files keep, checked on their text.
+"""The rules migrations and function files keep, checked on their text.
 
-* Every file of queue_core/schema/functions/ holds one statement: the CREATE FUNCTION of the
-  tickq function it is named after.
-* No migration edits stored function text: none reads a definition back from the catalog
-  (pg_get_functiondef, prosrc, prosqlbody) or builds a CREATE FUNCTION in a string to
-  execute it. A migration that changes a function says its whole new text.
-* The last migration that defines a function defines it exactly as its current-state file
-  does (comments and spacing aside), or a later migration drops it.
+* Every file of queue_core/schema/functions/ holds one statement: the CREATE OR REPLACE
+  FUNCTION of the tickq function it is named after (the migrator applies it again whenever
+  its text changes, so it must replace what is there).
+* A function's text is in its file alone: no migration creates a function, reads a
+  definition back from the catalog (pg_get_functiondef, prosrc, prosqlbody) or builds a
+  CREATE FUNCTION in a string to execute it. Migrations hold tables, data, grants and drops.
 """
 
 from __future__ import annotations
@@ -14,10 +13,11 @@ from __future__ import annotations
 import re
 
 from queue_core.migrate import Migration
-from tests.schema.sqltext import code, function_code, function_name, statements, tokens
+from tests.schema.sqltext import code, function_name, statements, tokens
 
 _READS_FUNCTION_TEXT = ("pg_get_functiondef", "prosrc", "prosqlbody")
 _BUILT_FUNCTION = re.compile(r"create\s+(or\s+replace\s+)?function", re.IGNORECASE)
+_CREATES_FUNCTION = re.compile(r"^create (?:or replace )?function ")
 
 
 def file_problems(files: list[tuple[str, str]]) -> list[str]:
@@ -31,36 +31,27 @@ def file_problems(files: list[tuple[str, str]]) -> list[str]:
         names = [function_name(s) for s in statements(text) if code(s)]
         if len(defined) != 1 or names != [expected]:
             found.append(f"{path} must hold one statement, the CREATE FUNCTION of {expected}")
+        elif not defined[0].startswith("create or replace function "):
+            found.append(
+                f"{path} must say CREATE OR REPLACE FUNCTION: the migrator applies it again"
+                " when its text changes"
+            )
     return found
 
 
-def migration_problems(migrations: list[Migration], files: list[tuple[str, str]]) -> list[str]:
-    """What breaks the rules in the migrations, given the current-state files."""
+def migration_problems(migrations: list[Migration]) -> list[str]:
+    """What breaks the rules in the migrations."""
     found: list[str] = []
-    current = {
-        function_name(s): function_code(s)
-        for path, text in files
-        if path.startswith("functions/")
-        for s in statements(text)
-        if function_name(s)
-    }
-    last: dict[str, tuple[str, str]] = {}
     for migration in migrations:
         found += _edits_function_text(migration)
         for statement in statements(migration.sql):
-            if name := function_name(statement):
-                last[name] = (migration.version, function_code(statement))
-            for name in _dropped(statement):
-                last.pop(name, None)
-    for name, (version, text) in sorted(last.items()):
-        if name not in current:
-            found.append(f"{version} defines {name}, which has no current-state file")
-        elif current[name] != text:
-            found.append(
-                f"{version} defines {name} otherwise than queue_core/schema/functions/"
-                f"{name.removeprefix('tickq.')}.sql: the last migration defining a function"
-                " must say what its current-state file says"
-            )
+            if _CREATES_FUNCTION.match(code(statement)):
+                name = function_name(statement) or "a function"
+                found.append(
+                    f"{migration.version} creates {name}: a function's text lives in"
+                    " queue_core/schema/functions/ alone, which the migrator applies again"
+                    " when it changes"
+                )
     return found
 
 
@@ -70,22 +61,11 @@ def _edits_function_text(migration: Migration) -> list[str]:
         if kind == "word" and token.lower().rsplit(".", 1)[-1] in _READS_FUNCTION_TEXT:
             found.append(
                 f"{migration.version} reads a function's stored text ({token}): write the"
-                " function's whole new definition instead"
+                " function's whole new definition in its file instead"
             )
         elif kind in ("literal", "escaped") and _BUILT_FUNCTION.search(token):
             found.append(
-                f"{migration.version} builds a CREATE FUNCTION in a string: write it as a"
-                " statement of its own"
+                f"{migration.version} builds a CREATE FUNCTION in a string: write the function"
+                " in its file instead"
             )
     return found
-
-
-_DROP = re.compile(r"^drop function (?:if exists )?(.+)$")
-
-
-def _dropped(statement: str) -> list[str]:
-    match = _DROP.match(code(statement))
-    if not match:
-        return []
-    parts = re.split(r",(?![^(]*\))", match[1])
-    return [re.sub(r"\(.*", "", part.strip()).split(" ")[0] for part in parts]

@@ -1,4 +1,4 @@
-"""Migrations never edit stored function text, and say what the current-state files say."""
+"""A function's text is in its file alone: migrations never create or edit one."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ SCHEMA = Path(__file__).resolve().parents[2] / "queue_core" / "schema"
 
 def test_the_shipped_migrations_and_function_files_keep_the_rules() -> None:
     assert file_problems(FILES) == []
-    assert migration_problems(available(), FILES) == []
+    assert migration_problems(available()) == []
 
 
 def test_every_function_file_is_applied() -> None:
@@ -39,42 +39,29 @@ def test_a_migration_that_patches_a_function_definition_is_refused() -> None:
         " language sql as %L', 'select 1'); end $$;",
     )
 
-    assert migration_problems([patch, from_source], FILES) == [
+    assert migration_problems([patch, from_source]) == [
         "0018_patch reads a function's stored text (pg_get_functiondef): write the"
-        " function's whole new definition instead",
+        " function's whole new definition in its file instead",
         "0019_source reads a function's stored text (prosrc): write the function's whole new"
-        " definition instead",
-        "0019_source builds a CREATE FUNCTION in a string: write it as a statement of its own",
+        " definition in its file instead",
+        "0019_source builds a CREATE FUNCTION in a string: write the function in its file"
+        " instead",
     ]
 
 
-def test_the_last_migration_defining_a_function_must_match_its_file() -> None:
-    same = CLAIM_FAIR.replace("create function", "create or replace function")
-    commented = "-- a comment of the migration's own\n" + same.replace("    ", "  ")
-    different = same.replace("v_pass < 8", "v_pass < 9")
-    assert different != same
-
-    assert migration_problems([Migration("0018_same", commented)], FILES) == []
-    assert migration_problems([Migration("0018_other", different)], FILES) == [
-        "0018_other defines tickq.claim_fair otherwise than queue_core/schema/functions/"
-        "claim_fair.sql: the last migration defining a function must say what its"
-        " current-state file says"
-    ]
-    # An older definition is history; only the last one must match.
-    later = [Migration("0018_other", different), Migration("0019_same", same)]
-    assert migration_problems(later, FILES) == []
-
-
-def test_a_function_a_migration_defines_needs_a_file_unless_it_is_dropped_later() -> None:
+def test_a_migration_that_creates_a_function_is_refused() -> None:
     made = Migration(
-        "0018_f", "create function tickq.f() returns integer language sql as $$ select 1 $$;"
+        "0040_f", "create function tickq.f() returns integer language sql as $$ select 1 $$;"
     )
-    dropped = Migration("0019_drop_f", "drop function if exists tickq.f() cascade;")
+    replaced = Migration("0041_claim_fair", CLAIM_FAIR)
+    dropped = Migration("0042_drop_f", "drop function if exists tickq.f() cascade;")
 
-    assert migration_problems([made], FILES) == [
-        "0018_f defines tickq.f, which has no current-state file"
+    assert migration_problems([made, replaced, dropped]) == [
+        "0040_f creates tickq.f: a function's text lives in queue_core/schema/functions/"
+        " alone, which the migrator applies again when it changes",
+        "0041_claim_fair creates tickq.claim_fair: a function's text lives in"
+        " queue_core/schema/functions/ alone, which the migrator applies again when it changes",
     ]
-    assert migration_problems([made, dropped], FILES) == []
 
 
 def test_a_function_file_holds_only_its_own_function() -> None:
@@ -87,6 +74,11 @@ def test_a_function_file_holds_only_its_own_function() -> None:
     assert file_problems(misnamed) == [
         "functions/claim_unfair.sql must hold one statement, the CREATE FUNCTION of"
         " tickq.claim_unfair"
+    ]
+    plain = CLAIM_FAIR.replace("create or replace function", "create function")
+    assert file_problems([("functions/claim_fair.sql", plain)]) == [
+        "functions/claim_fair.sql must say CREATE OR REPLACE FUNCTION: the migrator applies it"
+        " again when its text changes"
     ]
 
 

@@ -2,7 +2,7 @@
 -- Per transaction (SET LOCAL), never per session, so a transaction-mode pooler (RDS Proxy,
 -- PgBouncer) cannot hand the role to another client's transaction. No SET clause: it
 -- would undo the role change when the function returns.
-create function tickq.act_as_app() returns boolean
+create or replace function tickq.act_as_app() returns boolean
     language plpgsql volatile
     as $$
 begin

@@ -1,7 +1,7 @@
 -- The transaction's user for one of the application login's functions (tickq.enqueue_many,
 -- tickq.cancel, tickq.retry, tickq.signal): the owner of everything it touches, taken from
 -- the session, never from an argument. Refuses (SQLSTATE 42501) when no user is named.
-create function tickq.app_user(p_action text) returns uuid
+create or replace function tickq.app_user(p_action text) returns uuid
     language plpgsql stable
     set search_path = pg_catalog, pg_temp
     as $$

@@ -1,6 +1,6 @@
 -- backoff(attempt) = min(base * factor^(attempt-1), max), shortened by up to `jitter`.
 -- The same formula as queue_core.backoff.Backoff.delay, for retries decided in SQL.
-create function tickq.backoff_seconds(
+create or replace function tickq.backoff_seconds(
     attempt integer, base double precision, factor double precision,
     max_delay double precision, jitter double precision) returns double precision
     language sql volatile parallel safe

@@ -3,7 +3,7 @@
 -- included). The owner is the transaction's user and the time the database's. Returns the
 -- job as it is now. Refused, writing nothing: without a user (SQLSTATE 42501), a job that is
 -- not this user's or does not exist (P0002), a job that has finished (TQ410).
-create function tickq.cancel(job_id uuid) returns setof tickq.jobs
+create or replace function tickq.cancel(job_id uuid) returns setof tickq.jobs
     language plpgsql volatile security definer
     set search_path = pg_catalog, pg_temp
     as $$

@@ -13,7 +13,7 @@
 -- type may start is tickq.type_allowance, its rate log tickq.type_limits_log (the rules
 -- tickq.claim_fair applies too). p_seed: the lease's seed (see tickq.jobs_lease), drawn
 -- there when null.
-create function tickq.claim_limited(
+create or replace function tickq.claim_limited(
     p_queues text[], p_limit integer, p_lease_seconds integer, p_now timestamptz,
     p_seed uuid default null)
     returns setof tickq.jobs

@@ -1,5 +1,5 @@
 -- Depth samples since p_since, per queue (all queues when p_queue is null).
-create function tickq.depth_history(p_since timestamptz, p_queue text)
+create or replace function tickq.depth_history(p_since timestamptz, p_queue text)
     returns table (sampled_at timestamptz, queue text, depth bigint, running bigint,
                    oldest_runnable_seconds double precision)
     language sql stable security definer

@@ -23,7 +23,7 @@
 -- from the defaults: queue 'default', priority 0, max_attempts 3.
 --
 -- Security invoker: a caller without a user enqueues with its own rights.
-create function tickq.enqueue(
+create or replace function tickq.enqueue(
     type text,
     payload jsonb default '{}',
     queue text default null,

@@ -2,7 +2,7 @@
 -- the SQL surface (tickq.enqueue, tickq.enqueue_many and through it the HTTP API's) reads
 -- them here. The Python checks (queue_core/validation.py) name the same numbers, and
 -- tests/security/test_app_write_surface.py holds the two equal.
-create function tickq.enqueue_bounds() returns jsonb
+create or replace function tickq.enqueue_bounds() returns jsonb
     language sql immutable parallel safe
     as $$
     select jsonb_build_object(

@@ -22,7 +22,7 @@
 -- comes back as `deferred`, for the caller to insert with others in one statement (an
 -- insert into the partitioned table costs about 0.1 ms to set up, several times a row's
 -- own work).
-create function tickq.enqueue_job(
+create or replace function tickq.enqueue_job(
     p_owner uuid,
     p_job jsonb,
     p_after uuid[] default '{}',

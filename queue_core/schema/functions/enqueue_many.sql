@@ -10,7 +10,7 @@
 -- Returns one row per request, in order: its position, the job's id and status, and the
 -- outcome (created, duplicate, debounced, throttled). field_names renames fields in the
 -- errors' column names (tickq.enqueue names its own parameters).
-create function tickq.enqueue_many(jobs jsonb, field_names jsonb default '{}')
+create or replace function tickq.enqueue_many(jobs jsonb, field_names jsonb default '{}')
     returns table (request integer, id uuid, status text, outcome text)
     language plpgsql volatile security definer
     set search_path = pg_catalog, pg_temp

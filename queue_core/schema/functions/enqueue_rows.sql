@@ -1,6 +1,6 @@
 -- Insert checked plain requests (tickq.enqueue_job with p_defer) in one statement: the
 -- columns an enqueue sets; the rest take the table's defaults.
-create function tickq.enqueue_rows(p_rows tickq.jobs[]) returns void
+create or replace function tickq.enqueue_rows(p_rows tickq.jobs[]) returns void
     language plpgsql volatile
     set search_path = pg_catalog, pg_temp
     as $$

@@ -2,7 +2,7 @@
 -- history stays inside jobs_errors_check's bound (1 MiB, as stored) whatever it held: the
 -- oldest entries go until the new one fits, so one long history (plain SQL may write one
 -- at the bound) never fails the statement that appends, nor every job beside it there.
-create function tickq.error_history(history jsonb, entry jsonb) returns jsonb
+create or replace function tickq.error_history(history jsonb, entry jsonb) returns jsonb
     language plpgsql immutable parallel safe
     as $$
 declare

@@ -4,7 +4,7 @@
 -- robin, so its turns go to each of its groups alike. Each step is one descent of
 -- jobs_fair_idx: the cost grows with the groups returned, never with the jobs. PL/pgSQL,
 -- so the two lookups are planned once per session, not once per call.
-create function tickq.fair_tenant_groups(
+create or replace function tickq.fair_tenant_groups(
     p_queue text, p_priority integer, p_now timestamptz, p_tenant text, p_after text,
     p_count integer)
     returns text[]

@@ -3,7 +3,7 @@
 -- '/' (the whole key when it has none): the HTTP API's groups are "<caller>/<group>", so a
 -- caller's groups are all one tenant. Each step is one descent of jobs_fair_idx (a loose
 -- index scan): the cost grows with the tenants returned, never with their groups or jobs.
-create function tickq.fair_tenants(
+create or replace function tickq.fair_tenants(
     p_queue text, p_priority integer, p_now timestamptz, p_after text, p_count integer)
     returns text[]
     language sql stable

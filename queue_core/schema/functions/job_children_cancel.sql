@@ -5,7 +5,7 @@
 -- at once with attempts for its undos: its handler runs them, then it ends cancelled), and
 -- one compensating already, which is left to finish. Called by tickq.job_children_settle
 -- and by the cancels that begin a parent's compensation. Returns the children it touched.
-create function tickq.job_children_cancel(p_ids uuid[], p_statuses text[], p_at timestamptz)
+create or replace function tickq.job_children_cancel(p_ids uuid[], p_statuses text[], p_at timestamptz)
     returns integer
     language plpgsql volatile
     as $$

@@ -9,7 +9,7 @@
 -- max_running + ended of them, so the next to release follow from the count alone (no
 -- scan of the siblings). The parent row is locked first, in id order, so children of one
 -- parent finishing on several workers at once count down one after another.
-create function tickq.job_children_settle(p_ids uuid[], p_statuses text[], p_at timestamptz)
+create or replace function tickq.job_children_settle(p_ids uuid[], p_statuses text[], p_at timestamptz)
     returns integer
     language plpgsql volatile
     as $$

@@ -2,7 +2,7 @@
 -- compensation, so the job runs them again instead of compensating at once: the store's
 -- and tickq.retry's (without fresh or from_step). Returns the names of the records it
 -- forgot.
-create function tickq.job_compensation_clear(p_id uuid) returns setof text
+create or replace function tickq.job_compensation_clear(p_id uuid) returns setof text
     language plpgsql volatile
     set search_path = pg_catalog, pg_temp
     as $$

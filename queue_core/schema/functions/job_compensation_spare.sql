@@ -4,7 +4,7 @@
 -- tries of one undo, UNDO_TRIES in queue_core/steps.py) when it owes them, and null when
 -- its compensation has begun already (it is not begun twice). Callers test the job row
 -- first (a claimed or resumed job), so a job that never stored a step reads no other table.
-create function tickq.job_compensation_spare(p_id uuid) returns integer
+create or replace function tickq.job_compensation_spare(p_id uuid) returns integer
     language sql stable
     as $$
     select case when exists (select from tickq.job_step_tries t

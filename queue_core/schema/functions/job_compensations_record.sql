@@ -2,7 +2,7 @@
 -- ends in, the error that ended it), keeping one begun already. A function, called only
 -- when there is one: an insert in the reclaim's own statement would open job_step_tries
 -- and its index on every tick, for the nearly always empty set.
-create function tickq.job_compensations_record(
+create or replace function tickq.job_compensations_record(
     p_ids uuid[], p_ends text[], p_errors text[], p_at timestamptz
 ) returns integer
     language sql volatile

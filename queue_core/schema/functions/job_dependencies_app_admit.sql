@@ -4,7 +4,7 @@
 -- does), and a parent has at most 1000 children, which bounds what one tenant's finishing
 -- parent releases or cancels. Security definer: it reads the ends whoever owns them, to
 -- refuse a foreign one rather than not find it.
-create function tickq.job_dependencies_app_admit() returns trigger
+create or replace function tickq.job_dependencies_app_admit() returns trigger
     language plpgsql volatile security definer
     set search_path = pg_catalog, pg_temp
     as $$

@@ -5,7 +5,7 @@
 -- signal's object reaches every view: the owner's (GET /jobs/{id}, `tickq show`) and, through
 -- tickq.operator_job_durable, the operator's. Security invoker: an application's call reads
 -- through row-level security, so another user's job gives no row.
-create function tickq.job_durable(p_id uuid)
+create or replace function tickq.job_durable(p_id uuid)
     returns table (status text, resumes integer, wait_kind text, wait_name text,
                    wait_until timestamptz, batch_id uuid,
                    completed_in_transaction boolean, steps jsonb, signals jsonb,

@@ -1,7 +1,7 @@
 -- Forget the steps, signals and wait of a finished (dead or cancelled) job, before a fresh
 -- retry sends it back: the store's and tickq.retry's (with fresh). Returns the job's id; no
 -- row: the job is not dead or cancelled.
-create function tickq.job_durable_clear(p_id uuid) returns setof uuid
+create or replace function tickq.job_durable_clear(p_id uuid) returns setof uuid
     language plpgsql volatile
     set search_path = pg_catalog, pg_temp
     as $$

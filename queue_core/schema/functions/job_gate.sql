@@ -28,7 +28,7 @@
 -- Security definer, so nobody needs a write grant on the gates; only the caller's own key
 -- (per owner, above) and jobs of that owner are touched, whatever id a direct caller
 -- passes.
-create function tickq.job_gate(
+create or replace function tickq.job_gate(
     p_kind text,
     p_key text,
     p_owner uuid,

@@ -3,7 +3,7 @@
 -- owner's job as its new id) left a gate row behind, without bound. Deferred, so the gate
 -- row may come first in the transaction, as tickq.job_gate's callers write it; only gated
 -- enqueues pay for it (one probe of the live jobs' id index).
-create function tickq.job_gates_have_jobs() returns trigger
+create or replace function tickq.job_gates_have_jobs() returns trigger
     language plpgsql
     set search_path = pg_catalog, pg_temp
     as $$

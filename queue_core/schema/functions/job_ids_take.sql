@@ -1,7 +1,7 @@
 -- Take the ids of the jobs a statement inserted in tickq.job_ids, whose key refuses an id
 -- any job holds (the jobs_ids_take trigger, once per insert statement). Security definer:
 -- no role but the owner writes the table.
-create function tickq.job_ids_take() returns trigger
+create or replace function tickq.job_ids_take() returns trigger
     language plpgsql security definer
     set search_path = pg_catalog, pg_temp
     as $$

@@ -2,7 +2,7 @@
 -- settlement, the operator functions), lets its key go in the same statement (trigger
 -- jobs_key_free, triggers.sql). The row is found by its key through the unique index, and
 -- the job id stays in the condition: a job lets go only of the row holding its key for it.
-create function tickq.job_keys_free() returns trigger
+create or replace function tickq.job_keys_free() returns trigger
     language plpgsql volatile security definer
     set search_path = pg_catalog, pg_temp
     as $$

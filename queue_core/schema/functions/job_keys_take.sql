@@ -10,7 +10,7 @@
 -- tells them the holder without failing the batch) and insert only the jobs whose key
 -- they won, so the row is found here held by this very job: one probe of the key's index
 -- entry, and nothing is written twice.
-create function tickq.job_keys_take() returns trigger
+create or replace function tickq.job_keys_take() returns trigger
     language plpgsql volatile security definer
     set search_path = pg_catalog, pg_temp
     as $$

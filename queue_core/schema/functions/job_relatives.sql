@@ -3,7 +3,7 @@
 -- shows. Security invoker: an application's call reads through row-level
 -- security (edges join only jobs of one owner); tickq.operator_job_relatives reads any
 -- job's through it.
-create function tickq.job_relatives(p_id uuid)
+create or replace function tickq.job_relatives(p_id uuid)
     returns table (relation text, id uuid, type text, status text)
     language sql stable
     set search_path = pg_catalog, pg_temp

@@ -1,6 +1,6 @@
 -- At most 100 signals per job, however an application user inserts them (the API's send
 -- checks it first, with the same clear error): a job's signals are on every view of it.
-create function tickq.job_signals_app_admit() returns trigger
+create or replace function tickq.job_signals_app_admit() returns trigger
     language plpgsql volatile
     as $$
 begin

@@ -4,7 +4,7 @@
 -- sees the name. Returns the status of the job, whether the name was taken, the signal
 -- bytes and count it holds, whether this signal was kept and whether it woke the job; no
 -- row: no such job.
-create function tickq.job_signals_send(
+create or replace function tickq.job_signals_send(
     p_id uuid,
     p_name text,
     p_payload jsonb,

@@ -4,7 +4,7 @@
 -- earlier steps stay, but for those its undos undid. The store's and tickq.retry's (with
 -- from_step). Returns the names forgotten; no row: no such step, or the job is not dead or
 -- cancelled.
-create function tickq.job_steps_forget_from(p_id uuid, p_name text) returns setof text
+create or replace function tickq.job_steps_forget_from(p_id uuid, p_name text) returns setof text
     language plpgsql volatile
     set search_path = pg_catalog, pg_temp
     as $$

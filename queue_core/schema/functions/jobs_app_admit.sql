@@ -11,7 +11,7 @@
 --   jobs of this owner in it.
 -- A refusal raises, so the statement writes nothing. Rows that land finished (a cancel moved
 -- into the finished partitions) are no admission.
-create function tickq.jobs_app_admit() returns trigger
+create or replace function tickq.jobs_app_admit() returns trigger
     language plpgsql volatile security definer
     set search_path = pg_catalog, pg_temp
     as $$

@@ -16,7 +16,7 @@
 -- runs it, so a longer condition cost every worker's batch about 4 % of its server time at
 -- batch 100 (docs/benchmarks.md, "Server work per job"). A PL/pgSQL body is compiled once
 -- per session instead.
-create function tickq.jobs_app_guard() returns trigger
+create or replace function tickq.jobs_app_guard() returns trigger
     language plpgsql
     as $$
 declare

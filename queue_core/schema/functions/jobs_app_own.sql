@@ -7,7 +7,7 @@
 --   can invent tenants or join, or use up the turns of, another's.
 -- A BEFORE INSERT trigger (a retry's row moving back into the live partition also fires it,
 -- already in this form, and is left as it is).
-create function tickq.jobs_app_own() returns trigger
+create or replace function tickq.jobs_app_own() returns trigger
     language plpgsql
     as $$
 begin

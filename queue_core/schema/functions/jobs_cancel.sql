@@ -6,7 +6,7 @@
 -- cancelled now; its handler runs the undos, then it ends cancelled. It is returned as it is
 -- (queued or retrying, not asked to stop), as is one compensating already, which is left to
 -- finish. Returns the jobs it changed, as they are now.
-create function tickq.jobs_cancel(p_ids uuid[], p_now timestamptz, p_owner uuid)
+create or replace function tickq.jobs_cancel(p_ids uuid[], p_now timestamptz, p_owner uuid)
     returns setof tickq.jobs
     language plpgsql volatile
     set search_path = pg_catalog, pg_temp

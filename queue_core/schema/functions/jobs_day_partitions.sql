@@ -1,5 +1,5 @@
 -- The day partitions, oldest first, with the newest finish time they can hold (exclusive).
-create function tickq.jobs_day_partitions()
+create or replace function tickq.jobs_day_partitions()
     returns table (name text, day date, upper_bound timestamptz)
     language sql stable
     as $$

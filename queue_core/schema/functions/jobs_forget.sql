@@ -4,7 +4,7 @@
 -- (jobs_forget, triggers.sql): one set-based delete per table and statement, and nothing at all for statements that delete no job. Security definer,
 -- as a cascade: the rows go whoever deleted the job. Key rows are found by key (keyless
 -- deleted jobs match none).
-create function tickq.jobs_forget() returns trigger
+create or replace function tickq.jobs_forget() returns trigger
     language plpgsql security definer
     set search_path = pg_catalog, pg_temp
     as $$

@@ -1,6 +1,6 @@
 -- A job's id never changes: the side tables and tickq.job_ids name it (the jobs_id_fixed
 -- trigger, on an update that sets the id).
-create function tickq.jobs_id_fixed() returns trigger
+create or replace function tickq.jobs_id_fixed() returns trigger
     language plpgsql
     as $$
 begin

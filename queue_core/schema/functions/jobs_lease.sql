@@ -19,7 +19,7 @@
 -- finished jobs; not ('queued', 'retrying'), which matches the predicate of jobs_claim_idx
 -- and jobs_fair_idx: after a VACUUM the planner scanned a whole one for 100 ids. Every row
 -- looked up is one the caller holds locked as queued or retrying, so it changes no result.
-create function tickq.jobs_lease(
+create or replace function tickq.jobs_lease(
     p_ids uuid[], p_lease_seconds integer, p_now timestamptz, p_seed uuid default null)
     returns setof tickq.jobs
     language plpgsql volatile

@@ -29,7 +29,7 @@
 --
 -- Statistics are not carried by a dump and restore: `tickq migrate` calls this every run
 -- (queue_core/migrate.py).
-create function tickq.jobs_live_id_statistics() returns boolean
+create or replace function tickq.jobs_live_id_statistics() returns boolean
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$

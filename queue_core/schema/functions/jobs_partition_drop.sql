@@ -3,7 +3,7 @@
 -- in one transaction. Returns what went, by queue, type and status, for the pruning report (a row
 -- of nulls when it was empty); nothing, and the partition stays, when one of its jobs is a
 -- parent that an unfinished child still needs (the child reads its result when it runs).
-create function tickq.jobs_partition_drop(p_name text)
+create or replace function tickq.jobs_partition_drop(p_name text)
     returns table (queue text, type text, status text, n bigint)
     language plpgsql volatile security definer
     set search_path = pg_catalog, pg_temp

@@ -4,7 +4,7 @@
 -- timeout, retried, so it never holds up the queue for long: a new day holds finishes back
 -- only while its (usually empty) rows move and it attaches. Maintenance calls it
 -- (queue_core/partitions.py), and `tickq migrate` after every run.
-create function tickq.jobs_partitions_ensure(p_from date, p_days integer)
+create or replace function tickq.jobs_partitions_ensure(p_from date, p_days integer)
     returns integer
     language plpgsql volatile security definer
     set search_path = pg_catalog, pg_temp

@@ -6,7 +6,7 @@
 -- key between this check and the update makes the statement fail in the jobs_key_take
 -- trigger, changing nothing); and so is a job with a parent that has not succeeded
 -- (dependencies), which must not run yet. Null filters match every job.
-create function tickq.jobs_retry(
+create or replace function tickq.jobs_retry(
     p_statuses text[],
     p_ids uuid[],
     p_types text[],

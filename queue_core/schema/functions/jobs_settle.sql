@@ -15,7 +15,7 @@
 -- these statements see it. Either the enqueue saw the parent finished and did not count it
 -- (its edge is not counted), or it counted it and is released here or by the settlement
 -- left behind: never both, never neither.
-create function tickq.jobs_settle(parents uuid[], statuses text[], at timestamptz)
+create or replace function tickq.jobs_settle(parents uuid[], statuses text[], at timestamptz)
     returns integer
     language plpgsql volatile
     as $$

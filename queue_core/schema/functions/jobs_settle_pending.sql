@@ -3,7 +3,7 @@
 -- settlements no other worker holds (SKIP LOCKED), oldest first, so no settlement waits
 -- behind later ones however many there are; of one age, successes first, then by root, as
 -- tickq.jobs_settle_run takes them. Returns the children settled; 0 when none is left.
-create function tickq.jobs_settle_pending(p_budget integer, p_at timestamptz)
+create or replace function tickq.jobs_settle_pending(p_budget integer, p_at timestamptz)
     returns integer
     language plpgsql volatile
     as $$

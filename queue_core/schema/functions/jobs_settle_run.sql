@@ -13,7 +13,7 @@
 --   only: a job past waiting has no unfinished parent.
 -- p_work comes successes first, then failures by root; the work left (the rest of one
 -- settlement's children, and those not reached) is written back, the finished ones deleted.
-create function tickq.jobs_settle_run(
+create or replace function tickq.jobs_settle_run(
     p_work tickq.job_settlements[], p_budget integer, p_at timestamptz)
     returns integer
     language plpgsql volatile

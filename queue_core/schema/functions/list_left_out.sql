@@ -8,7 +8,7 @@
 -- only one small and uncompressed as stored is rendered to be measured (its text can be
 -- longer: escapes, long numbers). So a page of jobs reads and sends a bounded size per job,
 -- whatever the jobs hold; the job's own view has the value whole.
-create function tickq.list_left_out(p_value jsonb) returns integer
+create or replace function tickq.list_left_out(p_value jsonb) returns integer
     language sql stable parallel safe
     as $$
     select case

@@ -4,7 +4,7 @@
 -- compensate first (its compensation recorded, runnable at once with attempts for its
 -- undos, its workflow children cancelled now; its handler runs the undos, then it ends
 -- cancelled); one compensating already is left to finish. Per requested id what happened.
-create function tickq.operator_cancel(p_ids uuid[], p_now timestamptz)
+create or replace function tickq.operator_cancel(p_ids uuid[], p_now timestamptz)
     returns table (id uuid, status text, outcome text)
     language sql volatile security definer
     set search_path = pg_catalog, pg_temp

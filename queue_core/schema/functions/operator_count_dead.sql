@@ -1,5 +1,5 @@
 -- How many dead jobs of these types and queues exist (every type or queue when null).
-create function tickq.operator_count_dead(p_types text[], p_queues text[])
+create or replace function tickq.operator_count_dead(p_types text[], p_queues text[])
     returns bigint
     language sql stable security definer
     set search_path = pg_catalog, pg_temp

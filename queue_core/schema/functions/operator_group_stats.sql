@@ -1,5 +1,5 @@
 -- Per queue and fairness group: jobs runnable now, running, and the oldest runnable age.
-create function tickq.operator_group_stats(p_now timestamptz)
+create or replace function tickq.operator_group_stats(p_now timestamptz)
     returns table (queue text, group_key text, waiting bigint, running bigint,
                    oldest_runnable_seconds double precision)
     language plpgsql stable security definer

@@ -1,6 +1,6 @@
 -- One job of any user for the operator's detail view: operator_jobs' columns and the error
 -- history, never the payload or result.
-create function tickq.operator_job(p_id uuid)
+create or replace function tickq.operator_job(p_id uuid)
     returns table (id uuid, queue text, type text, user_id uuid, group_key text,
                    status text, attempts integer, max_attempts integer, priority integer,
                    progress jsonb, error text, errors jsonb, run_after timestamptz,

@@ -1,7 +1,7 @@
 -- The durable side of one job of any user for the operator's detail view: what its owner
 -- sees of it (tickq.job_durable: step and signal names, times and sizes), never a step's
 -- result or a signal's payload, which carry the user's data. No row: no such job.
-create function tickq.operator_job_durable(p_id uuid)
+create or replace function tickq.operator_job_durable(p_id uuid)
     returns table (status text, resumes integer, wait_kind text, wait_name text,
                    wait_until timestamptz, batch_id uuid,
                    completed_in_transaction boolean, steps jsonb, signals jsonb,

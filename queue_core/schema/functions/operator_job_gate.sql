@@ -1,6 +1,6 @@
 -- The debounce or throttle that made one job of any user, for the operator's detail view
 -- (debounced N times): its kind and count, never its key, which is the user's own text.
-create function tickq.operator_job_gate(p_id uuid)
+create or replace function tickq.operator_job_gate(p_id uuid)
     returns table (kind text, enqueues integer)
     language sql stable security definer
     set search_path = pg_catalog, pg_temp

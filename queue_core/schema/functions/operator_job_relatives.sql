@@ -1,6 +1,6 @@
 -- The parents and children of one job of any user for the operator's detail view, each
 -- with its id, type and status only (tickq.job_relatives), never a payload or result.
-create function tickq.operator_job_relatives(p_id uuid)
+create or replace function tickq.operator_job_relatives(p_id uuid)
     returns table (relation text, id uuid, type text, status text)
     language sql stable security definer
     set search_path = pg_catalog, pg_temp

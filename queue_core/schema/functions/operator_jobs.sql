@@ -4,7 +4,7 @@
 -- error to its first 200 characters (LIST_ERROR_CHARS in queue_core/pages.py); `truncated`
 -- names what it left out or cut, each with the bytes it holds ({} when nothing). The page's
 -- rows are chosen first, so only they are measured.
-create function tickq.operator_jobs(
+create or replace function tickq.operator_jobs(
     p_statuses text[], p_types text[], p_queues text[], p_groups text[], p_error text,
     p_created_from timestamptz, p_created_to timestamptz,
     p_after_created timestamptz, p_after_id uuid, p_limit integer)

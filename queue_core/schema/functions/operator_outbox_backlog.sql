@@ -1,7 +1,7 @@
 -- The outbox's backlog for the operator console: how many events wait to be published, how
 -- long the oldest has waited at p_now (the database clock when null), and the most sends
 -- one of them has had. Counts only: operators read no event.
-create function tickq.operator_outbox_backlog(p_now timestamptz)
+create or replace function tickq.operator_outbox_backlog(p_now timestamptz)
     returns table (pending bigint, oldest_seconds double precision, most_attempts integer)
     language sql stable security definer
     set search_path = pg_catalog, pg_temp

@@ -2,7 +2,7 @@
 -- say per requested id what happened: retried, not found, not retryable (with its status),
 -- parents unfinished (a parent has not succeeded, so it must not run yet), or key taken (a
 -- live job holds its idempotency key, which the key table says).
-create function tickq.operator_retry(p_ids uuid[], p_now timestamptz)
+create or replace function tickq.operator_retry(p_ids uuid[], p_now timestamptz)
     returns table (id uuid, status text, outcome text)
     language sql volatile security definer
     set search_path = pg_catalog, pg_temp

@@ -1,7 +1,7 @@
 -- Retry every dead job of these types and queues, only if there are exactly p_expected of
 -- them (the count the operator confirmed); otherwise nothing changes and SQLSTATE TQ409
 -- reports the current count in its detail.
-create function tickq.operator_retry_dead(
+create or replace function tickq.operator_retry_dead(
     p_types text[], p_queues text[], p_expected bigint, p_now timestamptz)
     returns table (id uuid, status text, outcome text)
     language plpgsql volatile security definer

@@ -1,6 +1,6 @@
 -- Operators: counts across every user, nothing else. A login in tickq_operator (the API's,
 -- so /admin/stats works) can call this function and touch no row.
-create function tickq.operator_stats(p_now timestamptz)
+create or replace function tickq.operator_stats(p_now timestamptz)
     returns table (queue text, type text, status text, count bigint,
                    oldest_runnable_seconds double precision)
     language sql stable security definer

@@ -4,7 +4,7 @@
 -- publisher adds the event's id. Security definer: the insert is the schema owner's, so a
 -- path to dead that an application's transaction takes still writes it, while
 -- applications may not write tickq's own events themselves (policies.sql).
-create function tickq.outbox_job_dead() returns trigger
+create or replace function tickq.outbox_job_dead() returns trigger
     language plpgsql volatile security definer
     set search_path = pg_catalog, pg_temp
     as $$

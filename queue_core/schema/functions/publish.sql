@@ -6,7 +6,7 @@
 -- lifecycle events by their source. Returns the event's row id and its event_id (in its
 -- detail as sent). Refused, writing nothing: SQLSTATE 22023 naming the field, 42501 without
 -- a user on an untrusted login.
-create function tickq.publish(detail_type text, detail jsonb,
+create or replace function tickq.publish(detail_type text, detail jsonb,
                               source text default 'tickq.app',
                               out id bigint, out event_id uuid)
     returns record

@@ -4,7 +4,7 @@
 -- hides from the enqueuing application user. Waiting means queued, retrying, or waiting for
 -- parents (which become queued without asking). A queue limited per owner only (no
 -- max_depth) is never full here: owners' caps bind application users (jobs_app_admit).
-create function tickq.queue_admit(p_queues text[], p_counts integer[])
+create or replace function tickq.queue_admit(p_queues text[], p_counts integer[])
     returns table (queue text, depth bigint, max_depth integer)
     language plpgsql volatile security definer
     set search_path = pg_catalog, pg_temp

@@ -7,7 +7,7 @@
 -- the cap + 1 rows however many the owner has. Returns the queue, that count and the cap when
 -- the p_count incoming jobs would pass it; no row otherwise, or when the queue caps no owner.
 -- Security definer: the count includes rows that row-level security would hide.
-create function tickq.queue_admit_owner(p_queue text, p_owner uuid, p_count integer)
+create or replace function tickq.queue_admit_owner(p_queue text, p_owner uuid, p_count integer)
     returns table (queue text, depth bigint, max_depth integer)
     language plpgsql volatile security definer
     set search_path = pg_catalog, pg_temp

@@ -1,5 +1,5 @@
 -- Pause a queue; pausing a paused queue keeps who paused it first and when.
-create function tickq.queue_pause(p_queue text, p_by text, p_reason text, p_now timestamptz)
+create or replace function tickq.queue_pause(p_queue text, p_by text, p_reason text, p_now timestamptz)
     returns table (queue text, paused_by text, paused_at timestamptz, reason text)
     language sql volatile security definer
     set search_path = pg_catalog, pg_temp

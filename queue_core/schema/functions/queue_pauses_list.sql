@@ -1,5 +1,5 @@
 -- The paused queues, by name.
-create function tickq.queue_pauses_list()
+create or replace function tickq.queue_pauses_list()
     returns table (queue text, paused_by text, paused_at timestamptz, reason text)
     language sql stable security definer
     set search_path = pg_catalog, pg_temp

@@ -1,5 +1,5 @@
 -- Resume a queue; no row when it was not paused.
-create function tickq.queue_resume(p_queue text)
+create or replace function tickq.queue_resume(p_queue text)
     returns table (queue text, paused_by text, paused_at timestamptz, reason text)
     language sql volatile security definer
     set search_path = pg_catalog, pg_temp

@@ -1,5 +1,5 @@
 -- The refusal of tickq.request_number: a value that is no number of the field's range.
-create function tickq.request_bad_number(
+create or replace function tickq.request_bad_number(
     p_value jsonb,
     p_field text,
     p_low double precision,

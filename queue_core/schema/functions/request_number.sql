@@ -3,7 +3,7 @@
 -- refused (tickq.request_bad_number) with SQLSTATE 22023 naming the field (p_column, default
 -- the field itself). A SQL function, so a caller's expression inlines it: a bulk enqueue
 -- reads several numbers of every request.
-create function tickq.request_number(
+create or replace function tickq.request_number(
     p_object jsonb,
     p_field text,
     p_low double precision,

@@ -6,7 +6,7 @@
 -- (SQLSTATE 42501), a job that is not this user's or does not exist (P0002), a job that is
 -- not dead or cancelled, has a parent that has not succeeded or whose idempotency key a live
 -- job holds (TQ410), fresh with from_step or an unknown step (22023).
-create function tickq.retry(job_id uuid, fresh boolean default false,
+create or replace function tickq.retry(job_id uuid, fresh boolean default false,
                             from_step text default null)
     returns setof tickq.jobs
     language plpgsql volatile security definer

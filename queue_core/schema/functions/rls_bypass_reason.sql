@@ -1,6 +1,6 @@
 -- Why the current role would read past the application's row-level security, or null when
 -- it would not. The API refuses to serve while this is not null.
-create function tickq.rls_bypass_reason() returns text
+create or replace function tickq.rls_bypass_reason() returns text
     language sql stable
     as $$
 select case

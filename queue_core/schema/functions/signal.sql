@@ -4,7 +4,7 @@
 -- writing nothing: without a user (SQLSTATE 42501), a job that is not this user's or does not
 -- exist (P0002), a finished job (TQ410), a bad name or payload, a name already sent, more
 -- signals or signal bytes than a job holds (22023, the column naming the field).
-create function tickq.signal(job_id uuid, name text, payload jsonb default null)
+create or replace function tickq.signal(job_id uuid, name text, payload jsonb default null)
     returns boolean
     language plpgsql volatile security definer
     set search_path = pg_catalog, pg_temp

@@ -3,7 +3,7 @@
 -- that failed: finished ones through jobs_failed_finished_idx, retrying ones through
 -- jobs_retrying_idx, running ones through jobs_lease_idx. A dead job's last failure counts
 -- as dead, not as retried.
-create function tickq.throughput(
+create or replace function tickq.throughput(
     p_since timestamptz, p_bucket_seconds integer, p_queue text, p_now timestamptz)
     returns table (bucket timestamptz, succeeded bigint, failed bigint, dead bigint)
     language sql stable security definer

@@ -4,7 +4,7 @@
 -- limits, which tickq.claim_limited and tickq.claim_fair both apply. STABLE, so it counts
 -- with the snapshot of the claim statement that calls it, taken after the limit rows were
 -- locked: running + claimed never exceeds a cap.
-create function tickq.type_allowance(p_types text[], p_at timestamptz, p_limit integer)
+create or replace function tickq.type_allowance(p_types text[], p_at timestamptz, p_limit integer)
     returns table (type text, n bigint, per_group integer)
     language sql stable
     as $$

@@ -2,7 +2,7 @@
 -- one entry per job), dropping entries older than each type's period; returns how many
 -- types were logged. Called by tickq.claim_limited and tickq.claim_fair while they hold
 -- the types' limit rows, so the clock of a log only moves forward.
-create function tickq.type_limits_log(p_types text[], p_at timestamptz)
+create or replace function tickq.type_limits_log(p_types text[], p_at timestamptz)
     returns integer
     language plpgsql volatile
     as $$
