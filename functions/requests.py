@@ -15,7 +15,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictInt, Val
 
 from queue_core import JobSpec, Registry
 from queue_core.dependencies import MAX_PARENTS
-from queue_core.validation import MAX_PAYLOAD_BYTES
+from queue_core.json_text import MAX_PAYLOAD_BYTES
 
 from .errors import BadRequest
 

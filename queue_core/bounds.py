@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Final
 
 from .jobs import ERROR_HISTORY
+from .json_text import MAX_JSON_DEPTH, MAX_PAYLOAD_BYTES
 from .limits import MAX_PERIOD_SECONDS, MAX_RATE
 from .outbox import _MAX_DETAIL_BYTES
 from .pauses import MAX_PAUSED_BY, MAX_REASON
@@ -31,11 +32,9 @@ from .transitions import MAX_ERROR
 from .validation import (
     EARLIEST_TIME,
     LATEST_TIME,
-    MAX_JSON_DEPTH,
     MAX_KEY,
     MAX_LEASE_SECONDS,
     MAX_NAME,
-    MAX_PAYLOAD_BYTES,
     MAX_RESULT_BYTES,
 )
 

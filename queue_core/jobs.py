@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from . import payloads
 from .backoff import Backoff
 from .gates import Gate
 
@@ -126,6 +127,7 @@ class Job:
 
 JOB_COLUMNS: tuple[str, ...] = tuple(Job.__dataclass_fields__)
 _STATUS_INDEX = JOB_COLUMNS.index("status")
+_PAYLOAD_INDEX = JOB_COLUMNS.index("payload")
 _make_job: Any = Job
 
 
@@ -137,6 +139,7 @@ def job_from_row(values: Sequence[Any]) -> Job:
     fields = list(values)
     # A dict lookup: calling the enum costs more than the rest of the row's mapping.
     fields[_STATUS_INDEX] = _STATUS_BY_VALUE[fields[_STATUS_INDEX]]
+    fields[_PAYLOAD_INDEX] = payloads.decode(fields[_PAYLOAD_INDEX])
     job: Job = _make_job(*fields)
     return job
 

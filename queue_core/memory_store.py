@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 from uuid import UUID
 
-from . import dependencies, transitions, validation
+from . import dependencies, json_text, transitions
 from .batch import JobBatch
 from .derived import DerivedOperations
 from .errors import ConfigurationError, InvalidTransition, JobNotFound, LeaseLost
@@ -247,7 +247,7 @@ class MemoryStore(DerivedOperations):
         with self._lock:
             job = self._leased(job_id)
             # Validated as the Postgres store validates it, then stored as jsonb reads back.
-            value = json.loads(validation.json_value(progress, "progress"))
+            value = json.loads(json_text.json_value(progress, "progress"))
             at = now or self._clock()
             self._jobs[job_id] = transitions.report_progress(
                 job, token=lease_token, progress=value, now=at

@@ -45,7 +45,7 @@ from uuid import UUID
 
 import psycopg
 
-from . import validation
+from . import json_text, validation
 from .errors import InvalidJob
 from .events import DETAIL_TYPES, EVENT_NAMES, event_statuses, lifecycle_event
 from .postgres.executor import Executor
@@ -204,7 +204,7 @@ def publish(
         raise InvalidJob(
             "source", f"{source!r} is reserved: sources beginning with tickq are tickq's"
         )
-    text = validation.json_object(detail, "detail", _MAX_DETAIL_BYTES)
+    text = json_text.json_object(detail, "detail", _MAX_DETAIL_BYTES)
     rows = Executor(conn).rows(
         "outbox_publish", {"source": source, "detail_type": detail_type, "detail": text}
     )

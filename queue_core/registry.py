@@ -8,7 +8,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import validation
+from . import payloads, validation
 from .backoff import Backoff
 from .batch import JobBatch
 from .catalog import accepts_unknown_types
@@ -222,14 +222,14 @@ class Registry:
         """
         typed: dict[str, JobSpec] = {}
         bases: list[JobSpec] = []
-        payloads: list[str] = []
+        texts: list[str] = []
         keys: list[str | None] = []
         for request in requests:
             type_ = request.get("type") if type(request) is dict else None
             if type(type_) is not str or not request.keys() <= _PLAIN_REQUEST:
                 spec = self.spec(**dict(request), catalog=catalog)
                 bases.append(spec)
-                payloads.append(spec.payload_json)
+                texts.append(spec.payload_json)
                 keys.append(spec.idempotency_key)
                 continue
             base = typed.get(type_)
@@ -237,14 +237,12 @@ class Registry:
                 base = typed[type_] = self.spec(type_, catalog=catalog)
             bases.append(base)
             payload = request.get("payload")
-            payloads.append(
-                base.payload_json if payload is None else validation.json_object(payload, "payload")
-            )
+            texts.append(base.payload_json if payload is None else payloads.encode(payload))
             key = request.get("idempotency_key")
             keys.append(
                 None if key is None else validation.text(key, "idempotency_key", validation.MAX_KEY)
             )
-        return JobBatch(bases, payloads, keys)
+        return JobBatch(bases, texts, keys)
 
     def load_modules(self, modules: Iterable[str]) -> None:
         """Import handler modules (e.g. from TICKQ_TASK_MODULES) so their @task calls run."""

@@ -15,7 +15,6 @@ run finds nothing due. The job also carries the key `cron:<name>:<occurrence, UT
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -25,7 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import psycopg
 from cronsim import CronSim, CronSimError
 
-from . import validation
+from . import payloads, validation
 from .errors import InvalidJob, TickqError
 from .jobs import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobSpec
 from .postgres import Executor, PostgresStore
@@ -211,6 +210,7 @@ def occurrence_key(name: str, occurrence: datetime) -> str:
 def _schedule(row: dict[str, Any]) -> Schedule:
     values = dict(row)
     values["missed"] = Missed(values["missed"])
+    values["payload"] = payloads.decode(values["payload"])
     return Schedule(**values)
 
 
@@ -339,7 +339,7 @@ class Schedules:
     def _spec(schedule: Schedule, occurrence: datetime) -> JobSpec:
         return JobSpec(
             type=schedule.type,
-            payload_json=json.dumps(schedule.payload, separators=(",", ":")),
+            payload_json=payloads.encode(schedule.payload),
             queue=schedule.queue or DEFAULT_QUEUE,
             idempotency_key=occurrence_key(schedule.name, occurrence),
             max_attempts=schedule.max_attempts or DEFAULT_MAX_ATTEMPTS,

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from . import validation
+from . import json_text, validation
 from .backoff import Backoff
 from .errors import InvalidJob, InvalidTransition, LeaseLost, PermanentError
 from .jobs import RUNNABLE, TERMINAL, Job, Outcome, Status
@@ -245,7 +245,7 @@ def step_result(done: Mapping[str, Any], used_bytes: int, name: str, result: Any
     if len(done) >= MAX_STEPS:
         raise InvalidStep(f"job already has {MAX_STEPS} steps, the most one job may store")
     try:
-        encoded = validation.json_value(result, f"result of step {name!r}", MAX_STEP_BYTES)
+        encoded = json_text.json_value(result, f"result of step {name!r}", MAX_STEP_BYTES)
     except InvalidJob as exc:
         raise InvalidStep(str(exc)) from None
     size = len(encoded.encode())
@@ -353,7 +353,7 @@ def waited(name: str, stored: Any) -> Any:
 
 
 def signal_payload(payload: Any) -> str:
-    return validation.json_value(payload, "signal payload", MAX_SIGNAL_BYTES)
+    return json_text.json_value(payload, "signal payload", MAX_SIGNAL_BYTES)
 
 
 def cleared() -> Durable:

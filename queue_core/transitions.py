@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from . import validation
+from . import json_text, payloads, validation
 from .errors import InvalidTransition, LeaseLost
 from .jobs import (
     CANCELLABLE,
@@ -49,7 +49,7 @@ def new_job(
         type=spec.type,
         user_id=spec.user_id,
         status=Status.WAITING if waiting else Status.QUEUED,
-        payload=json.loads(spec.payload_json) if payload is None else payload,
+        payload=payloads.decode(spec.payload_json if payload is None else payload),
         idempotency_key=spec.idempotency_key,
         attempts=0,
         max_attempts=spec.max_attempts,
@@ -132,7 +132,7 @@ def succeeded(job: Job, result: Any = None) -> Outcome:
     """
     if result is None:
         return Outcome(job.id, _token(job), Status.SUCCEEDED)
-    result_json = validation.json_value(result, "result", validation.MAX_RESULT_BYTES)
+    result_json = json_text.json_value(result, "result", validation.MAX_RESULT_BYTES)
     return Outcome(job.id, _token(job), Status.SUCCEEDED, result_json=result_json)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Collection, Mapping
@@ -10,27 +9,22 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from . import payloads
 from .backoff import DEFAULT_BACKOFF, Backoff
 from .errors import InvalidJob, UnknownJobType
 from .gates import Debounce, Gate, Throttle
 from .jobs import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, TIMEOUT_LEASE_MARGIN, JobSpec
+from .json_text import MAX_PAYLOAD_BYTES, utf8
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]*")
 MAX_NAME = 128
 MAX_KEY = 255
-MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_RESULT_BYTES = 1024 * 1024
 INT32 = 2**31 - 1
 MAX_ATTEMPTS_LIMIT = 1000
 MAX_LEASE_SECONDS = 12 * 3600
 MAX_TIMEOUT_SECONDS = MAX_LEASE_SECONDS
 MAX_DELAY_SECONDS = 366 * 86_400
-# Arrays and objects nested in one JSON value, at most. Python's json module takes a level
-# of the interpreter's stack for each, and a worker reading a value nested about 1000 deep
-# fails with RecursionError; every table holds the same bound (queue_core/bounds.py).
-MAX_JSON_DEPTH = 64
-# A NUL escape preceded by an even number of backslashes: PostgreSQL's jsonb rejects it.
-_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 def name(value: Any, field: str) -> str:
@@ -79,58 +73,8 @@ def text(value: Any, field: str, max_len: int) -> str:
         raise InvalidJob(field, f"must be 1-{max_len} characters long")
     if "\x00" in value:
         raise InvalidJob(field, "must not contain NUL characters")
-    _utf8(value, field)
+    utf8(value, field)
     return value
-
-
-def json_object(value: Any, field: str, max_bytes: int = MAX_PAYLOAD_BYTES) -> str:
-    """Serialize a JSON object once; the text is both size-checked and sent to the database."""
-    if not isinstance(value, Mapping):
-        raise InvalidJob(field, f"must be a JSON object, got {type(value).__name__}")
-    if type(value) is dict and not value and max_bytes >= 2:
-        return "{}"  # the most common payload, without a trip through the encoder
-    return json_value(value, field, max_bytes)
-
-
-def json_value(value: Any, field: str, max_bytes: int = MAX_PAYLOAD_BYTES) -> str:
-    try:
-        encoded = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except RecursionError:
-        raise InvalidJob(
-            field, f"is nested too deeply (more than {MAX_JSON_DEPTH} arrays and objects)"
-        ) from None
-    except (TypeError, ValueError) as exc:
-        raise InvalidJob(field, f"is not JSON-serializable: {exc}") from None
-    size = len(_utf8(encoded, field))
-    if size > max_bytes:
-        raise InvalidJob(field, f"is {size} bytes, over the limit of {max_bytes}")
-    # Every array and object opens with a bracket: fewer brackets than the bound (most
-    # values) cannot nest past it, and skip the walk.
-    if encoded.count("[") + encoded.count("{") > MAX_JSON_DEPTH and _too_deep(value):
-        raise InvalidJob(
-            field, f"is nested too deeply (more than {MAX_JSON_DEPTH} arrays and objects)"
-        )
-    if "\\u0000" in encoded and _JSON_NUL.search(encoded):
-        raise InvalidJob(field, "must not contain NUL characters (PostgreSQL cannot store them)")
-    return encoded
-
-
-def _too_deep(value: Any) -> bool:
-    """Whether more than MAX_JSON_DEPTH arrays and objects nest in `value` (a value json.dumps
-    took), walked without recursion."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Collection[Any] = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        if depth > MAX_JSON_DEPTH:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
 
 
 # The times every row holds (a CHECK on each time column, queue_core/bounds.py): a day
@@ -199,7 +143,7 @@ def job_spec(
     type_ = name(type, "type")
     if known_types is not None and type_ not in known_types:
         raise UnknownJobType(type_, sorted(known_types))
-    payload_json = json_object({} if payload is None else payload, "payload", max_payload_bytes)
+    payload_json = payloads.encode(payload, max_payload_bytes)
     if run_after is not None and delay is not None:
         raise InvalidJob("run_after", "give either run_after or delay, not both")
     owner = None if user_id is None else uuid(user_id, "user_id")
@@ -323,13 +267,6 @@ def default_group(group: str | None, user_id: UUID | None) -> str:
     if group is not None:
         return group
     return "" if user_id is None else str(user_id)
-
-
-def _utf8(value: str, field: str) -> bytes:
-    try:
-        return value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidJob(field, "is not valid UTF-8 (lone surrogate characters)") from None
 
 
 def _preview(value: Any) -> str:

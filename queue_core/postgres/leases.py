@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from .. import validation
+from .. import json_text
 from ..dependencies import SETTLE_BUDGET
 from ..errors import LeaseLost
 from ..jobs import Job
@@ -54,7 +54,7 @@ class Leases:
         params = {
             "id": job_id,
             "lease_token": lease_token,
-            "progress": validation.json_value(progress, "progress"),
+            "progress": json_text.json_value(progress, "progress"),
             "now": now,
         }
         rows = self._db.rows("jobs_report_progress", params)

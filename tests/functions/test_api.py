@@ -10,8 +10,8 @@ from uuid import uuid4
 import psycopg
 import pytest
 
+from queue_core.json_text import MAX_PAYLOAD_BYTES
 from queue_core.limits import Limits, queue_limit
-from queue_core.validation import MAX_PAYLOAD_BYTES
 from tickq.functions import api
 from tickq.functions.identity import OWNER_NAMESPACE, caller_id
 

@@ -27,7 +27,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from queue_core import bounds, validation
+from queue_core import bounds, json_text, validation
 from queue_core.backoff import Backoff
 from queue_core.errors import InvalidJob
 from queue_core.steps import MAX_STEPS, UNDO_TRIES
@@ -193,11 +193,11 @@ def nested(depth: int) -> str:
 
 
 def test_the_api_refuses_what_the_depth_checks_refuse() -> None:
-    validation.json_object(json.loads(nested(bounds.MAX_JSON_DEPTH)), "payload")
+    json_text.json_object(json.loads(nested(bounds.MAX_JSON_DEPTH)), "payload")
     with pytest.raises(InvalidJob, match="nested too deeply"):
-        validation.json_object(json.loads(nested(bounds.MAX_JSON_DEPTH + 1)), "payload")
+        json_text.json_object(json.loads(nested(bounds.MAX_JSON_DEPTH + 1)), "payload")
     with pytest.raises(InvalidJob, match="nested too deeply"):
-        validation.json_value(json.loads(nested(bounds.MAX_JSON_DEPTH + 1)), "result")
+        json_text.json_value(json.loads(nested(bounds.MAX_JSON_DEPTH + 1)), "result")
 
 
 def test_the_number_parser_reads_each_kind_of_literal() -> None:
@@ -342,11 +342,11 @@ class Case:
 
 def _job_cases() -> list[Case]:
     t = "tickq.jobs"
-    api_payload = ints_json(validation.MAX_PAYLOAD_BYTES)
+    api_payload = ints_json(json_text.MAX_PAYLOAD_BYTES)
     api_result = ints_json(validation.MAX_RESULT_BYTES, wrap="array")
     # The API takes these: the stored bounds must too.
-    validation.json_object(json.loads(api_payload), "payload")
-    validation.json_value(json.loads(api_result), "result", validation.MAX_RESULT_BYTES)
+    json_text.json_object(json.loads(api_payload), "payload")
+    json_text.json_value(json.loads(api_result), "result", validation.MAX_RESULT_BYTES)
     running = {"status": "running", "lease_token": uuid4()}
     nxt = math.nextafter
     cases = [
@@ -606,7 +606,7 @@ def _side_cases() -> list[Case]:
             "tickq.schedules",
             "schedules_payload_size_check",
             [{"payload": string_json(bounds.MAX_PAYLOAD_STORED)}],
-            [{"payload": ints_json(validation.MAX_PAYLOAD_BYTES)}],
+            [{"payload": ints_json(json_text.MAX_PAYLOAD_BYTES)}],
         ),
         Case(
             "tickq.schedules",

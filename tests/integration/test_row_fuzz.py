@@ -427,6 +427,23 @@ def known_finding(conn: psycopg.Connection) -> str | None:
     crashed=False,
 )
 @example(targets=[(1, "queued", [{"lease_seconds": INT32}])], crashed=True)
+@example(  # a subnormal jitter made the reclaim's backoff underflow: an error, every reclaim
+    targets=[
+        (
+            7,
+            "queued",
+            [
+                {
+                    "backoff_base": 1e-09,
+                    "backoff_factor": 1.0,
+                    "backoff_max": 0.001,
+                    "backoff_jitter": 5e-324,
+                }
+            ],
+        )
+    ],
+    crashed=True,
+)
 @example(
     targets=[
         (2, "queued", [{"run_after": "-infinity"}]),

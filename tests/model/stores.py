@@ -31,4 +31,3 @@ SETTINGS = "tickq.type_limits, tickq.queue_limits, tickq.queue_group_limits, tic
 def empty(conn: psycopg.Connection[Any], tables: str = "tickq.jobs") -> None:
     """Truncate `tables` (and what references them) with every limit and pause."""
     conn.execute(f"truncate {tables}, {SETTINGS} cascade")
-

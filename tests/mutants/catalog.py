@@ -1555,7 +1555,9 @@ MUTANTS: tuple[Mutant, ...] = (
                 "        elif False:\n",
             ),
         ),
-        targeted=("tests/integration/test_task_catalog.py::test_python_without_the_module_gets_the_tasks_settings",),
+        targeted=(
+            "tests/integration/test_task_catalog.py::test_python_without_the_module_gets_the_tasks_settings",
+        ),
     ),
     Mutant(
         "ended-jobs-saved-with-their-batch",
@@ -1847,7 +1849,7 @@ MUTANTS: tuple[Mutant, ...] = (
         " fails in the database instead of saying what is wrong",
         (
             Edit(
-                "queue_core/validation.py",
+                "queue_core/json_text.py",
                 "> MAX_JSON_DEPTH and _too_deep(value):",
                 "> MAX_JSON_DEPTH and False:",
             ),

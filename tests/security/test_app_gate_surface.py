@@ -32,9 +32,7 @@ APP_GATE = (
 
 
 def debounced_job(conn: psycopg.Connection, owner: UUID, key: str = "k") -> UUID:
-    spec = job_spec(
-        "report", {"v": 1}, user_id=owner, debounce={"key": key, "seconds": 60}
-    )
+    spec = job_spec("report", {"v": 1}, user_id=owner, debounce={"key": key, "seconds": 60})
     return PostgresStore(conn).enqueue(spec).id
 
 

@@ -21,7 +21,7 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from queue_core import bounds, dependencies, jobs, steps, validation
+from queue_core import bounds, dependencies, jobs, json_text, steps, validation
 from queue_core.batch import JobBatch
 from queue_core.outbox import _MAX_DETAIL_BYTES
 from queue_core.postgres import PostgresStore
@@ -80,8 +80,8 @@ def test_the_sql_bounds_are_the_python_bounds(conn: psycopg.Connection) -> None:
     assert row[0] == {
         "max_name": validation.MAX_NAME,
         "max_key": validation.MAX_KEY,
-        "max_payload_bytes": validation.MAX_PAYLOAD_BYTES,
-        "max_json_depth": validation.MAX_JSON_DEPTH,
+        "max_payload_bytes": json_text.MAX_PAYLOAD_BYTES,
+        "max_json_depth": json_text.MAX_JSON_DEPTH,
         "max_attempts": validation.MAX_ATTEMPTS_LIMIT,
         "max_priority": validation.INT32,
         "max_lease_seconds": validation.MAX_LEASE_SECONDS,
@@ -219,7 +219,7 @@ def test_an_enqueue_takes_the_owner_the_clock_and_the_id_from_the_database(
         ({"type": "bad type"}, "type"),
         ({"type": "t", "queue": ""}, "queue"),
         ({"type": "t", "payload": [1]}, "payload"),
-        ({"type": "t", "payload": {"x": "y" * validation.MAX_PAYLOAD_BYTES}}, "payload"),
+        ({"type": "t", "payload": {"x": "y" * json_text.MAX_PAYLOAD_BYTES}}, "payload"),
         ({"type": "t", "payload": {"deep": json.loads("[" * 64 + "]" * 64)}}, "payload"),
         ({"type": "t", "idempotency_key": "k" * 256}, "idempotency_key"),
         ({"type": "t", "priority": 2**31}, "priority"),

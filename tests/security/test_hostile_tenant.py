@@ -19,11 +19,11 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from queue_core import JobContext, PostgresStore, Registry, Runner, validation
+from queue_core import JobContext, PostgresStore, Registry, Runner, json_text, validation
 from queue_core.batch import JobBatch
 from tests.security.conftest import RoleConnect
 
-BIG = "x" * (validation.MAX_PAYLOAD_BYTES - 64)
+BIG = "x" * (json_text.MAX_PAYLOAD_BYTES - 64)
 EDGE = {
     "max_attempts": validation.MAX_ATTEMPTS_LIMIT,
     "priority": validation.INT32,

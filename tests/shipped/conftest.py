@@ -93,6 +93,7 @@ SERVER_START_TIMEOUT = 90
 BROWSER_TIMEOUT_MS = 30_000
 TAIL = 8_000  # characters of a process's output shown with a failure
 
+
 def tail(text: str | bytes | None) -> str:
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")

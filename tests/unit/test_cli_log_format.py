@@ -12,9 +12,7 @@ from tickq.infra.cli import _LogFormat
 
 
 def record(exc_info: Any = None) -> logging.LogRecord:
-    return logging.LogRecord(
-        "tickq", logging.ERROR, __file__, 1, "request failed", None, exc_info
-    )
+    return logging.LogRecord("tickq", logging.ERROR, __file__, 1, "request failed", None, exc_info)
 
 
 def test_a_logged_exception_keeps_its_traceback() -> None:

@@ -44,8 +44,7 @@ def test_a_migration_that_patches_a_function_definition_is_refused() -> None:
         " function's whole new definition in its file instead",
         "0019_source reads a function's stored text (prosrc): write the function's whole new"
         " definition in its file instead",
-        "0019_source builds a CREATE FUNCTION in a string: write the function in its file"
-        " instead",
+        "0019_source builds a CREATE FUNCTION in a string: write the function in its file instead",
     ]
 
 
