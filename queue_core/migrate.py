@@ -61,10 +61,11 @@ FOLDED = (
 baseline's schema exactly (a test compares the catalogs), so it is recorded as at the
 baseline and only later migrations apply to it."""
 
-SCHEMA_FILES = ("tables.sql", "functions/", "triggers.sql", "policies.sql")
+SCHEMA_FILES = ("roles.sql", "tables.sql", "functions/", "triggers.sql", "policies.sql")
 """The current-state files in the order a fresh database applies them; each needs only what
-comes before it. functions/ holds one file per SQL function, applied in name order (a SQL
-function's body is checked when it is created: one that calls another needs it earlier)."""
+comes before it. functions/ holds one file per SQL function, its CREATE and who may run it,
+applied in name order (a SQL function's body is checked when it is created: one that calls
+another needs it earlier)."""
 
 Progress = Callable[[str], None]
 """Told each version just before it is applied (or recorded)."""

@@ -171,6 +171,39 @@ def test_a_new_function_is_made_before_the_migrations_that_grant_on_it(
     assert granted == (True, False)
 
 
+def test_a_function_a_migration_drops_comes_back_from_its_file_with_its_grants(
+    new_database: NewDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a database brought up to date, then a migration that drops a function (as a
+    # change of its result type must) and its file, changed, that makes it again
+    from queue_core import migrate as module
+
+    migrated, _ = from_baseline(new_database)
+    shipped_files = module.schema_files()
+    shipped = available()
+    monkeypatch.setattr(
+        module,
+        "schema_files",
+        lambda: [
+            (name, "-- changed\n" + text if name == "functions/cancel.sql" else text)
+            for name, text in shipped_files
+        ],
+    )
+    extra = Migration("9999_drop_cancel", "drop function tickq.cancel(uuid);")
+    monkeypatch.setattr(module, "available", lambda: [*shipped, extra])
+
+    # When it is migrated, then the function is back, run by whom its file says, and the
+    # database is what one built from the files is
+    with psycopg.connect(migrated) as conn:
+        assert migrate(conn) == ["9999_drop_cancel", "functions/cancel.sql"]
+        granted = conn.execute(
+            "select has_function_privilege('tickq_app', 'tickq.cancel(uuid)', 'execute'),"
+            " has_function_privilege('public', 'tickq.cancel(uuid)', 'execute')"
+        ).fetchone()
+    assert granted == (True, False)
+    assert differences(catalog(from_current_state(new_database)), catalog(migrated)) == []
+
+
 def test_a_database_at_an_older_unreleased_version_is_refused_and_left_alone(
     new_database: NewDatabase,
 ) -> None:

@@ -1,8 +1,9 @@
 """The rules migrations and function files keep, checked on their text.
 
-* Every file of queue_core/schema/functions/ holds one statement: the CREATE OR REPLACE
-  FUNCTION of the tickq function it is named after (the migrator applies it again whenever
-  its text changes, so it must replace what is there).
+* Every file of queue_core/schema/functions/ holds the CREATE OR REPLACE FUNCTION of the
+  tickq function it is named after (the migrator applies it again whenever its text changes,
+  so it must replace what is there), then only who may run that function: REVOKE and GRANT
+  statements on it.
 * A function's text is in its file alone: no migration creates a function, reads a
   definition back from the catalog (pg_get_functiondef, prosrc, prosqlbody) or builds a
   CREATE FUNCTION in a string to execute it. Migrations hold tables, data, grants and drops.
@@ -18,6 +19,7 @@ from tests.schema.sqltext import code, function_name, statements, tokens
 _READS_FUNCTION_TEXT = ("pg_get_functiondef", "prosrc", "prosqlbody")
 _BUILT_FUNCTION = re.compile(r"create\s+(or\s+replace\s+)?function", re.IGNORECASE)
 _CREATES_FUNCTION = re.compile(r"^create (?:or replace )?function ")
+_GRANT = re.compile(r"^(?:revoke|grant) \w+ on function (tickq\.\w+)\(")
 
 
 def file_problems(files: list[tuple[str, str]]) -> list[str]:
@@ -29,8 +31,14 @@ def file_problems(files: list[tuple[str, str]]) -> list[str]:
         expected = "tickq." + path.removeprefix("functions/").removesuffix(".sql")
         defined = [code(s) for s in statements(text) if code(s)]
         names = [function_name(s) for s in statements(text) if code(s)]
-        if len(defined) != 1 or names != [expected]:
-            found.append(f"{path} must hold one statement, the CREATE FUNCTION of {expected}")
+        if not defined or names[0] != expected or any(
+            not _GRANT.match(other) or _GRANT.match(other)[1] != expected
+            for other in defined[1:]
+        ):
+            found.append(
+                f"{path} must hold the CREATE FUNCTION of {expected}, then only REVOKE and"
+                " GRANT on it"
+            )
         elif not defined[0].startswith("create or replace function "):
             found.append(
                 f"{path} must say CREATE OR REPLACE FUNCTION: the migrator applies it again"

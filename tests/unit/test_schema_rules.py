@@ -67,12 +67,20 @@ def test_a_function_file_holds_only_its_own_function() -> None:
     two = CLAIM_FAIR + "\ncreate index x on tickq.jobs (id);\n"
     misnamed = [("functions/claim_unfair.sql", CLAIM_FAIR)]
 
+    granted = CLAIM_FAIR + "\nrevoke all on function tickq.claim_fair(text) from public;\n"
+    other = CLAIM_FAIR + "\ngrant execute on function tickq.cancel(uuid) to tickq_app;\n"
+    assert file_problems([("functions/claim_fair.sql", granted)]) == []
     assert file_problems([("functions/claim_fair.sql", two)]) == [
-        "functions/claim_fair.sql must hold one statement, the CREATE FUNCTION of tickq.claim_fair"
+        "functions/claim_fair.sql must hold the CREATE FUNCTION of tickq.claim_fair, then only"
+        " REVOKE and GRANT on it"
+    ]
+    assert file_problems([("functions/claim_fair.sql", other)]) == [
+        "functions/claim_fair.sql must hold the CREATE FUNCTION of tickq.claim_fair, then only"
+        " REVOKE and GRANT on it"
     ]
     assert file_problems(misnamed) == [
-        "functions/claim_unfair.sql must hold one statement, the CREATE FUNCTION of"
-        " tickq.claim_unfair"
+        "functions/claim_unfair.sql must hold the CREATE FUNCTION of tickq.claim_unfair, then"
+        " only REVOKE and GRANT on it"
     ]
     plain = CLAIM_FAIR.replace("create or replace function", "create function")
     assert file_problems([("functions/claim_fair.sql", plain)]) == [

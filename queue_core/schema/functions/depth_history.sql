@@ -10,3 +10,7 @@ from tickq.queue_depth_samples s
 where s.sampled_at >= p_since and (p_queue is null or s.queue = p_queue)
 order by s.sampled_at, s.queue
 $$;
+
+-- The operator console's functions: operators and workers (the CLI) call them.
+revoke all on function tickq.depth_history(timestamptz, text) from public;
+grant execute on function tickq.depth_history(timestamptz, text) to tickq_operator, tickq_worker;

@@ -103,3 +103,8 @@ begin
     end if;
     return v_id;
 end $$;
+
+-- Enqueue from SQL (a trigger, an RPC, another language): applications and workers. It
+-- runs with the caller's own rights: a user's enqueue goes on through tickq.enqueue_many.
+revoke all on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer, text, text, double precision, double precision, text, double precision) from public;
+grant execute on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer, text, text, double precision, double precision, text, double precision) to tickq_app, tickq_worker;

@@ -431,3 +431,8 @@ begin
         v_key
         using errcode = 'serialization_failure';
 end $$;
+
+-- What those functions run, which take an owner or a clock as arguments: the workers'
+-- alone (tickq.enqueue's trusted path, the store's statements).
+revoke all on function tickq.enqueue_job(uuid, jsonb, uuid[], integer, jsonb, boolean) from public;
+grant execute on function tickq.enqueue_job(uuid, jsonb, uuid[], integer, jsonb, boolean) to tickq_worker;

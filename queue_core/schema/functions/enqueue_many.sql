@@ -81,3 +81,9 @@ begin
     end loop;
     perform tickq.enqueue_rows(v_rows);
 end $$;
+
+-- The application login's whole write surface: these security-definer functions, each
+-- taking the owner from the session and the time from the database and checking every
+-- argument (docs/threat-model.md lists them with their bounds). Workers may call them too.
+revoke all on function tickq.enqueue_many(jsonb, jsonb) from public;
+grant execute on function tickq.enqueue_many(jsonb, jsonb) to tickq_app, tickq_worker;

@@ -17,3 +17,8 @@ begin
         from unnest(p_rows) r;
     end if;
 end $$;
+
+-- What those functions run, which take an owner or a clock as arguments: the workers'
+-- alone (tickq.enqueue's trusted path, the store's statements).
+revoke all on function tickq.enqueue_rows(tickq.jobs[]) from public;
+grant execute on function tickq.enqueue_rows(tickq.jobs[]) to tickq_worker;

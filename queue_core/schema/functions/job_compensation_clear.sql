@@ -23,3 +23,8 @@ begin
     where t.job_id = target.id and t.kind in ('compensation', 'undo')
     returning t.name;
 end $$;
+
+-- What those functions run, which take an owner or a clock as arguments: the workers'
+-- alone (tickq.enqueue's trusted path, the store's statements).
+revoke all on function tickq.job_compensation_clear(uuid) from public;
+grant execute on function tickq.job_compensation_clear(uuid) to tickq_worker;

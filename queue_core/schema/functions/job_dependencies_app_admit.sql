@@ -26,3 +26,6 @@ begin
     end if;
     return null;
 end $$;
+
+-- Functions that only their triggers, maintenance or the migrator call: nobody else.
+revoke all on function tickq.job_dependencies_app_admit() from public;

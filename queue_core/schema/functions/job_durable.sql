@@ -40,3 +40,8 @@ select j.status, coalesce(j.resumes, 0), j.wait_kind, j.wait_name, j.wait_until,
 from tickq.jobs j
 where j.id = p_id
 $$;
+
+-- The views of one job (its durable side, its parents and children): applications read
+-- their own jobs' through row-level security, workers every job's.
+revoke all on function tickq.job_durable(uuid) from public;
+grant execute on function tickq.job_durable(uuid) to tickq_app, tickq_worker;

@@ -26,3 +26,8 @@ begin
     where j.id = target.id
     returning j.id;
 end $$;
+
+-- What those functions run, which take an owner or a clock as arguments: the workers'
+-- alone (tickq.enqueue's trusted path, the store's statements).
+revoke all on function tickq.job_durable_clear(uuid) from public;
+grant execute on function tickq.job_durable_clear(uuid) to tickq_worker;

@@ -136,3 +136,9 @@ begin
         run_after := v_now + p_seconds * interval '1 second';
     end if;
 end $$;
+
+-- Debounce and throttle: every gated enqueue (tickq.enqueue_job, the Python store's) asks
+-- it. tickq.job_gate takes an owner and a clock: the workers' alone; an application's
+-- gated enqueue is tickq.enqueue_many's.
+revoke all on function tickq.job_gate(text, text, uuid, double precision, double precision, jsonb, timestamptz, uuid) from public;
+grant execute on function tickq.job_gate(text, text, uuid, double precision, double precision, jsonb, timestamptz, uuid) to tickq_worker;

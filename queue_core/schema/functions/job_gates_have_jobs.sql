@@ -17,3 +17,6 @@ begin
     end if;
     return null;
 end $$;
+
+-- Who may run it (docs/threat-model.md).
+revoke all on function tickq.job_gates_have_jobs() from public;

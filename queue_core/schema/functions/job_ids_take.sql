@@ -9,3 +9,6 @@ begin
     insert into tickq.job_ids (id) select a.id from arrived a;
     return null;
 end $$;
+
+-- Functions that only their triggers, maintenance or the migrator call: nobody else.
+revoke all on function tickq.job_ids_take() from public;

@@ -13,3 +13,6 @@ begin
       and k.job_id = old.id;
     return new;
 end $$;
+
+-- Functions that only their triggers, maintenance or the migrator call: nobody else.
+revoke all on function tickq.job_keys_free() from public;

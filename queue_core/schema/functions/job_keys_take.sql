@@ -32,3 +32,6 @@ begin
     end if;
     return new;
 end $$;
+
+-- Functions that only their triggers, maintenance or the migrator call: nobody else.
+revoke all on function tickq.job_keys_take() from public;

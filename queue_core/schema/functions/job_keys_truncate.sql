@@ -8,3 +8,6 @@ begin
     delete from tickq.job_keys;
     return null;
 end $$;
+
+-- Functions that only their triggers, maintenance or the migrator call: nobody else.
+revoke all on function tickq.job_keys_truncate() from public;

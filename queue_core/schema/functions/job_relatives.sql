@@ -30,3 +30,8 @@ join tickq.jobs p on p.id = k.parent_id
 where k.child_id = p_id
 order by relation desc, id
 $$;
+
+-- The views of one job (its durable side, its parents and children): applications read
+-- their own jobs' through row-level security, workers every job's.
+revoke all on function tickq.job_relatives(uuid) from public;
+grant execute on function tickq.job_relatives(uuid) to tickq_app, tickq_worker;

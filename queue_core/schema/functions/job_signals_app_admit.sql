@@ -12,3 +12,6 @@ begin
     end if;
     return null;
 end $$;
+
+-- Functions that only their triggers, maintenance or the migrator call: nobody else.
+revoke all on function tickq.job_signals_app_admit() from public;

@@ -52,3 +52,8 @@ begin
            coalesce((select w.woke from woken w), false)
     from job, counted;
 end $$;
+
+-- What those functions run, which take an owner or a clock as arguments: the workers'
+-- alone (tickq.enqueue's trusted path, the store's statements).
+revoke all on function tickq.job_signals_send(uuid, text, jsonb, integer, integer, integer, timestamptz) from public;
+grant execute on function tickq.job_signals_send(uuid, text, jsonb, integer, integer, integer, timestamptz) to tickq_worker;

@@ -39,3 +39,8 @@ begin
     )
     select l.name from later l;
 end $$;
+
+-- What those functions run, which take an owner or a clock as arguments: the workers'
+-- alone (tickq.enqueue's trusted path, the store's statements).
+revoke all on function tickq.job_steps_forget_from(uuid, text) from public;
+grant execute on function tickq.job_steps_forget_from(uuid, text) to tickq_worker;

@@ -69,3 +69,8 @@ begin
     select (c.job).*
     from cancelled c cross join settled cross join compensating;
 end $$;
+
+-- What those functions run, which take an owner or a clock as arguments: the workers'
+-- alone (tickq.enqueue's trusted path, the store's statements).
+revoke all on function tickq.jobs_cancel(uuid[], timestamptz, uuid) from public;
+grant execute on function tickq.jobs_cancel(uuid[], timestamptz, uuid) to tickq_worker;

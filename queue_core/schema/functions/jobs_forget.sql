@@ -31,3 +31,6 @@ begin
     where k.parent_id = g.id or k.child_id = g.id;
     return null;
 end $$;
+
+-- Functions that only their triggers, maintenance or the migrator call: nobody else.
+revoke all on function tickq.jobs_forget() from public;

@@ -16,3 +16,6 @@ begin
     delete from tickq.job_ids;
     return null;
 end $$;
+
+-- Functions that only their triggers, maintenance or the migrator call: nobody else.
+revoke all on function tickq.jobs_forget_all() from public;

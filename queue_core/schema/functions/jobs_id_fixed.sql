@@ -10,3 +10,6 @@ begin
     end if;
     return new;
 end $$;
+
+-- Functions that only their triggers, maintenance or the migrator call: nobody else.
+revoke all on function tickq.jobs_id_fixed() from public;

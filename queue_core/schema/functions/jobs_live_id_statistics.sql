@@ -50,3 +50,6 @@ begin
     delete from tickq.jobs_live where id = any(v_placeholders);
     return true;
 end $$;
+
+-- Functions that only their triggers, maintenance or the migrator call: nobody else.
+revoke all on function tickq.jobs_live_id_statistics() from public;

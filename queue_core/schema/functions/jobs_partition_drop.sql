@@ -64,3 +64,8 @@ begin
         end;
     end loop;
 end $$;
+
+-- Workers make and drop day partitions and check queue depth before they enqueue
+-- (applications are admitted by the trigger jobs_app_admit instead).
+revoke all on function tickq.jobs_partition_drop(text) from public;
+grant execute on function tickq.jobs_partition_drop(text) to tickq_worker;

@@ -78,3 +78,8 @@ begin
     end loop;
     return v_created;
 end $$;
+
+-- Workers make and drop day partitions and check queue depth before they enqueue
+-- (applications are admitted by the trigger jobs_app_admit instead).
+revoke all on function tickq.jobs_partitions_ensure(date, integer) from public;
+grant execute on function tickq.jobs_partitions_ensure(date, integer) to tickq_worker;

@@ -58,3 +58,8 @@ begin
     )
     select (r.job).* from retried r;
 end $$;
+
+-- What those functions run, which take an owner or a clock as arguments: the workers'
+-- alone (tickq.enqueue's trusted path, the store's statements).
+revoke all on function tickq.jobs_retry(text[], uuid[], text[], text[], integer, timestamptz, uuid) from public;
+grant execute on function tickq.jobs_retry(text[], uuid[], text[], text[], integer, timestamptz, uuid) to tickq_worker;

@@ -78,3 +78,7 @@ left join cancelled c on c.id = r.id
 left join tickq.jobs j on j.id = r.id
 order by r.id
 $$;
+
+-- The operator console's functions: operators and workers (the CLI) call them.
+revoke all on function tickq.operator_cancel(uuid[], timestamptz) from public;
+grant execute on function tickq.operator_cancel(uuid[], timestamptz) to tickq_operator, tickq_worker;

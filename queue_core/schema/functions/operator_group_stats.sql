@@ -19,3 +19,7 @@ begin
     group by j.queue, j.group_key
     order by j.queue, j.group_key;
 end $$;
+
+-- Operators read counts across every user.
+revoke all on function tickq.operator_group_stats(timestamptz) from public;
+grant execute on function tickq.operator_group_stats(timestamptz) to tickq_operator;

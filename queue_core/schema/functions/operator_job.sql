@@ -15,3 +15,7 @@ select j.id, j.queue, j.type, j.user_id, j.group_key, j.status, j.attempts, j.ma
 from tickq.jobs j
 where j.id = p_id
 $$;
+
+-- The operator console's functions: operators and workers (the CLI) call them.
+revoke all on function tickq.operator_job(uuid) from public;
+grant execute on function tickq.operator_job(uuid) to tickq_operator, tickq_worker;

@@ -13,3 +13,7 @@ select d.status, d.resumes, d.wait_kind, d.wait_name, d.wait_until, d.batch_id,
        d.completed_in_transaction, d.steps, d.signals, d.tries, d.maps
 from tickq.job_durable(p_id) d
 $$;
+
+-- The operator console's functions: operators and workers (the CLI) call them.
+revoke all on function tickq.operator_job_durable(uuid) from public;
+grant execute on function tickq.operator_job_durable(uuid) to tickq_operator, tickq_worker;

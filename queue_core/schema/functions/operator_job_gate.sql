@@ -7,3 +7,7 @@ create or replace function tickq.operator_job_gate(p_id uuid)
     as $$
 select g.kind, g.enqueues from tickq.job_gates g where g.job_id = p_id
 $$;
+
+-- Who may run it (docs/threat-model.md).
+revoke all on function tickq.operator_job_gate(uuid) from public;
+grant execute on function tickq.operator_job_gate(uuid) to tickq_operator, tickq_worker;

@@ -8,3 +8,7 @@ create or replace function tickq.operator_job_relatives(p_id uuid)
 select r.relation, r.id, r.type, r.status
 from tickq.job_relatives(p_id) r
 $$;
+
+-- The operator console's functions: operators and workers (the CLI) call them.
+revoke all on function tickq.operator_job_relatives(uuid) from public;
+grant execute on function tickq.operator_job_relatives(uuid) to tickq_operator, tickq_worker;

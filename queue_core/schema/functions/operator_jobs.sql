@@ -39,3 +39,7 @@ cross join lateral (
            case when char_length(j.error) > 200 then octet_length(j.error) end as error) b
 order by j.created_at desc, j.id desc
 $$;
+
+-- The operator console's functions: operators and workers (the CLI) call them.
+revoke all on function tickq.operator_jobs(text[], text[], text[], text[], text, timestamptz, timestamptz, timestamptz, uuid, integer) from public;
+grant execute on function tickq.operator_jobs(text[], text[], text[], text[], text, timestamptz, timestamptz, timestamptz, uuid, integer) to tickq_operator, tickq_worker;

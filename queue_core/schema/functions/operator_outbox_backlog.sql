@@ -12,3 +12,7 @@ select count(*),
 from tickq.outbox o
 where o.published_at is null
 $$;
+
+-- The operator console's functions: operators and workers (the CLI) call them.
+revoke all on function tickq.operator_outbox_backlog(timestamptz) from public;
+grant execute on function tickq.operator_outbox_backlog(timestamptz) to tickq_operator, tickq_worker;

@@ -55,3 +55,7 @@ left join blocked b on b.id = r.id
 left join tickq.jobs j on j.id = r.id
 order by r.id
 $$;
+
+-- The operator console's functions: operators and workers (the CLI) call them.
+revoke all on function tickq.operator_retry(uuid[], timestamptz) from public;
+grant execute on function tickq.operator_retry(uuid[], timestamptz) to tickq_operator, tickq_worker;

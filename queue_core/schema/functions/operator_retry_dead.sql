@@ -24,3 +24,7 @@ begin
     end if;
     return query select * from tickq.operator_retry(v_ids, p_now);
 end $$;
+
+-- The operator console's functions: operators and workers (the CLI) call them.
+revoke all on function tickq.operator_retry_dead(text[], text[], bigint, timestamptz) from public;
+grant execute on function tickq.operator_retry_dead(text[], text[], bigint, timestamptz) to tickq_operator, tickq_worker;

@@ -15,3 +15,7 @@ from tickq.jobs j
 group by j.queue, j.type, j.status
 order by j.queue, j.type, j.status
 $$;
+
+-- Operators read counts across every user.
+revoke all on function tickq.operator_stats(timestamptz) from public;
+grant execute on function tickq.operator_stats(timestamptz) to tickq_operator;

@@ -15,3 +15,6 @@ begin
         'error', left(new.error, 4000)));
     return new;
 end $$;
+
+-- Functions that only their triggers, maintenance or the migrator call: nobody else.
+revoke all on function tickq.outbox_job_dead() from public;

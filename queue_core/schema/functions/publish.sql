@@ -58,3 +58,9 @@ begin
     values (v_owner, publish.source, publish.detail_type, publish.detail)
     returning o.id, o.event_id into id, event_id;
 end $$;
+
+-- The application login's whole write surface: these security-definer functions, each
+-- taking the owner from the session and the time from the database and checking every
+-- argument (docs/threat-model.md lists them with their bounds). Workers may call them too.
+revoke all on function tickq.publish(text, jsonb, text) from public;
+grant execute on function tickq.publish(text, jsonb, text) to tickq_app, tickq_worker;

@@ -39,3 +39,8 @@ begin
         end if;
     end loop;
 end $$;
+
+-- Workers make and drop day partitions and check queue depth before they enqueue
+-- (applications are admitted by the trigger jobs_app_admit instead).
+revoke all on function tickq.queue_admit(text[], integer[]) from public;
+grant execute on function tickq.queue_admit(text[], integer[]) to tickq_worker;

@@ -36,3 +36,8 @@ begin
         return next;
     end if;
 end $$;
+
+-- Workers make and drop day partitions and check queue depth before they enqueue
+-- (applications are admitted by the trigger jobs_app_admit instead).
+revoke all on function tickq.queue_admit_owner(text, uuid, integer) from public;
+grant execute on function tickq.queue_admit_owner(text, uuid, integer) to tickq_worker;

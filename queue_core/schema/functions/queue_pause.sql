@@ -9,3 +9,7 @@ values (p_queue, p_by, coalesce(p_now, now()), p_reason)
 on conflict on constraint queue_pauses_pkey do update set queue = p.queue
 returning p.queue, p.paused_by, p.paused_at, p.reason
 $$;
+
+-- The operator console's functions: operators and workers (the CLI) call them.
+revoke all on function tickq.queue_pause(text, text, text, timestamptz) from public;
+grant execute on function tickq.queue_pause(text, text, text, timestamptz) to tickq_operator, tickq_worker;

@@ -7,3 +7,7 @@ create or replace function tickq.queue_resume(p_queue text)
 delete from tickq.queue_pauses p where p.queue = p_queue
 returning p.queue, p.paused_by, p.paused_at, p.reason
 $$;
+
+-- The operator console's functions: operators and workers (the CLI) call them.
+revoke all on function tickq.queue_resume(text) from public;
+grant execute on function tickq.queue_resume(text) to tickq_operator, tickq_worker;

@@ -70,3 +70,9 @@ begin
         using errcode = 'TQ410', column = 'job_id', detail = retry.job_id::text,
               hint = v_status;
 end $$;
+
+-- The application login's whole write surface: these security-definer functions, each
+-- taking the owner from the session and the time from the database and checking every
+-- argument (docs/threat-model.md lists them with their bounds). Workers may call them too.
+revoke all on function tickq.retry(uuid, boolean, text) from public;
+grant execute on function tickq.retry(uuid, boolean, text) to tickq_app, tickq_worker;

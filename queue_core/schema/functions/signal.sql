@@ -67,3 +67,9 @@ begin
     end if;
     return v_sent.woke;
 end $$;
+
+-- The application login's whole write surface: these security-definer functions, each
+-- taking the owner from the session and the time from the database and checking every
+-- argument (docs/threat-model.md lists them with their bounds). Workers may call them too.
+revoke all on function tickq.signal(uuid, text, jsonb) from public;
+grant execute on function tickq.signal(uuid, text, jsonb) to tickq_app, tickq_worker;

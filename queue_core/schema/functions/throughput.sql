@@ -50,3 +50,7 @@ left join events e
 group by b.bucket
 order by b.bucket
 $$;
+
+-- The operator console's functions: operators and workers (the CLI) call them.
+revoke all on function tickq.throughput(timestamptz, integer, text, timestamptz) from public;
+grant execute on function tickq.throughput(timestamptz, integer, text, timestamptz) to tickq_operator, tickq_worker;
