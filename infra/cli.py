@@ -45,6 +45,7 @@ from queue_core.transitions import compensating
 from . import (
     cli_console,
     cli_db,
+    cli_deploy,
     cli_events,
     cli_policies,
     cli_steps,
@@ -1083,6 +1084,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_policies.register(command)
     cli_steps.register(command)
+    cli_deploy.register(command)
     cli_events.register(command)
     cli_console.register(command)
     cli_db.register(command)
