@@ -266,7 +266,11 @@ def cmd_tick(args: argparse.Namespace) -> int:
     # fit before it suspend their job (docs/steps.md).
     ends = None if args.max_seconds is None else time.monotonic() + args.max_seconds
     time_left = None if ends is None else (lambda: ends - time.monotonic())
-    with database() as conn, _runner(args, PostgresStore(conn), reg, time_left) as runner:
+    pin = catalog.pinned_version(reg)
+    with (
+        database() as conn,
+        _runner(args, PostgresStore(conn, pin_version=pin), reg, time_left) as runner,
+    ):
         _publish_tasks(conn, reg)
         report = runner.tick(
             max_batches=args.max_batches,
@@ -286,9 +290,10 @@ def cmd_work(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.max_seconds if args.max_seconds else None
     settings = Settings.from_env()
     with database_url() as url:
+        pin = catalog.pinned_version(reg)
 
         def connect_store() -> PostgresStore:
-            return PostgresStore(open_connection(url, settings))
+            return PostgresStore(open_connection(url, settings), pin_version=pin)
 
         runner = _runner(args, connect_store(), reg)
         with open_connection(url, settings) as publishing:

@@ -1216,3 +1216,14 @@ where code_version = %(code_version)s::text
   and status in ('queued', 'waiting', 'retrying', 'running')
 group by status
 order by status;
+
+-- name: jobs_finish_and_claim_pinned
+-- jobs_finish_and_claim for a pinned worker (TICKQ_PIN_VERSION=on): it leases only jobs
+-- that have not run yet (no code version) or last ran under its own, %(code_version)s, so
+-- a durable job replays on the code that stored its history. A statement of its own: the
+-- plain claims stay as they are, and workers that do not pin pay nothing.
+{{finish}}, {{pick_runnable}}
+      and queue = any(%(queues)s::text[])
+      and (code_version is null or code_version = %(code_version)s::text)
+{{pick_in_claim_order}}, {{lease_picked}}
+{{finish_report}};
