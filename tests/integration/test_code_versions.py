@@ -12,6 +12,8 @@ import psycopg
 import pytest
 
 from queue_core import JobContext, PostgresStore, Registry, Runner, Status
+from queue_core.errors import ConfigurationError
+from queue_core.limits import Limits, type_limit
 from queue_core.postgres.deploys import deploy_check, unfinished_of_version
 
 Handler = Callable[[JobContext], Any]
@@ -282,3 +284,30 @@ def test_drained_counts_the_unfinished_jobs_that_last_ran_under_a_version(
 @pytest.fixture
 def store(conn: psycopg.Connection) -> PostgresStore:
     return PostgresStore(conn)
+
+
+def test_a_pinned_store_claims_only_jobs_not_yet_run_or_last_run_under_its_version(
+    conn: psycopg.Connection, store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a job last run under v1, and a job not yet run
+    ran: list[str] = []
+    old = suspended_under_v1(store, monkeypatch, ran)
+    store.steps.signal(old, "approve", True)
+    fresh = enqueue(store, registry_of(v1(ran)))
+
+    # Then a store pinned to v2 claims only the fresh one, one pinned to v1 the old one
+    claimed = PostgresStore(conn, pin_version="v2").claim(limit=10)
+    assert [j.id for j in claimed] == [fresh]
+    claimed = PostgresStore(conn, pin_version="v1").claim(limit=10)
+    assert [j.id for j in claimed] == [old]
+
+
+def test_a_pinned_store_refuses_a_claim_under_type_limits_rather_than_ignore_the_pin(
+    conn: psycopg.Connection, store: PostgresStore
+) -> None:
+    Limits(conn).set_type(type_limit("ocr-doc", max_running=5))
+    job_id = enqueue(store, registry_of(v1([])))
+
+    with pytest.raises(ConfigurationError, match="TICKQ_PIN_VERSION"):
+        PostgresStore(conn, pin_version="v1").claim(limit=10)
+    assert store.get(job_id).status is Status.QUEUED

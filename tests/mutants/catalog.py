@@ -2015,6 +2015,22 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "pinned-claim-ignores-version",
+        "a pinned worker claims jobs last run under another code version",
+        (
+            Edit(
+                QUERIES,
+                "      and (code_version is null or code_version = %(code_version)s::text)\n",
+                "",
+            ),
+        ),
+        targeted=(
+            f"{CODE_VERSIONS}::test_a_pinned_store_claims_only_jobs_not_yet_run_or_last_run"
+            "_under_its_version",
+            f"{DEPLOYS_E2E}::test_pinned_workers_of_two_versions_each_drain_their_own_jobs",
+        ),
+    ),
+    Mutant(
         "replay-runs-step-function",
         "the deploy check's replay calls a step's function (a side effect on every check)",
         (
