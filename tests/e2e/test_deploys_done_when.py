@@ -34,15 +34,29 @@ class Tickq:
         self.env.update(TICKQ_DATABASE_URL=url, TICKQ_STEP_RUNS=str(runs))
         self.runs = runs
 
-    def run(self, *args: str, url: str | None = None, **env: str) -> tuple[int, Any, str]:
-        command = [sys.executable, "-m", "tickq.infra.cli", "--json", *args]
+    def run(
+        self, *args: str, url: str | None = None, json_out: bool = True, **env: str
+    ) -> tuple[int, Any, str]:
+        command = [
+            sys.executable,
+            "-m",
+            "tickq.infra.cli",
+            *(["--json"] if json_out else []),
+            *args,
+        ]
         environment = {**self.env, **env}
         if url is not None:
             environment["TICKQ_DATABASE_URL"] = url
         done = subprocess.run(
             command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
         )
-        data = json.loads(done.stdout) if done.stdout.strip() else None
+        data = (
+            done.stdout
+            if not json_out
+            else json.loads(done.stdout)
+            if done.stdout.strip()
+            else None
+        )
         return done.returncode, data, done.stderr
 
     def tick(self, tasks: str, version: str, *, pinned: bool = False) -> dict[str, Any]:
@@ -94,6 +108,12 @@ def test_the_check_names_an_unsafe_version_and_passes_a_patched_one_that_then_ru
         (b["id"], b["type"], b["code_version"], b["position"], b["stored"], b["asked"])
         for b in found["breaking"]
     ) == sorted((str(j), "e2e-deploy", "v1", 0, "fetch", "download") for j in old)
+    # And so does its text for a terminal, a line per job
+    code, text, _ = tickq.run(
+        "deploy", "check", "--tasks", V2_UNSAFE, url=worker_login_url, json_out=False
+    )
+    assert code == 1 and "would break" in text
+    assert all(str(j)[:8] in text for j in old)
     # And no step of the new code ran, nothing was written
     assert all(tickq.ran(j) == Counter(fetch=1) for j in old)
     assert all(step_names(store, j) == ["fetch"] for j in old)
