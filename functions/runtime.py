@@ -43,13 +43,14 @@ def task_catalog(types: Iterable[Any]) -> dict[str, dict[str, Any]] | None:
 _catalog: list[Any] = []
 
 
-def store(*, user_id: UUID | None = None) -> Store:
+def store(*, user_id: UUID | None = None, pin_version: str | None = None) -> Store:
     """A store on the environment's connection, scoped to `user_id` by row-level security
     (acting as tickq_app; a login that would bypass it is refused, see app_role), each
-    statement of a user's transaction bounded by TICKQ_API_STATEMENT_TIMEOUT_MS."""
+    statement of a user's transaction bounded by TICKQ_API_STATEMENT_TIMEOUT_MS.
+    `pin_version`: a worker's, claiming only its code version's jobs (TICKQ_PIN_VERSION)."""
     conn = db.connection()
     if user_id is None:
-        return PostgresStore(conn)
+        return PostgresStore(conn, pin_version=pin_version)
     app_role.ensure_scoped(conn)
     timeout = settings().api_statement_timeout_ms
     return PostgresStore(conn, user_id=user_id, statement_timeout_ms=timeout)

@@ -25,6 +25,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from queue_core import ConfigurationError, InvalidJob, Registry, Runner, TickReport
+from queue_core.catalog import pinned_version
 from queue_core.config import env_int
 from queue_core.errors import DatabaseError
 from queue_core.postgres import catalog
@@ -85,7 +86,7 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     check_leases(config.lease_seconds, registry, context.get_remaining_time_in_millis(), margin_ms)
     _publish_once(registry)
     runner = Runner(
-        store(),
+        store(pin_version=pinned_version(registry)),
         registry,
         queues=request.queues or config.queues,
         batch_size=config.batch_size,

@@ -45,6 +45,7 @@ from queue_core.transitions import compensating
 from . import (
     cli_console,
     cli_db,
+    cli_deploy,
     cli_events,
     cli_policies,
     cli_steps,
@@ -265,7 +266,11 @@ def cmd_tick(args: argparse.Namespace) -> int:
     # fit before it suspend their job (docs/steps.md).
     ends = None if args.max_seconds is None else time.monotonic() + args.max_seconds
     time_left = None if ends is None else (lambda: ends - time.monotonic())
-    with database() as conn, _runner(args, PostgresStore(conn), reg, time_left) as runner:
+    pin = catalog.pinned_version(reg)
+    with (
+        database() as conn,
+        _runner(args, PostgresStore(conn, pin_version=pin), reg, time_left) as runner,
+    ):
         _publish_tasks(conn, reg)
         report = runner.tick(
             max_batches=args.max_batches,
@@ -285,9 +290,10 @@ def cmd_work(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.max_seconds if args.max_seconds else None
     settings = Settings.from_env()
     with database_url() as url:
+        pin = catalog.pinned_version(reg)
 
         def connect_store() -> PostgresStore:
-            return PostgresStore(open_connection(url, settings))
+            return PostgresStore(open_connection(url, settings), pin_version=pin)
 
         runner = _runner(args, connect_store(), reg)
         with open_connection(url, settings) as publishing:
@@ -1083,6 +1089,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_policies.register(command)
     cli_steps.register(command)
+    cli_deploy.register(command)
     cli_events.register(command)
     cli_console.register(command)
     cli_db.register(command)

@@ -42,6 +42,8 @@ def durable_table(view: DurableView) -> Table | None:
         captions.append(f"the last {SHOWN_STEPS} of {len(view.steps)} steps (--json for all)")
     if view.wait is not None:
         captions.append(f"waiting: {view.wait.describe()}")
+    if view.code_version:
+        captions.append(f"last ran under code {view.code_version}")
     if view.signals:
         captions.append("signals: " + ", ".join(s["name"] for s in view.signals))
     shown = view.to_dict()

@@ -22,6 +22,8 @@ from typing import Any
 
 # Types a deployment may enqueue though no worker published them.
 ACCEPT_UNKNOWN_ENV = "TICKQ_ACCEPT_UNKNOWN_TYPES"
+# Workers that claim only jobs not yet run or last run under their own code version.
+PIN_VERSION_ENV = "TICKQ_PIN_VERSION"
 
 
 def accepts_unknown_types(env: Mapping[str, str] | None = None) -> bool:
@@ -87,6 +89,15 @@ def code_version(registry: Any, env: Mapping[str, str] | None = None) -> str:
         except OSError:
             digest.update(path.encode())
     return "source:" + digest.hexdigest()[:12]
+
+
+def pinned_version(registry: Any, env: Mapping[str, str] | None = None) -> str | None:
+    """The code version a worker pins its claims to when TICKQ_PIN_VERSION is on (its
+    own, code_version), else None: it claims jobs of any version."""
+    value = (os.environ if env is None else env).get(PIN_VERSION_ENV, "")
+    if value.strip().lower() not in ("1", "on", "true", "yes"):
+        return None
+    return code_version(registry, env)
 
 
 def _source_file(task: Any) -> str | None:

@@ -165,6 +165,16 @@ class JobContext:
         given back."""
         self._durable().suspend(delay)
 
+    def patched(self, name: str) -> bool:
+        """Whether this run takes a change's new branch: True on a run reaching this point
+        first under code with the call (recorded), False on the replay of a history that
+        passed it under older code (docs/steps.md, "Deploying durable code")."""
+        return self._durable().patched(name)
+
+    def deprecate_patch(self, name: str) -> None:
+        """Mark where `patched(name)` was once the old branch was deleted (see patched)."""
+        self._durable().deprecate_patch(name)
+
     def time_left(self) -> float:
         """Seconds until this invocation ends, or without one until the lease expires."""
         return self._durable().time_left()

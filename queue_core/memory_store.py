@@ -470,7 +470,12 @@ class NoSteps:
     token, which only the Postgres store keeps, so every operation refuses."""
 
     def load(
-        self, job_id: UUID, lease_token: UUID, *, now: datetime | None = None
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        *,
+        code_version: str | None = None,
+        now: datetime | None = None,
     ) -> tuple[Durable, datetime]:
         _no_steps()
 
@@ -482,6 +487,7 @@ class NoSteps:
         result_json: str,
         *,
         compensable: bool = False,
+        code_version: str | None = None,
         now: datetime | None = None,
     ) -> datetime:
         _no_steps()
@@ -495,8 +501,14 @@ class NoSteps:
         name: str | None = None,
         until: datetime | None = None,
         delay: float = 0.0,
+        code_version: str | None = None,
         now: datetime | None = None,
     ) -> datetime:
+        _no_steps()
+
+    def patch_marked(
+        self, job_id: UUID, lease_token: UUID, name: str, *, now: datetime | None = None
+    ) -> None:
         _no_steps()
 
     def signal(

@@ -338,9 +338,15 @@ class StepOperations(Protocol):
     shells)."""
 
     def load(
-        self, job_id: UUID, lease_token: UUID, *, now: datetime | None = None
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        *,
+        code_version: str | None = None,
+        now: datetime | None = None,
     ) -> tuple[Durable, datetime]:
-        """The running job's stored steps and signals, and the store's clock."""
+        """The running job's stored steps and signals, and the store's clock; records the
+        run's code version on the job in the same statement."""
         ...
 
     def complete(
@@ -351,11 +357,12 @@ class StepOperations(Protocol):
         result_json: str,
         *,
         compensable: bool = False,
+        code_version: str | None = None,
         now: datetime | None = None,
     ) -> datetime:
-        """Store a step's result, fenced by the lease (marked compensable when the step has
-        an undo, so a job ended away from its handler compensates); returns when it
-        finished."""
+        """Store a step's result with the code version that ran it, fenced by the lease
+        (marked compensable when the step has an undo, so a job ended away from its handler
+        compensates); returns when it finished."""
         ...
 
     def suspend(
@@ -367,10 +374,17 @@ class StepOperations(Protocol):
         name: str | None = None,
         until: datetime | None = None,
         delay: float = 0.0,
+        code_version: str | None = None,
         now: datetime | None = None,
     ) -> datetime:
         """Send the running job back to the queue until `until` (or `delay` seconds from
         now); returns when it may run again."""
+        ...
+
+    def patch_marked(
+        self, job_id: UUID, lease_token: UUID, name: str, *, now: datetime | None = None
+    ) -> None:
+        """Record that the running job passed job.patched(name) under code with the call."""
         ...
 
     def signal(

@@ -87,6 +87,9 @@ class StepHost:
     counts: StepCounts
     # Validates a child job's request with its task's defaults (the runner's registry).
     spec: Callable[..., JobSpec] | None = None
+    # The version of the code running the handlers (catalog.code_version), recorded with
+    # each run and each step it stores.
+    code_version: str | None = None
 
 
 class JobSteps:
@@ -298,6 +301,28 @@ class JobSteps:
             raise InvalidStep("job.suspend() inside a step: a step must finish to be stored")
         self._suspend(WaitKind.SUSPEND, None, delay=delay)
 
+    def patched(self, name: Any) -> bool:
+        """Whether this run takes the new branch of a change to the handler: True once the
+        run has passed this point under code with the call (its marker stored, before this
+        returns), or reaches it with no stored step still ahead of it; False on a replay
+        whose history went on past this point without the marker (begun under older code)."""
+        name = steps.step_name(name, "patch name")
+        if _IN_STEP.get() is self:
+            raise InvalidStep(f"job.patched({name!r}) inside a step")
+        state = self._load()
+        if steps.patch_marked(state, name):
+            return True
+        if not steps.replaying(state, self.names):
+            self._db().patch_marked(self.job.id, self.token, name)
+            state.tries[f"patch:{name}"] = {"tries": 0, "error": None, "done": False}
+            return True
+        return False
+
+    def deprecate_patch(self, name: Any) -> None:
+        """The old branch of `patched(name)` is gone: new runs record the marker as
+        `patched` does; `tickq deploy check` names stored histories that lack it."""
+        self.patched(name)
+
     def time_left(self) -> float:
         """Seconds until the invocation ends; without a deadline, until the lease expires."""
         if self.host.deadline is not None:
@@ -332,7 +357,9 @@ class JobSteps:
     def _load(self) -> Durable:
         if self.state is None:
             before = time.monotonic()  # the database's clock reads after this instant
-            state, at = self._db().load(self.job.id, self.token)
+            state, at = self._db().load(
+                self.job.id, self.token, code_version=self.host.code_version
+            )
             self.state, self.clock = state, (at, before)
             self.step_bytes = state.step_bytes
             self.compensating = state.compensation()
@@ -436,10 +463,13 @@ class JobSteps:
     def _store(self, name: str, result: Any, *, counted: bool = True, undo: bool = False) -> Any:
         state = self._load()
         encoded = steps.step_result(state.steps, self.step_bytes, name, result)
+        version = self.host.code_version
         if undo:  # marked: a job ended away from its handler compensates (reclaim, cancel)
-            self._db().complete(self.job.id, self.token, name, encoded, compensable=True)
+            self._db().complete(
+                self.job.id, self.token, name, encoded, compensable=True, code_version=version
+            )
         else:
-            self._db().complete(self.job.id, self.token, name, encoded)
+            self._db().complete(self.job.id, self.token, name, encoded, code_version=version)
         value = json.loads(encoded)
         # Added in place: copying the mapping per step would make a long job quadratic.
         state.steps[name] = value
@@ -458,7 +488,13 @@ class JobSteps:
         delay: float = 0.0,
     ) -> NoReturn:
         run_after = self._db().suspend(
-            self.job.id, self.token, kind=kind, name=name, until=until, delay=delay
+            self.job.id,
+            self.token,
+            kind=kind,
+            name=name,
+            until=until,
+            delay=delay,
+            code_version=self.host.code_version,
         )
         self.host.counts.add("suspended")
         raise Suspended(self.job.id, run_after)

@@ -107,6 +107,8 @@ class DurableView:
     completed_in_transaction: bool = False
     tries: list[dict[str, Any]] = field(default_factory=list)  # kind, name, tries, error, ...
     children: list[dict[str, Any]] = field(default_factory=list)  # step, children, ended
+    # The code version its last durable run ran under (each step carries its own).
+    code_version: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         wait = None
@@ -155,6 +157,9 @@ class DurableView:
                 None,
             ),
             "maps": self.children,  # each map step: its children, how many ended
+            "code_version": self.code_version,
+            # Points job.patched(name) marked: the run passed them under code with the call.
+            "patches": sorted(t["name"] for t in self.tries if t["kind"] == "patch"),
         }
 
     def handling(self) -> list[str]:
@@ -350,6 +355,34 @@ def waited(name: str, stored: Any) -> Any:
     if isinstance(stored, dict) and len(stored) == 1 and TIMED_OUT in stored:
         raise WaitTimeout(name, datetime.fromisoformat(stored[TIMED_OUT]))
     return stored
+
+
+def patch_marked(state: Durable, name: str) -> bool:
+    """Whether a run of the job passed job.patched(name) under code that has the call."""
+    return f"patch:{name}" in state.tries
+
+
+def frontier(state: Durable) -> list[str]:
+    """Where the job's last run stopped, when it stopped at a named point it had not
+    stored: the sleep, signal or map step it waits for, or a step that failed and retries."""
+    names = []
+    if state.wait is not None and state.wait.kind is not WaitKind.SUSPEND and state.wait.name:
+        names.append(state.wait.name)
+    for key, entry in state.tries.items():
+        kind, _, name = key.partition(":")
+        if kind == "step" and not entry.get("done"):
+            names.append(name)
+    return [name for name in dict.fromkeys(names) if name not in state.steps]
+
+
+def replaying(state: Durable, asked: set[str]) -> bool:
+    """Whether a run that has asked for the names `asked` is still replaying its history:
+    a stored step, or the point where its last run stopped, is yet to be asked for, so the
+    code that stored the history went on past the current point (what job.patched answers
+    False to, lacking its marker)."""
+    return any(name not in asked for name in state.steps) or any(
+        name not in asked for name in frontier(state)
+    )
 
 
 def signal_payload(payload: Any) -> str:

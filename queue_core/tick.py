@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 from uuid import UUID
 
-from . import handler_batch, telemetry, transitions, worker
+from . import catalog, handler_batch, telemetry, transitions, worker
 from .context import AsyncJobContext, JobContext, TransactionalJobContext
 from .errors import (
     DatabaseError,
@@ -175,7 +175,13 @@ class Runner:
         self.step_counts = StepCounts()
         self.abandoned = AbandonedHandlers()  # handlers stopped at their timeout
         self._time_left = time_left
-        self._steps = StepHost(lambda: self.store, time_left, self.step_counts, spec=registry.spec)
+        self._steps = StepHost(
+            lambda: self.store,
+            time_left,
+            self.step_counts,
+            spec=registry.spec,
+            code_version=catalog.code_version(registry),
+        )
 
     @property
     def leased_ahead(self) -> bool:

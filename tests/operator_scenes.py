@@ -29,6 +29,11 @@ class Pipeline:
     child: UUID  # waiting for the durable job
 
 
+# The code version the scene's durable job stored its first step under (its second and
+# its suspension: "v2", a deploy in between).
+SCENE_VERSION = "v1"
+
+
 def durable_pipeline(conn: psycopg.Connection, owner: UUID) -> Pipeline:
     """An `extract` that succeeded, a `transcribe` after it with the steps "fetch" and
     "part:0" stored and a signal "note" kept, suspended until "approve", and an `embed`
@@ -43,9 +48,13 @@ def durable_pipeline(conn: psycopg.Connection, owner: UUID) -> Pipeline:
     (claimed,) = store.claim(limit=1)
     assert claimed.id == job and claimed.lease_token is not None
     steps = StepStore(store)
-    steps.complete(job, claimed.lease_token, "fetch", json.dumps({"url": SECRETS["step result"]}))
-    steps.complete(job, claimed.lease_token, "part:0", json.dumps(SECRETS["step result"]))
-    steps.suspend(job, claimed.lease_token, kind=WaitKind.SIGNAL, name="approve", until=FOREVER)
+    token = claimed.lease_token
+    fetched = json.dumps({"url": SECRETS["step result"]})
+    steps.complete(job, token, "fetch", fetched, code_version=SCENE_VERSION)
+    steps.complete(job, token, "part:0", json.dumps(SECRETS["step result"]), code_version="v2")
+    steps.suspend(
+        job, token, kind=WaitKind.SIGNAL, name="approve", until=FOREVER, code_version="v2"
+    )
     steps.signal(job, "note", {"text": SECRETS["signal payload"]})
     child = queue_core.enqueue(
         conn, "embed", {"doc": SECRETS["payload"]}, after=[job], user_id=owner

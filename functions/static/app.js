@@ -418,6 +418,7 @@ function renderSteps(job) {
   const notes = [];
   if (job.waiting_for) notes.push(`waiting: ${job.waiting_for.description}`);
   if (job.resumes) notes.push(`resumed ${job.resumes} ${job.resumes === 1 ? "time" : "times"}`);
+  if (job.code_version) notes.push(`last ran under code ${job.code_version}`);
   // A map step is listed only once its children have all ended; until then, how far they are.
   for (const map of job.maps || []) notes.push(`map ${map.step}: ${map.ended} of ${map.children} children ended`);
   for (const step of job.retrying_steps || []) notes.push(`step ${step.name} tried ${step.tries}x: ${step.error}`);

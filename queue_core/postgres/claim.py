@@ -19,6 +19,7 @@ from uuid import UUID
 import psycopg
 
 from .. import transitions
+from ..errors import ConfigurationError
 from ..fairness import FairState
 from ..jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, job_from_row
 from ..pause_probe import PausedQueues, claimable
@@ -38,6 +39,8 @@ class Claims:
     _limits: LimitsProbe
     _fair: FairState
     paused: PausedQueues
+    # The code version a pinned worker claims jobs of (TICKQ_PIN_VERSION); None: any.
+    pin_version: str | None
 
     def finish_and_claim_unparsed(
         self,
@@ -55,6 +58,10 @@ class Claims:
         `seed` (tickq.jobs_lease; none: the database draws one)."""
         if limit:  # paused queues are left out of the claim (queue_core/pauses.py)
             queues, limit = claimable(queues, limit, self.paused.current(self._paused_queues))
+        if limit and self.pin_version is not None:
+            return self._finish_and_claim_pinned(
+                outcomes, queues, limit, lease_seconds, now, seed, self.pin_version
+            )
         if limit and self._claims_fairly(queues):
             return self._finish_and_claim_fair(outcomes, queues, limit, lease_seconds, now, seed)
         if limit and self._limits.current().types:
@@ -99,6 +106,37 @@ class Claims:
             cur.close()
             return set(first[0] or ()), NO_JOBS
         return set(first[0] or ()), ClaimedRows(cur, first, job_columns_at(statement, cur))
+
+    def _finish_and_claim_pinned(
+        self,
+        outcomes: Sequence[Outcome],
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: int,
+        now: datetime | None,
+        seed: bytes | None,
+        version: str,
+    ) -> tuple[set[UUID], ClaimedBatch]:
+        """The claim of a pinned worker (jobs_finish_and_claim_pinned). Taking turns across
+        groups and type limits are claims of their own that know nothing of versions: a
+        pinned worker refuses them rather than lease a job of another version."""
+        if self._claims_fairly(queues) or self._limits.current().types:
+            raise ConfigurationError(
+                "TICKQ_PIN_VERSION: a pinned worker claims in plain priority order; its "
+                f"queues {list(queues)} take turns across groups or have type limits"
+            )
+        params = {
+            **outcome_params(outcomes),
+            "queues": list(queues),
+            "limit": limit,
+            "lease_seconds": lease_seconds,
+            "now": now,
+            "seed": seed or os.urandom(16),
+            "code_version": version,
+        }
+        rows = self._db.rows("jobs_finish_and_claim_pinned", params, ids_and_jobs, binary=True)
+        claimed = [job for _, job in rows if job is not None]
+        return set(rows[0][0] or ()), JobList(sorted(claimed, key=transitions.claim_order))
 
     def _finish(self, outcomes: Sequence[Outcome], now: datetime | None) -> set[UUID]:
         """Persist outcomes alone (the plain statement, claiming no job); the ids whose

@@ -36,11 +36,21 @@ class StepStore:
         self._db = store._db  # the store's executor: its connection and user scope
 
     def load(
-        self, job_id: UUID, lease_token: UUID, *, now: datetime | None = None
+        self,
+        job_id: UUID,
+        lease_token: UUID,
+        *,
+        code_version: str | None = None,
+        now: datetime | None = None,
     ) -> tuple[Durable, datetime]:
         """The running job's stored steps and signals, and the database clock; LeaseLost
-        when the lease is gone."""
-        params = {"id": job_id, "lease_token": lease_token, "now": now}
+        when the lease is gone. Records the run's code version on the job (same statement)."""
+        params = {
+            "id": job_id,
+            "lease_token": lease_token,
+            "code_version": code_version,
+            "now": now,
+        }
         rows = self._db.rows("job_durable_load", params)
         if not rows:
             raise LeaseLost(job_id)
@@ -66,6 +76,7 @@ class StepStore:
         result_json: str,
         *,
         compensable: bool = False,
+        code_version: str | None = None,
         now: datetime | None = None,
     ) -> datetime:
         """Store a step's result (committed on an autocommit connection), marked
@@ -77,6 +88,7 @@ class StepStore:
             "result": result_json,
             "size": len(result_json.encode()),
             "compensable": compensable,
+            "code_version": code_version,
             "now": now,
         }
         rows = self._db.rows("job_steps_insert", params)
@@ -94,6 +106,7 @@ class StepStore:
         name: str | None = None,
         until: datetime | None = None,
         delay: float = 0.0,
+        code_version: str | None = None,
         now: datetime | None = None,
         tried: dict[str, Any] | None = None,
     ) -> datetime:
@@ -108,6 +121,7 @@ class StepStore:
             "wait_name": name,
             "wait_until": until,
             "delay": delay,
+            "code_version": code_version,
             "now": now,
             **(tried or NO_TRY),
         }
@@ -228,6 +242,13 @@ class StepStore:
         return self._add_try(
             job_id, lease_token, kind="undo", name=name, error=None, add=1, now=now
         )
+
+    def patch_marked(
+        self, job_id: UUID, lease_token: UUID, name: str, *, now: datetime | None = None
+    ) -> None:
+        """Record job.patched(name)'s marker (a 'patch' try, counting none); LeaseLost when
+        the lease is gone."""
+        self._add_try(job_id, lease_token, kind="patch", name=name, error=None, add=0, now=now)
 
     def undo_done(
         self, job_id: UUID, lease_token: UUID, name: str, *, now: datetime | None = None
@@ -373,10 +394,13 @@ def durable_view(rows: Sequence[Sequence[Any]], job_id: UUID | str) -> DurableVi
         signals,
         tries,
         children,
+        code_version,
     ) = rows[0]
     waiting = is_suspended(Status(status), kind)
     wait = Wait(WaitKind(kind), name, until) if waiting else None
     # The row counts suspensions (each adds one as it leaves the worker): one still waited
     # on has not resumed yet, so the views count it only once the job is back.
     resumed = max((resumes or 0) - (1 if waiting else 0), 0)
-    return DurableView(resumed, wait, stored, signals, batch_id, in_transaction, tries, children)
+    return DurableView(
+        resumed, wait, stored, signals, batch_id, in_transaction, tries, children, code_version
+    )

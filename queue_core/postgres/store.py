@@ -47,10 +47,13 @@ class PostgresStore(Enqueues, Claims, Leases, Reads, Handling, DerivedOperations
         groups_ttl_seconds: float = GROUPS_TTL_SECONDS,
         rand: Callable[[], float] = random.random,
         statement_timeout_ms: int | None = None,
+        pin_version: str | None = None,
     ) -> None:
         """`statement_timeout_ms` bounds each statement of the user's transactions (an
-        outside caller's request must not hold the database for long); None: the session's."""
+        outside caller's request must not hold the database for long); None: the session's.
+        `pin_version`: claim only jobs not yet run or last run under this code version."""
         self._db = Executor(conn, user_id=user_id, statement_timeout_ms=statement_timeout_ms)
+        self.pin_version = pin_version
         self._limits = LimitsProbe(self._db)
         self._catalog = CatalogProbe(self._db)
         self._fair = FairState(groups_ttl_seconds, rand)

@@ -114,6 +114,10 @@ create table tickq.jobs (
     -- Seconds the handler may run before the runner stops it (null: no limit of its own).
     -- An enqueue stores a lease of at least this plus a margin (TIMEOUT_LEASE_MARGIN).
     timeout_seconds  integer,
+    -- The code version its last run ran under (queue_core/catalog.py's code_version), set
+    -- by the first step statement of a durable run (its load, or a suspension): a plain job
+    -- keeps null. `tickq deploy check` and TICKQ_PIN_VERSION read it.
+    code_version     text,
 
     -- Bounds on what a row may hold, for every role, the owner included, however the row is
     -- written (the API's enqueue, tickq.enqueue, plain SQL): nothing the engine cannot read
@@ -137,6 +141,7 @@ create table tickq.jobs (
         lease_seconds is null or lease_seconds between 1 and 43200),
     constraint jobs_timeout_seconds_check check (
         timeout_seconds is null or timeout_seconds between 1 and 43200),
+    constraint jobs_code_version_check check (char_length(code_version) <= 200),
     -- backoff.Backoff's rules, so a retry delay always fits an interval.
     constraint jobs_backoff_check check (
         backoff_base > 0 and backoff_base <= 86400
@@ -346,6 +351,8 @@ create table tickq.job_steps (
     -- Stored with an undo (a saga's step): a job that ends dead or cancelled away from its
     -- handler (the reclaim, a cancel while not running) compensates when it has one.
     compensable boolean not null default false,
+    -- The code version of the run that stored it (queue_core/catalog.py's code_version).
+    code_version text,
     primary key (job_id, name),
     -- The bounds of queue_core/bounds.py, as on tickq.jobs: a job's replay reads them all.
     constraint job_steps_name_check check (name <> '' and char_length(name) <= 128),
@@ -353,6 +360,7 @@ create table tickq.job_steps (
         pg_column_size(case when pg_column_compression(result) is null then result
                             else result #> '{}' end) <= 2097152),
     constraint job_steps_size_check check (size between 0 and 262144),
+    constraint job_steps_code_version_check check (char_length(code_version) <= 200),
     constraint job_steps_finished_at_check check (
         finished_at between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00'),
     constraint job_steps_result_depth_check check (
@@ -392,7 +400,10 @@ create table tickq.job_step_tries (
     at      timestamptz not null,
     done_at timestamptz,              -- an undo that ran to the end
     primary key (job_id, kind, name),
-    constraint job_step_tries_kind_check check (kind in ('step', 'undo', 'compensation')),
+    -- 'patch': a marker job.patched(name) left where a run first passed it under code that
+    -- has the call (tries 0).
+    constraint job_step_tries_kind_check check (
+        kind in ('step', 'undo', 'compensation', 'patch')),
     constraint job_step_tries_name_check check (char_length(name) <= 128),
     constraint job_step_tries_error_check check (octet_length(error) <= 16000),
     constraint job_step_tries_times_check check (

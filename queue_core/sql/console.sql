@@ -68,9 +68,10 @@ from tickq.operator_job(%(id)s::uuid);
 select kind, enqueues from tickq.operator_job_gate(%(id)s::uuid);
 
 -- name: operator_job_durable
--- The durable side of one job of any user: step and signal names, times and sizes, its wait.
+-- The durable side of one job of any user: step and signal names, times and sizes, its wait,
+-- the code version its last run ran under.
 select status, resumes, wait_kind, wait_name, wait_until, batch_id, completed_in_transaction,
-       steps, signals, tries, maps
+       steps, signals, tries, maps, code_version
 from tickq.operator_job_durable(%(id)s::uuid);
 
 -- name: operator_job_relatives

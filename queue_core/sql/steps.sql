@@ -5,7 +5,16 @@
 -- The durable state of a running job, read once when its handler first uses a step: stored
 -- steps and signals, resumes, what its last suspension waited for, the database clock, and
 -- the tries of its retried steps and undos (with its compensation, once begun).
--- Fenced by the lease token: no row means the lease is lost.
+-- Fenced by the lease token: no row means the lease is lost. The run's code version is
+-- recorded on the job here, in the same statement: every durable run loads before it
+-- replays or stores anything, and a run under the version already recorded writes nothing.
+with marked as (
+    update tickq.jobs
+    set code_version = %(code_version)s::text
+    where id = %(id)s and lease_token = %(lease_token)s and status = 'running'
+      and %(code_version)s::text is not null
+      and code_version is distinct from %(code_version)s::text
+)
 select j.resumes, j.wait_kind, j.wait_name, j.wait_until,
        coalesce(%(now)s::timestamptz, now()),
        (select coalesce(jsonb_object_agg(s.name, s.result), '{}'::jsonb)
@@ -27,15 +36,17 @@ where j.id = %(id)s and j.lease_token = %(lease_token)s and j.status = 'running'
 -- FOR SHARE holds off a reclaim or a new claim until this insert commits: the insert of a
 -- stale worker either sees the new token and stores nothing, or commits before the row
 -- moves on, so the load of the next attempt sees it. The primary key keeps one result per name.
+-- %(code_version)s: the version of the code that ran the step.
 with holder as (
     select id
     from tickq.jobs
     where id = %(id)s and lease_token = %(lease_token)s and status = 'running'
     for share
 )
-insert into tickq.job_steps (job_id, name, result, size, finished_at, compensable)
+insert into tickq.job_steps (job_id, name, result, size, finished_at, compensable,
+                             code_version)
 select holder.id, %(name)s, %(result)s::jsonb, %(size)s, coalesce(%(now)s::timestamptz, now()),
-       %(compensable)s
+       %(compensable)s, %(code_version)s::text
 from holder
 on conflict (job_id, name) do nothing
 returning finished_at;
@@ -62,6 +73,8 @@ with clock as materialized (
         wait_kind = %(wait_kind)s,
         wait_name = %(wait_name)s::text,
         wait_until = clock.wake,
+        -- A run that suspends before it loads (job.suspend() first) records its version too.
+        code_version = coalesce(%(code_version)s::text, j.code_version),
         lease_until = null,
         lease_token = null,
         updated_at = clock.now
@@ -102,7 +115,7 @@ select tickq.signal(%(id)s::uuid, %(name)s::text, %(payload)s::jsonb);
 -- of retried steps and of undos, the child jobs of each map step). No row: no such job (or
 -- one of another user).
 select status, resumes, wait_kind, wait_name, wait_until, batch_id, completed_in_transaction,
-       steps, signals, tries, maps
+       steps, signals, tries, maps, code_version
 from tickq.job_durable(%(id)s::uuid);
 
 -- name: job_durable_clear

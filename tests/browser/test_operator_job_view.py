@@ -102,6 +102,8 @@ def test_the_operator_sees_another_users_steps_and_none_of_their_data(
     expect(page.locator("#detail-waiting")).to_contain_text("waiting: signal 'approve'")
     # It suspended once and has not resumed yet: no "resumed" count.
     expect(page.locator("#detail-waiting")).not_to_contain_text("resumed")
+    # And the code version its last run ran under
+    expect(page.locator("#detail-waiting")).to_contain_text("last ran under code v2")
     owner = page.locator('#detail-fields dd[data-field="user_id"]')
     expect(owner).to_have_text(str(ALICE.owner_id()))
     # And none of Alice's data, anywhere on the page: payload, result, a step's result

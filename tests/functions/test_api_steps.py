@@ -209,3 +209,21 @@ def test_cancelling_ones_own_saga_that_waits_answers_compensating_and_records_it
     assert (status_again, again["compensating"]) == (200, True)
     assert steps.show(claimed.id).to_dict()["compensation"]["ends"] == "cancelled"
     assert call_api("POST", f"/jobs/{job['id']}/cancel", sub=BOB)[0] == 404
+
+
+def test_the_job_view_shows_the_code_version_of_its_last_run_and_of_each_step(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    # Given Alice's job whose run under code version v7 loaded its history and stored a step
+    _, job = call_api("POST", "/jobs", body={"type": "transcribe"}, sub=ALICE)
+    worker = PostgresStore(conn)
+    (claimed,) = worker.claim()
+    assert claimed.lease_token is not None
+    steps = StepStore(worker)
+    steps.load(claimed.id, claimed.lease_token, code_version="v7")
+    steps.complete(claimed.id, claimed.lease_token, "fetch", '"audio"', code_version="v7")
+
+    # Then GET /jobs/{id} shows the version on the job and on its step
+    _, shown = call_api("GET", f"/jobs/{job['id']}", sub=ALICE)
+    assert shown["code_version"] == "v7"
+    assert [(s["name"], s["code_version"]) for s in shown["steps"]] == [("fetch", "v7")]

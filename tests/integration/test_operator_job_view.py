@@ -42,7 +42,10 @@ def test_an_operator_reads_another_users_steps_wait_and_graph_and_no_payload(con
         ("fetch", len(json.dumps({"url": "secret-step-result-4d8e"}))),
         ("part:0", len(json.dumps("secret-step-result-4d8e"))),
     ]
-    assert all(set(s) == {"name", "finished_at", "size"} for s in detail["steps"])
+    assert all(set(s) == {"name", "finished_at", "size", "code_version"} for s in detail["steps"])
+    # And the code version each step and the job's last run ran under
+    assert [s["code_version"] for s in detail["steps"]] == ["v1", "v2"]
+    assert detail["code_version"] == "v2"
     waiting = detail["waiting_for"]
     assert (waiting["kind"], waiting["name"], waiting["until"]) == ("signal", "approve", None)
     assert [g["name"] for g in detail["signals"]] == ["note"]

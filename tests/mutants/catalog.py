@@ -62,6 +62,11 @@ TIMEOUT_TESTS = "tests/integration/test_runner_timeouts.py"
 WORKFLOWS_E2E = "tests/e2e/test_workflows_done_when.py"
 CLAIM_REPLY_LOST = "tests/integration/test_claim_reply_lost.py"
 SAGA_PATHS = "tests/integration/test_saga_paths.py"
+# Safe deploys: job.patched, and the replay of `tickq deploy check`.
+STEP_CONTEXT = "queue_core/step_context.py"
+REPLAY = "queue_core/replay.py"
+CODE_VERSIONS = "tests/integration/test_code_versions.py"
+DEPLOYS_E2E = "tests/e2e/test_deploys_done_when.py"
 
 
 def function(name: str) -> str:
@@ -1956,5 +1961,89 @@ MUTANTS: tuple[Mutant, ...] = (
             ),
         ),
         targeted=(f"{TIMEOUT_TESTS}::test_a_plain_handlers_late_outcome_is_never_stored",),
+    ),
+    Mutant(
+        "patched-always-true",
+        "job.patched answers True on the replay of a history begun under older code, so an"
+        " old job runs the new branch its history never took",
+        (
+            Edit(
+                STEP_CONTEXT,
+                "        if not steps.replaying(state, self.names):\n",
+                "        if True:\n",
+            ),
+        ),
+        targeted=(
+            f"{CODE_VERSIONS}::test_patched_is_false_for_a_run_begun_under_older_code_and_true"
+            "_for_a_new_one",
+            f"{DEPLOYS_E2E}::test_the_check_names_an_unsafe_version_and_passes_a_patched_one"
+            "_that_then_runs",
+        ),
+    ),
+    Mutant(
+        "replay-patched-always-true",
+        "the deploy check's job.patched answers True on every history, so it names a patched"
+        " change as breaking the jobs it is safe for",
+        (
+            Edit(
+                REPLAY,
+                "            self.lacking.add(name)\n            return False\n",
+                "            return True\n",
+            ),
+        ),
+        targeted=(
+            f"{CODE_VERSIONS}::test_the_deploy_check_passes_a_patched_change_without_running"
+            "_a_step",
+        ),
+    ),
+    Mutant(
+        "deploy-check-ignores-renamed-step",
+        "the deploy check takes a step its history lacks for the history's end, so a renamed"
+        " step passes the check",
+        (
+            Edit(
+                REPLAY,
+                "        pending = self.pending()\n        self.names.add(name)\n",
+                "        pending: list[str] = []\n        self.names.add(name)\n",
+            ),
+        ),
+        targeted=(
+            f"{CODE_VERSIONS}::test_the_deploy_check_names_a_job_whose_new_code_asks_for_another"
+            "_step",
+            f"{DEPLOYS_E2E}::test_the_check_names_an_unsafe_version_and_passes_a_patched_one"
+            "_that_then_runs",
+        ),
+    ),
+    Mutant(
+        "pinned-claim-ignores-version",
+        "a pinned worker claims jobs last run under another code version",
+        (
+            Edit(
+                QUERIES,
+                "      and (code_version is null or code_version = %(code_version)s::text)\n",
+                "",
+            ),
+        ),
+        targeted=(
+            f"{CODE_VERSIONS}::test_a_pinned_store_claims_only_jobs_not_yet_run_or_last_run"
+            "_under_its_version",
+            f"{DEPLOYS_E2E}::test_pinned_workers_of_two_versions_each_drain_their_own_jobs",
+        ),
+    ),
+    Mutant(
+        "replay-runs-step-function",
+        "the deploy check's replay calls a step's function (a side effect on every check)",
+        (
+            Edit(
+                REPLAY,
+                "    ) -> Any:\n        return self._ask(name)\n\n    async def step_async(",
+                "    ) -> Any:\n        fn()\n        return self._ask(name)\n\n"
+                "    async def step_async(",
+            ),
+        ),
+        targeted=(
+            f"{CODE_VERSIONS}::test_the_deploy_check_names_a_job_whose_new_code_asks_for_another"
+            "_step",
+        ),
     ),
 )

@@ -1,6 +1,7 @@
 -- What the views of one job show of its durable side: its status, how often it resumed,
 -- what it waits for, how its handler ran it (the batch handler call it was last handed
--- to, whether its success committed in the handler's own transaction), and one JSON
+-- to, whether its success committed in the handler's own transaction), the code version
+-- its last run ran under (each step's too), and one JSON
 -- object per completed step and per kept signal (name, time, size), never a step's result or a signal's payload. A field added to a step's or a
 -- signal's object reaches every view: the owner's (GET /jobs/{id}, `tickq show`) and, through
 -- tickq.operator_job_durable, the operator's. Security invoker: an application's call reads
@@ -9,14 +10,15 @@ create or replace function tickq.job_durable(p_id uuid)
     returns table (status text, resumes integer, wait_kind text, wait_name text,
                    wait_until timestamptz, batch_id uuid,
                    completed_in_transaction boolean, steps jsonb, signals jsonb,
-                   tries jsonb, maps jsonb)
+                   tries jsonb, maps jsonb, code_version text)
     language sql stable
     set search_path = pg_catalog, pg_temp
     as $$
 select j.status, coalesce(j.resumes, 0), j.wait_kind, j.wait_name, j.wait_until,
        j.batch_id, coalesce(j.completed_in_transaction, false),
        (select coalesce(jsonb_agg(jsonb_build_object(
-                   'name', s.name, 'finished_at', s.finished_at, 'size', s.size)
+                   'name', s.name, 'finished_at', s.finished_at, 'size', s.size,
+                   'code_version', s.code_version)
                order by s.finished_at, s.name), '[]'::jsonb)
         from tickq.job_steps s where s.job_id = j.id),
        (select coalesce(jsonb_agg(jsonb_build_object(
@@ -36,7 +38,8 @@ select j.status, coalesce(j.resumes, 0), j.wait_kind, j.wait_name, j.wait_until,
                          as ended
               from tickq.job_children k join tickq.jobs c on c.id = k.child_id
               where k.parent_id = j.id
-              group by k.step, k.siblings, k.max_running) k)
+              group by k.step, k.siblings, k.max_running) k),
+       j.code_version
 from tickq.jobs j
 where j.id = p_id
 $$;

@@ -5,12 +5,12 @@ create or replace function tickq.operator_job_durable(p_id uuid)
     returns table (status text, resumes integer, wait_kind text, wait_name text,
                    wait_until timestamptz, batch_id uuid,
                    completed_in_transaction boolean, steps jsonb, signals jsonb,
-                   tries jsonb, maps jsonb)
+                   tries jsonb, maps jsonb, code_version text)
     language sql stable security definer
     set search_path = pg_catalog, pg_temp
     as $$
 select d.status, d.resumes, d.wait_kind, d.wait_name, d.wait_until, d.batch_id,
-       d.completed_in_transaction, d.steps, d.signals, d.tries, d.maps
+       d.completed_in_transaction, d.steps, d.signals, d.tries, d.maps, d.code_version
 from tickq.job_durable(p_id) d
 $$;
 
