@@ -216,12 +216,7 @@ def _make_new_functions(conn: psycopg.Connection[Any]) -> None:
     (it may read what the migrations add), and its file is applied again, checked, after
     them. One that cannot be made yet (its arguments or result name a type the migrations
     make) waits for that second pass."""
-    have = {
-        row[0]
-        for row in conn.execute(
-            "select proname from pg_proc where pronamespace = 'tickq'::regnamespace"
-        )
-    }
+    have = _functions_present(conn)
     new = [(path, text) for path, text in function_files() if _function_of(path) not in have]
     if not new:
         return
@@ -240,11 +235,17 @@ def _make_new_functions(conn: psycopg.Connection[Any]) -> None:
 
 
 def _apply_changed_functions(conn: psycopg.Connection[Any], progress: Progress | None) -> list[str]:
-    """Apply every function file whose text the database has not applied; returns their
-    paths. Records of files no longer shipped are let go (a migration dropped those)."""
+    """Apply every function file whose text the database has not applied, or whose function
+    it lacks (a migration dropped it); returns their paths. Records of files no longer
+    shipped are let go (a migration dropped those)."""
     applied = _applied_functions(conn)
+    have = _functions_present(conn)
     files = function_files()
-    changed = [(path, text) for path, text in files if applied.get(path) != _digest(text)]
+    changed = [
+        (path, text)
+        for path, text in files
+        if applied.get(path) != _digest(text) or _function_of(path) not in have
+    ]
     for path, text in changed:
         _tell(progress, path)
         _run(conn, text, f"schema/{path}")
@@ -253,6 +254,11 @@ def _apply_changed_functions(conn: psycopg.Connection[Any], progress: Progress |
         "delete from tickq.schema_functions where file <> all(%s)", ([path for path, _ in files],)
     )
     return [path for path, _ in changed]
+
+
+def _functions_present(conn: psycopg.Connection[Any]) -> set[str]:
+    query = "select proname from pg_proc where pronamespace = 'tickq'::regnamespace"
+    return {row[0] for row in conn.execute(query)}
 
 
 def _applied_functions(conn: psycopg.Connection[Any]) -> dict[str, str]:

@@ -171,11 +171,12 @@ def test_a_new_function_is_made_before_the_migrations_that_grant_on_it(
     assert granted == (True, False)
 
 
+@pytest.mark.parametrize("file_changed", [True, False], ids=["file changed", "file as it was"])
 def test_a_function_a_migration_drops_comes_back_from_its_file_with_its_grants(
-    new_database: NewDatabase, monkeypatch: pytest.MonkeyPatch
+    new_database: NewDatabase, monkeypatch: pytest.MonkeyPatch, file_changed: bool
 ) -> None:
     # Given a database brought up to date, then a migration that drops a function (as a
-    # change of its result type must) and its file, changed, that makes it again
+    # change of its result type must), and its file, changed or not, that makes it again
     from queue_core import migrate as module
 
     migrated, _ = from_baseline(new_database)
@@ -185,7 +186,7 @@ def test_a_function_a_migration_drops_comes_back_from_its_file_with_its_grants(
         module,
         "schema_files",
         lambda: [
-            (name, "-- changed\n" + text if name == "functions/cancel.sql" else text)
+            (name, "-- changed\n" + text if file_changed and name.endswith("/cancel.sql") else text)
             for name, text in shipped_files
         ],
     )
