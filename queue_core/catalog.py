@@ -38,6 +38,7 @@ def defaults_of(task: Any) -> dict[str, Any]:
         "queue": task.queue,
         "max_attempts": task.max_attempts,
         "lease_seconds": task.lease_seconds,
+        "timeout": task.timeout,
         "priority": task.priority,
     }
     if task.backoff is not None:

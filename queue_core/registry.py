@@ -196,6 +196,7 @@ class Registry:
                 "queue": published.get("queue"),
                 "max_attempts": published.get("max_attempts"),
                 "lease_seconds": published.get("lease_seconds"),
+                "timeout": published.get("timeout"),
                 "priority": published.get("priority"),
                 "backoff_policy": published.get("backoff"),
             }

@@ -246,12 +246,17 @@ class Schedules:
         """
         tz = zone(timezone)
         expression = cron(cron_expression, tz.key)
+        # What the caller leaves out, the task catalogue says (as for an enqueue); its lease,
+        # backoff and timeout are taken at each firing instead, so they follow deploys.
+        published = self.store.task_catalog().get(type) if isinstance(type, str) else None
         spec = validation.job_spec(
             type,
             payload,
-            queue=queue,
-            priority=priority,
-            max_attempts=max_attempts,
+            queue=queue if queue is not None else (published or {}).get("queue"),
+            priority=priority if priority is not None else (published or {}).get("priority"),
+            max_attempts=(
+                max_attempts if max_attempts is not None else (published or {}).get("max_attempts")
+            ),
             group=group,
             known_types=known_types,
         )
@@ -324,7 +329,8 @@ class Schedules:
             firing = plan(schedule, at)
             report.passed_over += firing.passed_over
             if firing.fire is not None:
-                result = self.store.enqueue(self._spec(schedule, firing.fire), now=now)
+                spec = self._spec(schedule, firing.fire, self.store.task_catalog())
+                result = self.store.enqueue(spec, now=now)
                 if result.duplicate:  # a live job holds the occurrence's key: nothing to add
                     report.skipped += 1
                 else:
@@ -336,15 +342,23 @@ class Schedules:
             self._db.dicts("schedules_advance", params)
 
     @staticmethod
-    def _spec(schedule: Schedule, occurrence: datetime) -> JobSpec:
-        return JobSpec(
-            type=schedule.type,
-            payload_json=payloads.encode(schedule.payload),
+    def _spec(
+        schedule: Schedule, occurrence: datetime, catalog: Mapping[str, Mapping[str, Any]]
+    ) -> JobSpec:
+        """The occurrence's job: the schedule's settings, and for what a schedule does not
+        hold (lease, backoff, timeout) the task catalogue's as it is now."""
+        published = catalog.get(schedule.type) or {}
+        return validation.job_spec(
+            schedule.type,
+            schedule.payload,
             queue=schedule.queue or DEFAULT_QUEUE,
             idempotency_key=occurrence_key(schedule.name, occurrence),
             max_attempts=schedule.max_attempts or DEFAULT_MAX_ATTEMPTS,
             priority=schedule.priority,
-            group_key=schedule.group or "",
+            group=schedule.group,
+            lease_seconds=published.get("lease_seconds"),
+            timeout=published.get("timeout"),
+            backoff_policy=published.get("backoff"),
         )
 
     def _set_enabled(

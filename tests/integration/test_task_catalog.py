@@ -187,3 +187,52 @@ def test_the_cli_syncs_and_lists_the_catalogue_and_enqueues_with_it(
     # A CLI without the module: the catalogue's settings.
     enqueued = tickq("enqueue", "probe")
     assert settings_of(conn, UUID(enqueued["id"])) == EXPECTED
+
+
+def test_a_tasks_timeout_and_a_schedules_jobs_follow_the_catalogue(
+    conn: psycopg.Connection,
+) -> None:
+    registry = Registry()
+
+    @registry.task(
+        "render",
+        queue="renders",
+        max_attempts=6,
+        lease_seconds=90,
+        timeout=30,
+        backoff=Backoff(base=2, factor=4, max=60, jitter=0),
+    )
+    def render(job: JobContext) -> Any:
+        return None
+
+    task_catalog.publish(conn, registry)
+    (entry,) = task_catalog.entries(conn)
+    assert entry["defaults"]["timeout"] == 30
+
+    def timeout_of(job_id: UUID) -> Any:
+        row = conn.execute("select timeout_seconds from tickq.jobs where id = %s", (job_id,))
+        return row.fetchone()[0]  # type: ignore[index]
+
+    from_sql = conn.execute("select tickq.enqueue('render')").fetchone()
+    bare = queue_core.enqueue(conn, "render", using=Registry())
+    assert from_sql is not None
+    expected = {"queue": "renders", "max_attempts": 6, "lease_seconds": 90}
+    expected["backoff"] = (2.0, 4.0, 60.0, 0.0)
+    for job_id in (from_sql[0], bare.id):
+        assert settings_of(conn, job_id) == expected
+        assert timeout_of(job_id) == 30
+
+    # A schedule added without settings: its jobs get the task's, lease and timeout included.
+    schedules = Schedules(conn)
+    added = schedules.add("nightly", "0 3 * * *", "render", now=_utc(2020, 1, 1))
+    assert (added.queue, added.max_attempts) == ("renders", 6)
+    report = schedules.run(now=_utc(2020, 1, 1, 3, 0, 5))
+    (fired,) = report.jobs
+    assert settings_of(conn, UUID(fired)) == expected
+    assert timeout_of(UUID(fired)) == 30
+
+
+def _utc(*parts: int) -> Any:
+    from datetime import UTC, datetime
+
+    return datetime(*parts, tzinfo=UTC)
