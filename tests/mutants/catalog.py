@@ -62,6 +62,8 @@ TIMEOUT_TESTS = "tests/integration/test_runner_timeouts.py"
 WORKFLOWS_E2E = "tests/e2e/test_workflows_done_when.py"
 CLAIM_REPLY_LOST = "tests/integration/test_claim_reply_lost.py"
 SAGA_PATHS = "tests/integration/test_saga_paths.py"
+SIGNAL_WAKES = "tests/integration/test_signal_wakes.py"
+SIGNAL_API = "tests/functions/test_api_steps.py"
 
 
 def function(name: str) -> str:
@@ -1555,7 +1557,9 @@ MUTANTS: tuple[Mutant, ...] = (
                 "        elif False:\n",
             ),
         ),
-        targeted=("tests/integration/test_task_catalog.py::test_python_without_the_module_gets_the_tasks_settings",),
+        targeted=(
+            "tests/integration/test_task_catalog.py::test_python_without_the_module_gets_the_tasks_settings",
+        ),
     ),
     Mutant(
         "ended-jobs-saved-with-their-batch",
@@ -1954,5 +1958,75 @@ MUTANTS: tuple[Mutant, ...] = (
             ),
         ),
         targeted=(f"{TIMEOUT_TESTS}::test_a_plain_handlers_late_outcome_is_never_stored",),
+    ),
+    # A signal wakes only a job waiting for a signal of that name, and says whether it woke
+    # one, through every way it is sent (the store, the CLI, the application's store and
+    # tickq.signal in SQL; the HTTP API).
+    Mutant(
+        "signal-wakes-any-signal-waiter",
+        "a signal wakes a job that waits for a signal of another name",
+        (
+            Edit(
+                function("job_signals_send"),
+                "            run_after = case when j.status in ('queued', 'retrying')"
+                " and j.wait_kind = 'signal'\n"
+                "                                  and j.wait_name = p_name\n",
+                "            run_after = case when j.status in ('queued', 'retrying')"
+                " and j.wait_kind = 'signal'\n",
+            ),
+        ),
+        targeted=(SIGNAL_WAKES, SIGNAL_API),
+    ),
+    Mutant(
+        "signal-wakes-a-sleeper-of-that-name",
+        "a signal wakes a job that sleeps (a timer) under the signal's name",
+        (
+            Edit(
+                function("job_signals_send"),
+                "            run_after = case when j.status in ('queued', 'retrying')"
+                " and j.wait_kind = 'signal'\n",
+                "            run_after = case when j.status in ('queued', 'retrying')\n",
+            ),
+        ),
+        targeted=(SIGNAL_WAKES,),
+    ),
+    Mutant(
+        "app-signal-reports-kept-as-woke",
+        "tickq.signal says it woke the job whenever it kept the signal",
+        (Edit(function("signal"), "    return v_sent.woke;\n", "    return v_sent.kept;\n"),),
+        targeted=(SIGNAL_WAKES, SIGNAL_API),
+    ),
+    Mutant(
+        "store-signal-reports-kept-as-woke",
+        "the store's signal (and so the CLI's) says it woke the job whenever it kept the signal",
+        (
+            Edit(
+                "queue_core/postgres/steps.py",
+                "        return bool(woke)\n",
+                "        return kept\n",
+            ),
+        ),
+        targeted=(SIGNAL_WAKES,),
+    ),
+    Mutant(
+        "app-writes-its-jobs-signals",
+        "the application login may delete and change the signals of its own live jobs",
+        (
+            Edit(
+                "queue_core/schema/policies.sql",
+                "grant select on tickq.job_steps, tickq.job_signals to tickq_app;\n",
+                "grant select on tickq.job_steps to tickq_app;\n"
+                "grant select, update, delete on tickq.job_signals to tickq_app;\n",
+            ),
+            Edit(
+                "queue_core/schema/policies.sql",
+                "create policy job_signals_owner on tickq.job_signals for select to tickq_app\n",
+                "create policy job_signals_owner on tickq.job_signals to tickq_app\n",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_steps_security.py"
+            "::test_app_cannot_delete_or_change_a_live_jobs_signals",
+        ),
     ),
 )
