@@ -36,6 +36,7 @@ class Mutant:
 
 
 QUERIES = "queue_core/sql/queries.sql"
+CLAIM = "queue_core/postgres/claim.py"
 STEPS = "queue_core/sql/steps.sql"
 TRIGGERS = "queue_core/schema/triggers.sql"
 RUNNER = "queue_core/tick.py"
@@ -64,6 +65,19 @@ CLAIM_REPLY_LOST = "tests/integration/test_claim_reply_lost.py"
 SAGA_PATHS = "tests/integration/test_saga_paths.py"
 SIGNAL_WAKES = "tests/integration/test_signal_wakes.py"
 SIGNAL_API = "tests/functions/test_api_steps.py"
+# The claim's choice of variant (queue_core/postgres/claim.py), after paused queues are left
+# out of it.
+PAUSE_FILTER = (
+    "        if limit:  # paused queues are left out of the claim (queue_core/pauses.py)\n"
+    "            queues, limit = claimable("
+    "queues, limit, self.paused.current(self._paused_queues))\n"
+)
+FAIR_CHOICE = (
+    "        if limit and self._claims_fairly(queues):\n"
+    "            return self._finish_and_claim_fair("
+    "outcomes, queues, limit, lease_seconds, now, seed)\n"
+)
+PLAIN_CHOICE = "        # The plain claim, inline: it runs once per batch of every worker.\n"
 
 
 def function(name: str) -> str:
@@ -2027,6 +2041,63 @@ MUTANTS: tuple[Mutant, ...] = (
         targeted=(
             "tests/security/test_steps_security.py"
             "::test_app_cannot_delete_or_change_a_live_jobs_signals",
+        ),
+    ),
+    # A per-group cap of a type counts the group's running jobs of that type in every queue;
+    # a paused queue is left out of every claim variant.
+    Mutant(
+        "group-cap-counts-one-queue",
+        "a per-group cap of a type counts only the running jobs of the queue being claimed",
+        (
+            Edit(
+                function("claim_fair"),
+                "                       where g.status = 'running' and g.type = r.type\n",
+                "                       where g.status = 'running' and g.type = r.type\n"
+                "                         and g.queue = p_queue\n",
+            ),
+        ),
+        targeted=(
+            f"{VARIANTS}::test_a_per_group_cap_of_a_type_counts_its_running_jobs_in_every_queue",
+        ),
+    ),
+    Mutant(
+        "pause-after-the-fair-choice",
+        "the fair claim (queues whose jobs span several groups) is chosen before paused"
+        " queues are left out, so it claims from them",
+        (Edit(CLAIM, PAUSE_FILTER + FAIR_CHOICE, FAIR_CHOICE + PAUSE_FILTER),),
+        targeted=(f"{VARIANTS}::test_a_paused_queue_is_left_out_of_every_claim_variant",),
+    ),
+    Mutant(
+        "pause-after-the-claim-choice",
+        "the fair and limited claims are chosen before paused queues are left out, so they"
+        " claim from them",
+        (
+            Edit(CLAIM, PAUSE_FILTER, ""),
+            Edit(CLAIM, PLAIN_CHOICE, PAUSE_FILTER + PLAIN_CHOICE),
+        ),
+        targeted=(f"{VARIANTS}::test_a_paused_queue_is_left_out_of_every_claim_variant",),
+    ),
+    # A cron occurrence is advanced in the transaction that enqueues its job.
+    Mutant(
+        "schedule-advanced-after-its-transaction",
+        "a scheduler run commits the occurrence's job, then advances the schedule past it in a"
+        " transaction of its own: a run stopped between the two leaves the occurrence due",
+        (
+            Edit(
+                "queue_core/schedules.py",
+                "                report.skipped += 1\n"
+                '            params = {"name": name, "fired": firing.fire,'
+                ' "next_at": firing.next_at, "now": now}\n'
+                '            self._db.dicts("schedules_advance", params)\n',
+                "                report.skipped += 1\n"
+                '        params = {"name": name, "fired": firing.fire,'
+                ' "next_at": firing.next_at, "now": now}\n'
+                '        self._db.dicts("schedules_advance", params)\n',
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_schedules.py"
+            "::test_an_occurrence_is_advanced_in_the_transaction_that_enqueues_its_job",
         ),
     ),
 )
