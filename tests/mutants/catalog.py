@@ -64,6 +64,7 @@ WORKFLOWS_E2E = "tests/e2e/test_workflows_done_when.py"
 CLAIM_REPLY_LOST = "tests/integration/test_claim_reply_lost.py"
 SAGA_PATHS = "tests/integration/test_saga_paths.py"
 SIGNAL_WAKES = "tests/integration/test_signal_wakes.py"
+CLAIM_ORDER = "tests/unit/test_claim_order_shared.py"
 SIGNAL_API = "tests/functions/test_api_steps.py"
 # The claim's choice of variant (queue_core/postgres/claim.py), after paused queues are left
 # out of it.
@@ -708,8 +709,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "                        order by j.owner_priority desc,"
                 " j.run_after, j.created_at\n"
                 "                        limit g.quota\n",
-                "                        order by j.run_after, j.created_at\n"
-                "                        limit g.quota\n",
+                "order by j.run_after, j.created_at\n                        limit g.quota\n",
             ),
         ),
         targeted=(f"{VARIANTS}::test_a_claim_orders_an_owners_jobs_by_the_owners_priority",),
@@ -2099,5 +2099,73 @@ MUTANTS: tuple[Mutant, ...] = (
             "tests/integration/test_schedules.py"
             "::test_an_occurrence_is_advanced_in_the_transaction_that_enqueues_its_job",
         ),
+    ),
+    # The claim order and the runnable condition, written once in queries.sql's parts, held
+    # in every other claim variant: one variant changed alone.
+    Mutant(
+        "fair-group-pick-ignores-owner-priority",
+        "the fair claim picks a group's jobs by age alone, not by their owner's priority first",
+        (
+            Edit(
+                function("claim_fair"),
+                "order by j.owner_priority desc, j.run_after, j.created_at\n"
+                "                        limit g.quota\n",
+                "order by j.run_after, j.created_at\n                        limit g.quota\n",
+            ),
+        ),
+        targeted=(CLAIM_ORDER,),
+    ),
+    Mutant(
+        "limited-claim-of-queues-takes-jobs-early",
+        "the limited claim of several queues takes jobs before their run_after",
+        (
+            Edit(
+                function("claim_limited"),
+                "and queue = any(p_queues)\n"
+                "                    and run_after <= v_now and type <> all(v_blocked)\n",
+                "and queue = any(p_queues)\n                    and type <> all(v_blocked)\n",
+            ),
+        ),
+        targeted=(CLAIM_ORDER,),
+    ),
+    Mutant(
+        "plain-claim-order-changed-alone",
+        "the plain claims take the longest-waiting first before the owner's own priority,"
+        " the other variants do not",
+        (
+            Edit(
+                QUERIES,
+                "    order by priority desc, owner_priority desc, run_after, created_at\n"
+                "    limit %(limit)s\n",
+                "    order by priority desc, run_after, owner_priority desc, created_at\n"
+                "    limit %(limit)s\n",
+            ),
+        ),
+        targeted=(CLAIM_ORDER,),
+    ),
+    Mutant(
+        "claim-index-order-changed-alone",
+        "jobs_claim_idx holds a queue's jobs by age before the owner's priority: the claim"
+        " sorts instead of walking it",
+        (
+            Edit(
+                "queue_core/schema/tables.sql",
+                "    (queue, priority desc, owner_priority desc, run_after, created_at)\n",
+                "    (queue, priority desc, run_after, owner_priority desc, created_at)\n",
+            ),
+        ),
+        targeted=(CLAIM_ORDER,),
+    ),
+    Mutant(
+        "python-claim-order-without-owner-priority",
+        "a claimed batch is re-sorted in Python without the owner's own priority",
+        (
+            Edit(
+                TRANSITIONS,
+                "    return (-job.priority, -job.owner_priority, job.run_after, job.created_at)\n",
+                "    return (-job.priority, 0, job.run_after, job.created_at)\n",
+            ),
+        ),
+        targeted=(CLAIM_ORDER,),
     ),
 )
