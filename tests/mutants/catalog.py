@@ -2168,4 +2168,30 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         targeted=(CLAIM_ORDER,),
     ),
+    # One list of the tables that hang on a job, held across the ways a job goes.
+    Mutant(
+        "partition-drop-keeps-signals",
+        "a dropped day partition leaves its jobs' signals behind (a delete takes them)",
+        (
+            Edit(
+                function("jobs_partition_drop"),
+                "            execute format('delete from tickq.job_signals s using tickq.%I j'\n"
+                "                           ' where s.job_id = j.id', p_name);\n",
+                "",
+            ),
+        ),
+        targeted=("tests/unit/test_job_tables.py",),
+    ),
+    Mutant(
+        "forget-keeps-settlements",
+        "a deleted parent's settlement stays behind (a dropped partition and TRUNCATE take it)",
+        (
+            Edit(
+                function("jobs_forget"),
+                "    delete from tickq.job_settlements x using gone g where x.parent_id = g.id;\n",
+                "",
+            ),
+        ),
+        targeted=("tests/unit/test_job_tables.py",),
+    ),
 )
