@@ -276,6 +276,16 @@ revoke all on function tickq.job_durable(uuid), tickq.job_relatives(uuid) from p
 grant execute on function tickq.job_durable(uuid), tickq.job_relatives(uuid)
     to tickq_app, tickq_worker;
 
+-- The reads that the store's statements and the operator's functions share (stats, group
+-- stats, search): security invoker, so an application user's call stays under row-level
+-- security; the operator's security-definer functions read every user's jobs through them.
+revoke all on function tickq.jobs_stats(timestamptz), tickq.jobs_group_stats(timestamptz),
+    tickq.jobs_search(text[], text[], text[], text[], text, timestamptz, timestamptz,
+                      timestamptz, uuid, integer) from public;
+grant execute on function tickq.jobs_stats(timestamptz), tickq.jobs_group_stats(timestamptz),
+    tickq.jobs_search(text[], text[], text[], text[], text, timestamptz, timestamptz,
+                      timestamptz, uuid, integer) to tickq_app, tickq_worker;
+
 -- Operators read counts across every user.
 revoke all on function tickq.operator_stats(timestamptz),
     tickq.operator_group_stats(timestamptz) from public;

@@ -575,15 +575,10 @@ select exists (
 );
 
 -- name: jobs_stats
--- Counts per queue, type and status, and the age of the oldest runnable job of each.
-select queue, type, status, count(*) as count,
-       extract(epoch from coalesce(%(now)s::timestamptz, now())
-               - min(run_after) filter (
-                   where status in ('queued', 'retrying')
-                     and run_after <= coalesce(%(now)s::timestamptz, now())))
-           as oldest_runnable_seconds
-from tickq.jobs
-group by queue, type, status
+-- Counts per queue, type and status, and the age of the oldest runnable job of each
+-- (tickq.jobs_stats, whose body the operator's counts share).
+select queue, type, status, count, oldest_runnable_seconds
+from tickq.jobs_stats(%(now)s::timestamptz)
 order by queue, type, status;
 
 -- name: operator_group_stats
@@ -848,19 +843,10 @@ from tickq.claim_fair(
 
 -- name: jobs_stats_groups
 -- Per queue and group: jobs waiting (runnable now), running, and the age of the oldest
--- runnable job; only groups with live jobs (jobs_fair_idx and the running rows).
-select queue, group_key,
-       count(*) filter (where status in ('queued', 'retrying')
-                          and run_after <= coalesce(%(now)s::timestamptz, now())) as waiting,
-       count(*) filter (where status = 'running') as running,
-       extract(epoch from coalesce(%(now)s::timestamptz, now())
-               - min(run_after) filter (
-                   where status in ('queued', 'retrying')
-                     and run_after <= coalesce(%(now)s::timestamptz, now())))
-           as oldest_runnable_seconds
-from tickq.jobs
-where status in ('queued', 'retrying', 'running')
-group by queue, group_key
+-- runnable job; only groups with live jobs (tickq.jobs_group_stats, whose body the
+-- operator's group counts share).
+select queue, group_key, waiting, running, oldest_runnable_seconds
+from tickq.jobs_group_stats(%(now)s::timestamptz)
 order by queue, group_key;
 
 -- name: queue_group_limits_set

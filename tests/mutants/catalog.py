@@ -1188,7 +1188,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "cancel-saga-at-rest-not-compensated",
-        "the API's and the CLI's cancel of a suspended or retrying saga ends it without its undos",
+        "the cancel of a suspended or retrying saga (the API's, the CLI's, the operator's: one"
+        " body, tickq.jobs_cancel) ends it without its undos",
         (
             Edit(
                 function("jobs_cancel"),
@@ -1199,19 +1200,6 @@ MUTANTS: tuple[Mutant, ...] = (
         targeted=(
             f"{SAGA_PATHS}::test_a_saga_cancelled_while_it_does_not_run_runs_its_undos_then_ends_cancelled",
             f"{SAGA_PATHS}::test_the_cli_cancel_of_a_suspended_saga_says_it_compensates",
-        ),
-    ),
-    Mutant(
-        "operator-cancel-saga-not-compensated",
-        "the operator's cancel of a saga waiting on its children ends it without its undos",
-        (
-            Edit(
-                function("operator_cancel"),
-                "                then tickq.job_compensation_spare(j.id) else 0 end as spare\n",
-                "                then 0 else 0 end as spare\n",
-            ),
-        ),
-        targeted=(
             f"{SAGA_PATHS}::test_a_saga_waiting_on_its_children_cancelled_by_the_operator_cancels_them_and_compensates",
         ),
     ),
@@ -2193,5 +2181,18 @@ MUTANTS: tuple[Mutant, ...] = (
             ),
         ),
         targeted=("tests/unit/test_job_tables.py",),
+    ),
+    # One body per rule: the operator's entry points wrap the store's.
+    Mutant(
+        "search-ignores-groups",
+        "the one job search (a user's and the operator's list) ignores the group filter",
+        (
+            Edit(
+                function("jobs_search"),
+                "  and (p_groups is null or j.group_key = any(p_groups))\n",
+                "",
+            ),
+        ),
+        targeted=("tests/integration/test_console.py::test_the_lists_filter_by_fairness_group",),
     ),
 )
