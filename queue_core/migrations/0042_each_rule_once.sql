@@ -31,7 +31,8 @@ begin
     delete from tickq.job_signals s using gone g where s.job_id = g.id;
     delete from tickq.job_dependencies d using gone g where d.child_id = g.id;
     delete from tickq.job_dependencies d using gone g where d.parent_id = g.id;
-    delete from tickq.job_settlements x using gone g where x.parent_id = g.id;
+    delete from tickq.job_settlements x using gone g
+    where x.parent_id = g.id and g.has_children;  -- only a parent has one
     delete from tickq.job_gates x using gone g where x.job_id = g.id;
     delete from tickq.job_step_tries t using gone g where t.job_id = g.id;
     delete from tickq.job_ids i using gone g where i.id = g.id;
@@ -95,8 +96,9 @@ begin
                            ' where s.job_id = j.id', p_name);
             execute format('delete from tickq.job_dependencies d using tickq.%I j'
                            ' where d.child_id = j.id or d.parent_id = j.id', p_name);
+            -- Only a parent has a settlement: its few rows, through jobs_done_parents_idx.
             execute format('delete from tickq.job_settlements x using tickq.%I j'
-                           ' where x.parent_id = j.id', p_name);
+                           ' where x.parent_id = j.id and j.has_children', p_name);
             execute format('delete from tickq.job_gates x using tickq.%I j'
                            ' where x.job_id = j.id', p_name);
             execute format('delete from tickq.job_step_tries t using tickq.%I j'

@@ -2176,7 +2176,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 function("jobs_forget"),
-                "    delete from tickq.job_settlements x using gone g where x.parent_id = g.id;\n",
+                "    delete from tickq.job_settlements x using gone g\n"
+                "    where x.parent_id = g.id and g.has_children;  -- only a parent has one\n",
                 "",
             ),
         ),

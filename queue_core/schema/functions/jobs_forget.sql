@@ -20,7 +20,8 @@ begin
     delete from tickq.job_signals s using gone g where s.job_id = g.id;
     delete from tickq.job_dependencies d using gone g where d.child_id = g.id;
     delete from tickq.job_dependencies d using gone g where d.parent_id = g.id;
-    delete from tickq.job_settlements x using gone g where x.parent_id = g.id;
+    delete from tickq.job_settlements x using gone g
+    where x.parent_id = g.id and g.has_children;  -- only a parent has one
     delete from tickq.job_gates x using gone g where x.job_id = g.id;
     delete from tickq.job_step_tries t using gone g where t.job_id = g.id;
     delete from tickq.job_ids i using gone g where i.id = g.id;

@@ -46,8 +46,9 @@ begin
                            ' where s.job_id = j.id', p_name);
             execute format('delete from tickq.job_dependencies d using tickq.%I j'
                            ' where d.child_id = j.id or d.parent_id = j.id', p_name);
+            -- Only a parent has a settlement: its few rows, through jobs_done_parents_idx.
             execute format('delete from tickq.job_settlements x using tickq.%I j'
-                           ' where x.parent_id = j.id', p_name);
+                           ' where x.parent_id = j.id and j.has_children', p_name);
             execute format('delete from tickq.job_gates x using tickq.%I j'
                            ' where x.job_id = j.id', p_name);
             execute format('delete from tickq.job_step_tries t using tickq.%I j'
