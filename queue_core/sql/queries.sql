@@ -344,7 +344,10 @@ picked as materialized (
       and run_after <= coalesce(%(now)s::timestamptz, now())
 
 -- part: pick_in_claim_order
--- The end of pick_runnable: best first, at most %(limit)s, each row locked.
+-- The end of pick_runnable: best first, at most %(limit)s, each row locked. This order and
+-- pick_runnable's condition are the claim's rules: tests/unit/test_claim_order_shared.py
+-- holds the limited and fair claims' functions, the claim indexes and the Python batch
+-- order to them.
     order by priority desc, owner_priority desc, run_after, created_at
     limit %(limit)s
     for update skip locked
