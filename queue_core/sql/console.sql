@@ -97,19 +97,13 @@ from tickq.operator_retry_dead(%(types)s::text[], %(queues)s::text[], %(expected
                                %(now)s::timestamptz);
 
 -- part: search_page
--- The page's filters (error text, creation range), newest first after the cursor; row-level
--- security keeps an application user to their own jobs, whose owner index orders them.
-where (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
-  and (%(types)s::text[] is null or type = any(%(types)s::text[]))
-  and (%(queues)s::text[] is null or queue = any(%(queues)s::text[]))
-  and (%(groups)s::text[] is null or group_key = any(%(groups)s::text[]))
-  and (%(error)s::text is null or strpos(lower(error), lower(%(error)s::text)) > 0)
-  and (%(created_from)s::timestamptz is null or created_at >= %(created_from)s::timestamptz)
-  and (%(created_to)s::timestamptz is null or created_at < %(created_to)s::timestamptz)
-  and (%(after_created)s::timestamptz is null
-       or (created_at, id) < (%(after_created)s::timestamptz, %(after_id)s::uuid))
-order by created_at desc, id desc
-limit %(limit)s
+-- The page (tickq.jobs_search, the one search, whose body the operator's list shares): the
+-- filters (error text, creation range), newest first after the cursor; row-level security
+-- keeps an application user to their own jobs, whose owner index orders them.
+tickq.jobs_search(
+    %(statuses)s::text[], %(types)s::text[], %(queues)s::text[], %(groups)s::text[],
+    %(error)s::text, %(created_from)s::timestamptz, %(created_to)s::timestamptz,
+    %(after_created)s::timestamptz, %(after_id)s::uuid, %(limit)s::integer)
 
 -- name: jobs_search
 -- jobs_list with the page's filters: whole jobs.
@@ -118,8 +112,8 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
     owner_priority, snoozes, timeout_seconds
-from tickq.jobs
-{{search_page}};
+from {{search_page}}
+order by created_at desc, id desc;
 
 -- name: jobs_search_listed
 -- jobs_search as lists show the jobs (the API's GET /jobs): a payload, result, progress or
@@ -146,8 +140,7 @@ from (select id, queue, type, user_id, status, payload, idempotency_key, attempt
              error, errors, lease_seconds, backoff_base, backoff_factor, backoff_max,
              backoff_jitter, cancel_requested, created_at, updated_at, started_at,
              finished_at, group_key, has_children, owner_priority, snoozes, timeout_seconds
-      from tickq.jobs
-      {{search_page}}) j
+      from {{search_page}}) j
 cross join lateral (
     select tickq.list_left_out(j.payload) as payload, tickq.list_left_out(j.result) as result,
            tickq.list_left_out(j.progress) as progress,

@@ -344,7 +344,10 @@ picked as materialized (
       and run_after <= coalesce(%(now)s::timestamptz, now())
 
 -- part: pick_in_claim_order
--- The end of pick_runnable: best first, at most %(limit)s, each row locked.
+-- The end of pick_runnable: best first, at most %(limit)s, each row locked. This order and
+-- pick_runnable's condition are the claim's rules: tests/unit/test_claim_order_shared.py
+-- holds the limited and fair claims' functions, the claim indexes and the Python batch
+-- order to them.
     order by priority desc, owner_priority desc, run_after, created_at
     limit %(limit)s
     for update skip locked
@@ -575,15 +578,10 @@ select exists (
 );
 
 -- name: jobs_stats
--- Counts per queue, type and status, and the age of the oldest runnable job of each.
-select queue, type, status, count(*) as count,
-       extract(epoch from coalesce(%(now)s::timestamptz, now())
-               - min(run_after) filter (
-                   where status in ('queued', 'retrying')
-                     and run_after <= coalesce(%(now)s::timestamptz, now())))
-           as oldest_runnable_seconds
-from tickq.jobs
-group by queue, type, status
+-- Counts per queue, type and status, and the age of the oldest runnable job of each
+-- (tickq.jobs_stats, whose body the operator's counts share).
+select queue, type, status, count, oldest_runnable_seconds
+from tickq.jobs_stats(%(now)s::timestamptz)
 order by queue, type, status;
 
 -- name: operator_group_stats
@@ -848,19 +846,10 @@ from tickq.claim_fair(
 
 -- name: jobs_stats_groups
 -- Per queue and group: jobs waiting (runnable now), running, and the age of the oldest
--- runnable job; only groups with live jobs (jobs_fair_idx and the running rows).
-select queue, group_key,
-       count(*) filter (where status in ('queued', 'retrying')
-                          and run_after <= coalesce(%(now)s::timestamptz, now())) as waiting,
-       count(*) filter (where status = 'running') as running,
-       extract(epoch from coalesce(%(now)s::timestamptz, now())
-               - min(run_after) filter (
-                   where status in ('queued', 'retrying')
-                     and run_after <= coalesce(%(now)s::timestamptz, now())))
-           as oldest_runnable_seconds
-from tickq.jobs
-where status in ('queued', 'retrying', 'running')
-group by queue, group_key
+-- runnable job; only groups with live jobs (tickq.jobs_group_stats, whose body the
+-- operator's group counts share).
+select queue, group_key, waiting, running, oldest_runnable_seconds
+from tickq.jobs_group_stats(%(now)s::timestamptz)
 order by queue, group_key;
 
 -- name: queue_group_limits_set
@@ -1000,10 +989,23 @@ delete from tickq.retention_policies
 where queue is not distinct from %(queue)s and type is not distinct from %(type)s
 returning id;
 
--- name: retention_prune
--- Delete up to %(batch)s jobs that one policy lets go. Each call is its own short
--- transaction; SKIP LOCKED leaves rows someone is touching (a retry) for the next pass.
--- retention_count (prune --dry-run) makes the same choice of jobs; keep the two in step.
+-- part: retention_scope
+-- The jobs in one policy's scope: its statuses, queue and type, and no more specific policy
+-- matching them (a job belongs to the most specific policy that matches it, and to no
+-- other).
+j.status = any(%(statuses)s::text[])
+      and (%(queue)s::text is null or j.queue = %(queue)s::text)
+      and (%(type)s::text is null or j.type = %(type)s::text)
+      and not exists (
+          select from tickq.retention_policies o
+          where (o.type is not null)::int * 2 + (o.queue is not null)::int > %(rank)s
+            and (o.queue is null or o.queue = j.queue)
+            and (o.type is null or o.type = j.type))
+
+-- part: retention_doomed
+-- The jobs one policy lets go, the one choice of retention_prune and retention_count: the
+-- first CTEs of both, ending in the open doomed CTE that each closes (the prune takes a
+-- batch of them, locked).
 with clock as materialized (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), cutoff as materialized (
@@ -1011,30 +1013,14 @@ with clock as materialized (
     -- meanwhile move it forward and are never the ones deleted.
     select j.finished_at, j.id
     from tickq.jobs j
-    where j.status = any(%(statuses)s::text[])
-      and (%(queue)s::text is null or j.queue = %(queue)s::text)
-      and (%(type)s::text is null or j.type = %(type)s::text)
-      -- A job belongs to the most specific policy that matches it, and to no other.
-      and not exists (
-          select from tickq.retention_policies o
-          where (o.type is not null)::int * 2 + (o.queue is not null)::int > %(rank)s
-            and (o.queue is null or o.queue = j.queue)
-            and (o.type is null or o.type = j.type))
+    where {{retention_scope}}
     order by j.finished_at desc, j.id desc
     offset greatest(coalesce(%(keep_last)s::integer, 0) - 1, 0)
     limit 1
 ), doomed as materialized (
     select j.id
     from tickq.jobs j, clock
-    where j.status = any(%(statuses)s::text[])
-      and (%(queue)s::text is null or j.queue = %(queue)s::text)
-      and (%(type)s::text is null or j.type = %(type)s::text)
-      -- A job belongs to the most specific policy that matches it, and to no other.
-      and not exists (
-          select from tickq.retention_policies o
-          where (o.type is not null)::int * 2 + (o.queue is not null)::int > %(rank)s
-            and (o.queue is null or o.queue = j.queue)
-            and (o.type is null or o.type = j.type))
+    where {{retention_scope}}
       and (
           (%(max_age_seconds)s::float8 is not null
            and j.finished_at < clock.now - %(max_age_seconds)s::float8 * interval '1 second')
@@ -1051,6 +1037,12 @@ with clock as materialized (
       -- parent reads its result when it resumes.
       and not (j.has_children and exists (
           select from tickq.job_children k where k.child_id = j.id))
+
+-- name: retention_prune
+-- Delete up to %(batch)s jobs that one policy lets go (retention_doomed). Each call is its
+-- own short transaction; SKIP LOCKED leaves rows someone is touching (a retry) for the next
+-- pass.
+{{retention_doomed}}
     limit %(batch)s
     for update of j skip locked
 )
@@ -1062,50 +1054,9 @@ returning j.status;
 
 -- name: retention_count
 -- The jobs retention_prune would delete under one policy, counted by status (prune
--- --dry-run): the same choice of jobs, without the batch limit, the locks or the delete.
-with clock as materialized (
-    select coalesce(%(now)s::timestamptz, now()) as now
-), cutoff as materialized (
-    select j.finished_at, j.id
-    from tickq.jobs j
-    where j.status = any(%(statuses)s::text[])
-      and (%(queue)s::text is null or j.queue = %(queue)s::text)
-      and (%(type)s::text is null or j.type = %(type)s::text)
-      and not exists (
-          select from tickq.retention_policies o
-          where (o.type is not null)::int * 2 + (o.queue is not null)::int > %(rank)s
-            and (o.queue is null or o.queue = j.queue)
-            and (o.type is null or o.type = j.type))
-    order by j.finished_at desc, j.id desc
-    offset greatest(coalesce(%(keep_last)s::integer, 0) - 1, 0)
-    limit 1
-), doomed as materialized (
-    select j.id
-    from tickq.jobs j, clock
-    where j.status = any(%(statuses)s::text[])
-      and (%(queue)s::text is null or j.queue = %(queue)s::text)
-      and (%(type)s::text is null or j.type = %(type)s::text)
-      and not exists (
-          select from tickq.retention_policies o
-          where (o.type is not null)::int * 2 + (o.queue is not null)::int > %(rank)s
-            and (o.queue is null or o.queue = j.queue)
-            and (o.type is null or o.type = j.type))
-      and (
-          (%(max_age_seconds)s::float8 is not null
-           and j.finished_at < clock.now - %(max_age_seconds)s::float8 * interval '1 second')
-          or %(keep_last)s::integer = 0
-          or (%(keep_last)s::integer is not null
-              and (j.finished_at, j.id) < (select finished_at, id from cutoff)))
-      -- A parent stays while any child is unfinished: the child reads its result when it
-      -- runs (job.parent_results). has_children spares other jobs the lookup.
-      and not (j.has_children and exists (
-          select from tickq.job_dependencies d join tickq.jobs c on c.id = d.child_id
-          where d.parent_id = j.id
-            and c.status not in ('succeeded', 'dead', 'cancelled')))
-      -- A workflow child (job.map, job.call) goes with its parent, never before: the
-      -- parent reads its result when it resumes.
-      and not (j.has_children and exists (
-          select from tickq.job_children k where k.child_id = j.id))
+-- --dry-run): the same choice of jobs (retention_doomed), without the batch limit, the
+-- locks or the delete.
+{{retention_doomed}}
 )
 select j.status, count(*)
 from tickq.jobs j

@@ -8,7 +8,7 @@ from uuid import uuid4
 import psycopg
 
 from queue_core import PostgresStore, StepStore, validation
-from queue_core.steps import WaitKind
+from queue_core.steps import FOREVER, WaitKind
 
 from .conftest import Invoke
 
@@ -42,6 +42,31 @@ def test_a_signal_to_ones_own_waiting_job_is_kept_and_shown(
     assert shown["steps"] == [] and shown["resumes"] == 0 and shown["waiting_for"] is None
     row = conn.execute("select payload from tickq.job_signals").fetchone()
     assert row == ({"ok": True},)
+
+
+def test_a_signal_wakes_only_a_job_waiting_for_a_signal_of_that_name(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    # Given two of Alice's jobs suspended by a worker, one waiting for the signal "approve",
+    # one for the signal "reject"
+    ids = [call_api("POST", "/jobs", body={"type": "approval"}, sub=ALICE)[1]["id"] for _ in "ab"]
+    worker = PostgresStore(conn)
+    for job, name in zip(worker.claim(limit=2), ("approve", "reject"), strict=True):
+        assert job.lease_token is not None
+        StepStore(worker).suspend(
+            job.id, job.lease_token, kind=WaitKind.SIGNAL, name=name, until=FOREVER
+        )
+    waits = dict(conn.execute("select id::text, wait_name from tickq.jobs").fetchall())
+
+    # When Alice sends "approve" to both
+    sent = {i: call_api("POST", f"/jobs/{i}/signals/approve", sub=ALICE) for i in ids}
+
+    # Then only the job waiting for it woke, and each answer said whether it woke one
+    assert sent == {
+        i: (202, {"id": i, "signal": "approve", "woke": waits[i] == "approve"}) for i in ids
+    }
+    due = dict(conn.execute("select id::text, run_after <= now() from tickq.jobs").fetchall())
+    assert due == {i: waits[i] == "approve" for i in ids}
 
 
 def test_another_users_job_cannot_be_signalled(call_api: Invoke, conn: psycopg.Connection) -> None:

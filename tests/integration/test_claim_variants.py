@@ -18,6 +18,7 @@ import pytest
 from queue_core import PostgresStore, Registry, Runner, TickReport, transitions
 from queue_core.jobs import Status
 from queue_core.limits import Limits, type_limit
+from queue_core.pauses import QueuePauses
 from queue_core.validation import job_spec
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -48,7 +49,10 @@ class Variant:
             self.store.enqueue(spec, now=now)
 
     def claim(self, limit: int, now: datetime) -> list:
-        return self.store.claim(queues=self.queues, limit=limit, lease_seconds=LEASE, now=now)
+        return self.claim_from(self.queues, now, limit)
+
+    def claim_from(self, queues: tuple[str, ...], now: datetime, limit: int = 10) -> list:
+        return self.store.claim(queues=queues, limit=limit, lease_seconds=LEASE, now=now)
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -244,3 +248,56 @@ def test_the_lease_functions_keep_their_old_calls(conn: psycopg.Connection) -> N
     ids = conn.execute("select array_agg(id) from tickq.jobs where status = 'queued'").fetchone()
     leased = conn.execute("select count(*) from tickq.jobs_lease(%s, 30, %s)", (ids[0], at(1)))
     assert (limited, fair, leased.fetchone()) == ((1,), (1,), (1,))
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_a_paused_queue_is_left_out_of_every_claim_variant(
+    conn: psycopg.Connection, name: str
+) -> None:
+    # Given four jobs in the variant's queues (two groups for the fair claim), and four more
+    # of the same type and groups in a queue that is paused
+    variant = Variant(conn, name)
+    variant.enqueue(4, now=at(0))
+    for i in range(4):
+        group = f"g{i % 2}" if name == "fair" else None
+        variant.store.enqueue(job_spec("t", {"i": i}, queue="held", group=group), now=at(0))
+    QueuePauses(conn).pause("held", by="operator")
+
+    # When the variant claims from the paused queue first, then from its own
+    jobs = variant.store.claim(
+        queues=("held", *variant.queues), limit=10, lease_seconds=LEASE, now=at(5)
+    )
+
+    # Then it takes its own queues' jobs and none of the paused queue's
+    assert len(jobs) == 4 and {job.queue for job in jobs} == set(variant.queues)
+    # And a claim of the paused queue alone takes nothing, until it is resumed
+    assert variant.claim_from(("held",), at(5)) == []
+    QueuePauses(conn).resume("held")
+    assert len(PostgresStore(conn).claim(queues=("held",), limit=10, now=at(6))) == 4
+
+
+@pytest.mark.parametrize("later", [False, True], ids=["first queue", "later queue"])
+def test_a_per_group_cap_of_a_type_counts_its_running_jobs_in_every_queue(
+    conn: psycopg.Connection, later: bool
+) -> None:
+    # Given at most one running job of type "t" per group, and one running in group g0 of
+    # queue "a"
+    Limits(conn).set_type(type_limit("t", max_running_per_group=1))
+    store = PostgresStore(conn)
+    store.enqueue(job_spec("t", {}, queue="a", group="g0"), now=at(0))
+    (running,) = store.claim(queues=("a",), limit=10, lease_seconds=LEASE, now=at(1))
+    # And in queue "b", a job of that type in g0 and one in g1, and one of another type in g0
+    for type_, group in (("t", "g0"), ("t", "g1"), ("u", "g0")):
+        store.enqueue(job_spec(type_, {}, queue="b", group=group), now=at(2))
+
+    # When queue "b" is claimed (the fair claim; as the first queue of the claim, or after an
+    # empty one)
+    queues = ("empty", "b") if later else ("b",)
+    jobs = store.claim(queues=queues, limit=10, lease_seconds=LEASE, now=at(3))
+
+    # Then g0's job of that type waits for the one running in queue "a"; the others run
+    assert sorted((job.type, job.group_key) for job in jobs) == [("t", "g1"), ("u", "g0")]
+    # And once that one has finished, it runs
+    assert store.finish([transitions.succeeded(running, None)], now=at(4)) == {running.id}
+    again = store.claim(queues=queues, limit=10, lease_seconds=LEASE, now=at(5))
+    assert [(job.queue, job.type, job.group_key) for job in again] == [("b", "t", "g0")]

@@ -207,3 +207,36 @@ def test_cli_manages_and_runs_schedules(conn, database_url, monkeypatch, capsys)
     assert main(["schedules", "disable", "nightly"]) == 0
     assert main(["schedules", "remove", "nightly"]) == 0
     assert main(["schedules", "remove", "nightly"]) == 1
+
+
+def test_an_occurrence_is_advanced_in_the_transaction_that_enqueues_its_job(conn):
+    # Given a due schedule whose advance past the occurrence fails (a trigger refuses it, as
+    # a lost connection or a statement timeout would stop it)
+    schedules = Schedules(conn)
+    schedules.add("a", "0 8 * * *", "t", now=utc(2030, 1, 1))
+    conn.execute(
+        """
+        create function public.schedules_refuse() returns trigger language plpgsql as $$
+        begin raise exception 'advance refused'; end $$;
+        create trigger schedules_refuse before update on tickq.schedules
+            for each row execute function public.schedules_refuse();
+        """
+    )
+    try:
+        report = schedules.run(now=utc(2030, 1, 1, 8, 0, 30))
+    finally:
+        conn.execute(
+            "drop trigger schedules_refuse on tickq.schedules;"
+            " drop function public.schedules_refuse()"
+        )
+
+    # Then the run failed on that schedule, and the occurrence's job went with the advance
+    assert report.failed == 1 and "advance refused" in report.errors["a"]
+    assert jobs_of(conn, "a") == []
+    # And the next run fires the occurrence once, even though a job of it that ended dead
+    # would no longer hold its key
+    conn.execute("update tickq.jobs set status = 'dead', finished_at = now()")
+    assert schedules.run(now=utc(2030, 1, 1, 8, 1)).fired == 1
+    conn.execute("update tickq.jobs set status = 'dead', finished_at = now()")
+    assert schedules.run(now=utc(2030, 1, 1, 8, 2)).fired == 0
+    assert jobs_of(conn, "a") == [("cron:a:2030-01-01T08:00:00Z", "dead")]

@@ -36,6 +36,7 @@ class Mutant:
 
 
 QUERIES = "queue_core/sql/queries.sql"
+CLAIM = "queue_core/postgres/claim.py"
 STEPS = "queue_core/sql/steps.sql"
 TRIGGERS = "queue_core/schema/triggers.sql"
 RUNNER = "queue_core/tick.py"
@@ -67,6 +68,22 @@ STEP_CONTEXT = "queue_core/step_context.py"
 REPLAY = "queue_core/replay.py"
 CODE_VERSIONS = "tests/integration/test_code_versions.py"
 DEPLOYS_E2E = "tests/e2e/test_deploys_done_when.py"
+SIGNAL_WAKES = "tests/integration/test_signal_wakes.py"
+CLAIM_ORDER = "tests/unit/test_claim_order_shared.py"
+SIGNAL_API = "tests/functions/test_api_steps.py"
+# The claim's choice of variant (queue_core/postgres/claim.py), after paused queues are left
+# out of it.
+PAUSE_FILTER = (
+    "        if limit:  # paused queues are left out of the claim (queue_core/pauses.py)\n"
+    "            queues, limit = claimable("
+    "queues, limit, self.paused.current(self._paused_queues))\n"
+)
+FAIR_CHOICE = (
+    "        if limit and self._claims_fairly(queues):\n"
+    "            return self._finish_and_claim_fair("
+    "outcomes, queues, limit, lease_seconds, now, seed)\n"
+)
+PLAIN_CHOICE = "        # The plain claim, inline: it runs once per batch of every worker.\n"
 
 
 def function(name: str) -> str:
@@ -697,8 +714,7 @@ MUTANTS: tuple[Mutant, ...] = (
                 "                        order by j.owner_priority desc,"
                 " j.run_after, j.created_at\n"
                 "                        limit g.quota\n",
-                "                        order by j.run_after, j.created_at\n"
-                "                        limit g.quota\n",
+                "order by j.run_after, j.created_at\n                        limit g.quota\n",
             ),
         ),
         targeted=(f"{VARIANTS}::test_a_claim_orders_an_owners_jobs_by_the_owners_priority",),
@@ -1177,7 +1193,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "cancel-saga-at-rest-not-compensated",
-        "the API's and the CLI's cancel of a suspended or retrying saga ends it without its undos",
+        "the cancel of a suspended or retrying saga (the API's, the CLI's, the operator's: one"
+        " body, tickq.jobs_cancel) ends it without its undos",
         (
             Edit(
                 function("jobs_cancel"),
@@ -1188,19 +1205,6 @@ MUTANTS: tuple[Mutant, ...] = (
         targeted=(
             f"{SAGA_PATHS}::test_a_saga_cancelled_while_it_does_not_run_runs_its_undos_then_ends_cancelled",
             f"{SAGA_PATHS}::test_the_cli_cancel_of_a_suspended_saga_says_it_compensates",
-        ),
-    ),
-    Mutant(
-        "operator-cancel-saga-not-compensated",
-        "the operator's cancel of a saga waiting on its children ends it without its undos",
-        (
-            Edit(
-                function("operator_cancel"),
-                "                then tickq.job_compensation_spare(j.id) else 0 end as spare\n",
-                "                then 0 else 0 end as spare\n",
-            ),
-        ),
-        targeted=(
             f"{SAGA_PATHS}::test_a_saga_waiting_on_its_children_cancelled_by_the_operator_cancels_them_and_compensates",
         ),
     ),
@@ -2045,5 +2049,240 @@ MUTANTS: tuple[Mutant, ...] = (
             f"{CODE_VERSIONS}::test_the_deploy_check_names_a_job_whose_new_code_asks_for_another"
             "_step",
         ),
+    ),
+    # A signal wakes only a job waiting for a signal of that name, and says whether it woke
+    # one, through every way it is sent (the store, the CLI, the application's store and
+    # tickq.signal in SQL; the HTTP API).
+    Mutant(
+        "signal-wakes-any-signal-waiter",
+        "a signal wakes a job that waits for a signal of another name",
+        (
+            Edit(
+                function("job_signals_send"),
+                "            run_after = case when j.status in ('queued', 'retrying')"
+                " and j.wait_kind = 'signal'\n"
+                "                                  and j.wait_name = p_name\n",
+                "            run_after = case when j.status in ('queued', 'retrying')"
+                " and j.wait_kind = 'signal'\n",
+            ),
+        ),
+        targeted=(SIGNAL_WAKES, SIGNAL_API),
+    ),
+    Mutant(
+        "signal-wakes-a-sleeper-of-that-name",
+        "a signal wakes a job that sleeps (a timer) under the signal's name",
+        (
+            Edit(
+                function("job_signals_send"),
+                "            run_after = case when j.status in ('queued', 'retrying')"
+                " and j.wait_kind = 'signal'\n",
+                "            run_after = case when j.status in ('queued', 'retrying')\n",
+            ),
+        ),
+        targeted=(SIGNAL_WAKES,),
+    ),
+    Mutant(
+        "app-signal-reports-kept-as-woke",
+        "tickq.signal says it woke the job whenever it kept the signal",
+        (Edit(function("signal"), "    return v_sent.woke;\n", "    return v_sent.kept;\n"),),
+        targeted=(SIGNAL_WAKES, SIGNAL_API),
+    ),
+    Mutant(
+        "store-signal-reports-kept-as-woke",
+        "the store's signal (and so the CLI's) says it woke the job whenever it kept the signal",
+        (
+            Edit(
+                "queue_core/postgres/steps.py",
+                "        return bool(woke)\n",
+                "        return kept\n",
+            ),
+        ),
+        targeted=(SIGNAL_WAKES,),
+    ),
+    Mutant(
+        "app-writes-its-jobs-signals",
+        "the application login may delete and change the signals of its own live jobs",
+        (
+            Edit(
+                "queue_core/schema/policies.sql",
+                "grant select on tickq.job_steps, tickq.job_signals to tickq_app;\n",
+                "grant select on tickq.job_steps to tickq_app;\n"
+                "grant select, update, delete on tickq.job_signals to tickq_app;\n",
+            ),
+            Edit(
+                "queue_core/schema/policies.sql",
+                "create policy job_signals_owner on tickq.job_signals for select to tickq_app\n",
+                "create policy job_signals_owner on tickq.job_signals to tickq_app\n",
+            ),
+        ),
+        targeted=(
+            "tests/security/test_steps_security.py"
+            "::test_app_cannot_delete_or_change_a_live_jobs_signals",
+        ),
+    ),
+    # A per-group cap of a type counts the group's running jobs of that type in every queue;
+    # a paused queue is left out of every claim variant.
+    Mutant(
+        "group-cap-counts-one-queue",
+        "a per-group cap of a type counts only the running jobs of the queue being claimed",
+        (
+            Edit(
+                function("claim_fair"),
+                "                       where g.status = 'running' and g.type = r.type\n",
+                "                       where g.status = 'running' and g.type = r.type\n"
+                "                         and g.queue = p_queue\n",
+            ),
+        ),
+        targeted=(
+            f"{VARIANTS}::test_a_per_group_cap_of_a_type_counts_its_running_jobs_in_every_queue",
+        ),
+    ),
+    Mutant(
+        "pause-after-the-fair-choice",
+        "the fair claim (queues whose jobs span several groups) is chosen before paused"
+        " queues are left out, so it claims from them",
+        (Edit(CLAIM, PAUSE_FILTER + FAIR_CHOICE, FAIR_CHOICE + PAUSE_FILTER),),
+        targeted=(f"{VARIANTS}::test_a_paused_queue_is_left_out_of_every_claim_variant",),
+    ),
+    Mutant(
+        "pause-after-the-claim-choice",
+        "the fair and limited claims are chosen before paused queues are left out, so they"
+        " claim from them",
+        (
+            Edit(CLAIM, PAUSE_FILTER, ""),
+            Edit(CLAIM, PLAIN_CHOICE, PAUSE_FILTER + PLAIN_CHOICE),
+        ),
+        targeted=(f"{VARIANTS}::test_a_paused_queue_is_left_out_of_every_claim_variant",),
+    ),
+    # A cron occurrence is advanced in the transaction that enqueues its job.
+    Mutant(
+        "schedule-advanced-after-its-transaction",
+        "a scheduler run commits the occurrence's job, then advances the schedule past it in a"
+        " transaction of its own: a run stopped between the two leaves the occurrence due",
+        (
+            Edit(
+                "queue_core/schedules.py",
+                "                report.skipped += 1\n"
+                '            params = {"name": name, "fired": firing.fire,'
+                ' "next_at": firing.next_at, "now": now}\n'
+                '            self._db.dicts("schedules_advance", params)\n',
+                "                report.skipped += 1\n"
+                '        params = {"name": name, "fired": firing.fire,'
+                ' "next_at": firing.next_at, "now": now}\n'
+                '        self._db.dicts("schedules_advance", params)\n',
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_schedules.py"
+            "::test_an_occurrence_is_advanced_in_the_transaction_that_enqueues_its_job",
+        ),
+    ),
+    # The claim order and the runnable condition, written once in queries.sql's parts, held
+    # in every other claim variant: one variant changed alone.
+    Mutant(
+        "fair-group-pick-ignores-owner-priority",
+        "the fair claim picks a group's jobs by age alone, not by their owner's priority first",
+        (
+            Edit(
+                function("claim_fair"),
+                "order by j.owner_priority desc, j.run_after, j.created_at\n"
+                "                        limit g.quota\n",
+                "order by j.run_after, j.created_at\n                        limit g.quota\n",
+            ),
+        ),
+        targeted=(CLAIM_ORDER,),
+    ),
+    Mutant(
+        "limited-claim-of-queues-takes-jobs-early",
+        "the limited claim of several queues takes jobs before their run_after",
+        (
+            Edit(
+                function("claim_limited"),
+                "and queue = any(p_queues)\n"
+                "                    and run_after <= v_now and type <> all(v_blocked)\n",
+                "and queue = any(p_queues)\n                    and type <> all(v_blocked)\n",
+            ),
+        ),
+        targeted=(CLAIM_ORDER,),
+    ),
+    Mutant(
+        "plain-claim-order-changed-alone",
+        "the plain claims take the longest-waiting first before the owner's own priority,"
+        " the other variants do not",
+        (
+            Edit(
+                QUERIES,
+                "    order by priority desc, owner_priority desc, run_after, created_at\n"
+                "    limit %(limit)s\n",
+                "    order by priority desc, run_after, owner_priority desc, created_at\n"
+                "    limit %(limit)s\n",
+            ),
+        ),
+        targeted=(CLAIM_ORDER,),
+    ),
+    Mutant(
+        "claim-index-order-changed-alone",
+        "jobs_claim_idx holds a queue's jobs by age before the owner's priority: the claim"
+        " sorts instead of walking it",
+        (
+            Edit(
+                "queue_core/schema/tables.sql",
+                "    (queue, priority desc, owner_priority desc, run_after, created_at)\n",
+                "    (queue, priority desc, run_after, owner_priority desc, created_at)\n",
+            ),
+        ),
+        targeted=(CLAIM_ORDER,),
+    ),
+    Mutant(
+        "python-claim-order-without-owner-priority",
+        "a claimed batch is re-sorted in Python without the owner's own priority",
+        (
+            Edit(
+                TRANSITIONS,
+                "    return (-job.priority, -job.owner_priority, job.run_after, job.created_at)\n",
+                "    return (-job.priority, 0, job.run_after, job.created_at)\n",
+            ),
+        ),
+        targeted=(CLAIM_ORDER,),
+    ),
+    # One list of the tables that hang on a job, held across the ways a job goes.
+    Mutant(
+        "partition-drop-keeps-signals",
+        "a dropped day partition leaves its jobs' signals behind (a delete takes them)",
+        (
+            Edit(
+                function("jobs_partition_drop"),
+                "            execute format('delete from tickq.job_signals s using tickq.%I j'\n"
+                "                           ' where s.job_id = j.id', p_name);\n",
+                "",
+            ),
+        ),
+        targeted=("tests/unit/test_job_tables.py",),
+    ),
+    Mutant(
+        "forget-keeps-settlements",
+        "a deleted parent's settlement stays behind (a dropped partition and TRUNCATE take it)",
+        (
+            Edit(
+                function("jobs_forget"),
+                "    delete from tickq.job_settlements x using gone g\n"
+                "    where x.parent_id = g.id and g.has_children;  -- only a parent has one\n",
+                "",
+            ),
+        ),
+        targeted=("tests/unit/test_job_tables.py",),
+    ),
+    # One body per rule: the operator's entry points wrap the store's.
+    Mutant(
+        "search-ignores-groups",
+        "the one job search (a user's and the operator's list) ignores the group filter",
+        (
+            Edit(
+                function("jobs_search"),
+                "  and (p_groups is null or j.group_key = any(p_groups))\n",
+                "",
+            ),
+        ),
+        targeted=("tests/integration/test_console.py::test_the_lists_filter_by_fairness_group",),
     ),
 )

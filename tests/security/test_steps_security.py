@@ -110,6 +110,30 @@ def test_app_cannot_write_or_delete_a_live_jobs_steps(
     assert conn.execute("select count(*) from tickq.job_steps").fetchone() == (1,)
 
 
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "delete from tickq.job_signals where job_id = %s",
+        # Taking the signal back under another name, or changing what it carried.
+        "update tickq.job_signals set name = 'other' where job_id = %s",
+        "update tickq.job_signals set payload = '\"forged\"', size = 8 where job_id = %s",
+        "update tickq.job_signals set sent_at = now() - interval '1 day' where job_id = %s",
+    ],
+)
+def test_app_cannot_delete_or_change_a_live_jobs_signals(
+    as_app: RoleConnect, conn: psycopg.Connection, alice: UUID, statement: str
+) -> None:
+    # Given a live job of Alice's holding a signal
+    job_id = job_with_a_step(conn, alice)
+    StepStore(PostgresStore(conn)).signal(job_id, "note", {"kept": True})
+    before = conn.execute("select * from tickq.job_signals").fetchall()
+
+    # Then Alice's application login may neither delete nor change it
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), scoped(as_app(), alice) as c:
+        c.execute(statement, (job_id,))
+    assert conn.execute("select * from tickq.job_signals").fetchall() == before
+
+
 def test_worker_role_stores_steps_for_every_user_and_is_fenced(
     as_worker: RoleConnect, conn: psycopg.Connection, alice: UUID
 ) -> None:

@@ -34,6 +34,8 @@
 -- would match the predicate of jobs_claim_idx and jobs_fair_idx and let the planner scan
 -- one of them instead of the id index. p_seed: the leases' seed (see tickq.jobs_lease),
 -- drawn there when null.
+-- Its order and runnable condition are the plain claim's (queries.sql's pick_runnable and
+-- pick_in_claim_order), held to them by tests/unit/test_claim_order_shared.py.
 create or replace function tickq.claim_fair(
     p_queue text, p_limit integer, p_lease_seconds integer, p_now timestamptz, p_after text,
     p_positions text[] default '{}', p_seed uuid default null)

@@ -13,6 +13,8 @@
 -- type may start is tickq.type_allowance, its rate log tickq.type_limits_log (the rules
 -- tickq.claim_fair applies too). p_seed: the lease's seed (see tickq.jobs_lease), drawn
 -- there when null.
+-- Its order and runnable condition are the plain claim's (queries.sql's pick_runnable and
+-- pick_in_claim_order), held to them by tests/unit/test_claim_order_shared.py.
 create or replace function tickq.claim_limited(
     p_queues text[], p_limit integer, p_lease_seconds integer, p_now timestamptz,
     p_seed uuid default null)

@@ -1,6 +1,7 @@
 -- Emptying the jobs (tests, benchmarks, a reset) empties what hung on them, as TRUNCATE ...
--- CASCADE would through foreign keys. A delete, not a truncate: a TRUNCATE that names
--- these tables too is still using them here.
+-- CASCADE would through foreign keys: the tables of tickq.jobs_forget, the keys but through
+-- tickq.job_keys_truncate, the other trigger a TRUNCATE of tickq.jobs fires. A delete, not a
+-- truncate: a TRUNCATE that names these tables too is still using them here.
 create or replace function tickq.jobs_forget_all() returns trigger
     language plpgsql security definer
     set search_path = pg_catalog, pg_temp

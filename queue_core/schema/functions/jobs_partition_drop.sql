@@ -1,6 +1,7 @@
 -- Drop one day partition whose every job retention lets go (queue_core/retention.py decides
--- which), with the idempotency keys, steps, signals, dependency edges and gates of its jobs,
--- in one transaction. Returns what went, by queue, type and status, for the pruning report (a row
+-- which), with the rows that hang on its jobs (their idempotency keys, steps, signals,
+-- dependency edges, settlements and gates, as tickq.jobs_forget takes them), in one
+-- transaction. Returns what went, by queue, type and status, for the pruning report (a row
 -- of nulls when it was empty); nothing, and the partition stays, when one of its jobs is a
 -- parent that an unfinished child still needs (the child reads its result when it runs).
 create or replace function tickq.jobs_partition_drop(p_name text)
@@ -45,6 +46,9 @@ begin
                            ' where s.job_id = j.id', p_name);
             execute format('delete from tickq.job_dependencies d using tickq.%I j'
                            ' where d.child_id = j.id or d.parent_id = j.id', p_name);
+            -- Only a parent has a settlement: its few rows, through jobs_done_parents_idx.
+            execute format('delete from tickq.job_settlements x using tickq.%I j'
+                           ' where x.parent_id = j.id and j.has_children', p_name);
             execute format('delete from tickq.job_gates x using tickq.%I j'
                            ' where x.job_id = j.id', p_name);
             execute format('delete from tickq.job_step_tries t using tickq.%I j'

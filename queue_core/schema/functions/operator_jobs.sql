@@ -1,5 +1,6 @@
--- Every user's jobs for the operator list: what identifies a job and how it went, never
--- its payload or result. Newest first, a page after the (created_at, id) cursor. As every
+-- Every user's jobs for the operator list (tickq.jobs_search, the store's search, read
+-- with the owner's rights): what identifies a job and how it went, never its payload or
+-- result. Newest first, a page after the (created_at, id) cursor. As every
 -- list of jobs, it leaves out a large progress (null, tickq.list_left_out) and cuts the
 -- error to its first 200 characters (LIST_ERROR_CHARS in queue_core/pages.py); `truncated`
 -- names what it left out or cut, each with the bytes it holds ({} when nothing). The page's
@@ -20,20 +21,8 @@ select j.id, j.queue, j.type, j.user_id, j.group_key, j.status, j.attempts, j.ma
        j.priority, case when b.progress is null then j.progress end, left(j.error, 200),
        j.run_after, j.created_at, j.updated_at, j.finished_at,
        jsonb_strip_nulls(jsonb_build_object('progress', b.progress, 'error', b.error))
-from (select j.id, j.queue, j.type, j.user_id, j.group_key, j.status, j.attempts,
-             j.max_attempts, j.priority, j.progress, j.error, j.run_after, j.created_at,
-             j.updated_at, j.finished_at
-      from tickq.jobs j
-      where (p_statuses is null or j.status = any(p_statuses))
-        and (p_types is null or j.type = any(p_types))
-        and (p_queues is null or j.queue = any(p_queues))
-        and (p_groups is null or j.group_key = any(p_groups))
-        and (p_error is null or strpos(lower(j.error), lower(p_error)) > 0)
-        and (p_created_from is null or j.created_at >= p_created_from)
-        and (p_created_to is null or j.created_at < p_created_to)
-        and (p_after_created is null or (j.created_at, j.id) < (p_after_created, p_after_id))
-      order by j.created_at desc, j.id desc
-      limit p_limit) j
+from tickq.jobs_search(p_statuses, p_types, p_queues, p_groups, p_error, p_created_from,
+                       p_created_to, p_after_created, p_after_id, p_limit) j
 cross join lateral (
     select tickq.list_left_out(j.progress) as progress,
            case when char_length(j.error) > 200 then octet_length(j.error) end as error) b

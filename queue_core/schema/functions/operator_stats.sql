@@ -1,19 +1,15 @@
--- Operators: counts across every user, nothing else. A login in tickq_operator (the API's,
--- so /admin/stats works) can call this function and touch no row.
+-- Operators: counts across every user, nothing else (tickq.jobs_stats, the store's stats,
+-- read with the owner's rights). A login in tickq_operator (the API's, so /admin/stats
+-- works) can call this function and touch no row.
 create or replace function tickq.operator_stats(p_now timestamptz)
     returns table (queue text, type text, status text, count bigint,
                    oldest_runnable_seconds double precision)
     language sql stable security definer
     set search_path = pg_catalog, pg_temp
     as $$
-select j.queue, j.type, j.status, count(*),
-       extract(epoch from coalesce(p_now, now())
-               - min(j.run_after) filter (
-                   where j.status in ('queued', 'retrying')
-                     and j.run_after <= coalesce(p_now, now())))::double precision
-from tickq.jobs j
-group by j.queue, j.type, j.status
-order by j.queue, j.type, j.status
+select s.queue, s.type, s.status, s.count, s.oldest_runnable_seconds
+from tickq.jobs_stats(p_now) s
+order by s.queue, s.type, s.status
 $$;
 
 -- Operators read counts across every user.
