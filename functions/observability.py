@@ -117,6 +117,10 @@ def record_tick(report: TickReport) -> None:
     """Add a tick's counters and duration to the invocation's metrics."""
     for name in TICK_COUNTERS:
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=getattr(report, name))
+    # A gauge: handler threads abandoned at their timeout that still run in this container.
+    metrics.add_metric(
+        name="abandoned_handlers", unit=MetricUnit.Count, value=report.abandoned_handlers
+    )
     metrics.add_metric(name="tick_duration", unit=MetricUnit.Seconds, value=report.duration_seconds)
 
 

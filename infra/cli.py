@@ -58,6 +58,7 @@ from .cli_common import (
     EXIT_DATABASE,
     EXIT_INPUT,
     EXIT_REFUSED,
+    EXIT_RESTART,
     UsageError,
     database,
     database_url,
@@ -192,6 +193,7 @@ def _runner(
         concurrency=args.concurrency or settings.concurrency,
         lease_seconds=args.lease_seconds or settings.lease_seconds,
         time_left=time_left,
+        max_abandoned=settings.max_abandoned_handlers,
     )
 
 
@@ -326,6 +328,17 @@ def cmd_work(args: argparse.Namespace) -> int:
             )
         runner.store.close()
     emit(args, report.as_dict(), lambda: out.print(report_table(report)))
+    if report.abandoned_past_bound:
+        # Python cannot stop those threads; only a fresh process is rid of them. Every
+        # outcome is saved: whoever started this worker starts it again.
+        err.print(
+            f"tickq work: {report.abandoned_handlers} handler thread(s) abandoned at their "
+            "timeout still run, past TICKQ_MAX_ABANDONED_HANDLERS "
+            f"({settings.max_abandoned_handlers}); claiming stopped and every outcome saved; "
+            f"exiting with code {EXIT_RESTART} to be started afresh",
+            highlight=False,
+        )
+        return EXIT_RESTART
     return 0
 
 
@@ -820,7 +833,10 @@ def _int(raw: str) -> int:
 # Bulk retries go in chunks of this many jobs; bars appear for at least PROGRESS_THRESHOLD.
 RETRY_CHUNK = 100
 PROGRESS_THRESHOLD = 2
-EXIT_CODES = "exit codes: 0 ok, 1 refused (not found, wrong state), 2 bad input, 3 database error"
+EXIT_CODES = (
+    "exit codes: 0 ok, 1 refused (not found, wrong state), 2 bad input, 3 database error, "
+    f"{EXIT_RESTART} restart (tickq work: too many handlers abandoned at their timeout)"
+)
 EXAMPLES = """\
 examples:
   tickq demo                                  run the demo on a throwaway PostgreSQL

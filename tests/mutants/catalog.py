@@ -59,6 +59,7 @@ HANDLER_PROCESSES = "tests/e2e/test_handler_semantics_done_when.py"
 OPERATOR_VIEW = "tests/integration/test_operator_job_view.py"
 WORKFLOWS = "tests/integration/test_workflows.py"
 TIMEOUT_TESTS = "tests/integration/test_runner_timeouts.py"
+ABANDONED_BOUND = "tests/integration/test_abandoned_bound.py"
 WORKFLOWS_E2E = "tests/e2e/test_workflows_done_when.py"
 CLAIM_REPLY_LOST = "tests/integration/test_claim_reply_lost.py"
 SAGA_PATHS = "tests/integration/test_saga_paths.py"
@@ -1555,7 +1556,9 @@ MUTANTS: tuple[Mutant, ...] = (
                 "        elif False:\n",
             ),
         ),
-        targeted=("tests/integration/test_task_catalog.py::test_python_without_the_module_gets_the_tasks_settings",),
+        targeted=(
+            "tests/integration/test_task_catalog.py::test_python_without_the_module_gets_the_tasks_settings",
+        ),
     ),
     Mutant(
         "ended-jobs-saved-with-their-batch",
@@ -1954,5 +1957,40 @@ MUTANTS: tuple[Mutant, ...] = (
             ),
         ),
         targeted=(f"{TIMEOUT_TESTS}::test_a_plain_handlers_late_outcome_is_never_stored",),
+    ),
+    Mutant(
+        "abandoned-handlers-never-bound-claims",
+        "a runner claims on however many handler threads it abandoned at their timeout: a"
+        " worker never exits to be rid of them, a tick keeps claiming",
+        (
+            Edit(
+                "queue_core/timeouts.py",
+                "        return bound is not None and len(self._threads) > bound"
+                " and self.running > bound\n",
+                "        return False\n",
+            ),
+        ),
+        targeted=(
+            ABANDONED_BOUND,
+            "tests/functions/test_tick.py::"
+            "test_a_tick_whose_abandoned_handlers_pass_the_bound_claims_no_more",
+        ),
+    ),
+    Mutant(
+        "abandoned-bound-lets-the-persist-claim",
+        "past the abandoned bound the loop stops, but the statement persisting the batch still"
+        " leases the next one, which then runs",
+        (
+            Edit(
+                RUNNER,
+                "claimed = self.run_batch(report, claim_next=go_on, overlap=True)",
+                "claimed = self.run_batch(report, claim_next=rule.go_on, overlap=True)",
+            ),
+        ),
+        targeted=(
+            ABANDONED_BOUND,
+            "tests/functions/test_tick.py::"
+            "test_a_tick_whose_abandoned_handlers_pass_the_bound_claims_no_more",
+        ),
     ),
 )
