@@ -29,6 +29,7 @@ from .postgres.executor import Executor, StaleCount, translate_errors
 from .postgres.reads import relatives_of
 from .postgres.steps import durable_view
 from .queries import QUERIES
+from .timed_out import timed_out_view
 
 MAX_BULK = 500  # ids in one bulk request: a page of the list
 MAX_ERROR_FILTER = 200
@@ -206,7 +207,8 @@ class OperatorConsole:
         """One job of any user as its detail shows it, in the shape of the owner's: the
         list's columns and the error history, its parents and children ("after",
         "children") and its durable side (resumes, the wait, steps and signals by name, time
-        and size). Never the payload, the result, a step's result or a signal's payload."""
+        and size), its timeout and how a timed-out attempt was stopped. Never the payload, the
+        result, a step's result or a signal's payload."""
         params = {"id": validation.uuid(job_id, "id")}
         rows = self._db.dicts("operator_job", params)
         if not rows:
@@ -215,8 +217,11 @@ class OperatorConsole:
         gate = [GateView(kind, None, enqueues).to_dict() for kind, enqueues in gates]
         durable = durable_view(self._db.rows("operator_job_durable", params), job_id)
         relatives = relatives_of(self._db.rows("operator_job_relatives", params))
+        job = _jsonable(rows[0])
         return {
-            **_jsonable(rows[0]),
+            **job,
+            # A timed-out last attempt: after how long and how its handler was stopped.
+            "timed_out": timed_out_view(job["error"]),
             **family(relatives),
             **durable.to_dict(),
             "gate": gate[0] if gate else None,

@@ -11,6 +11,7 @@ from uuid import UUID
 
 from .backoff import Backoff
 from .gates import Gate
+from .timed_out import timed_out_view
 
 
 class Status(enum.StrEnum):
@@ -121,6 +122,8 @@ class Job:
             elif isinstance(value, Status):
                 value = value.value
             out[name] = value
+        # A timed-out last attempt: after how long and how its handler was stopped.
+        out["timed_out"] = timed_out_view(self.error)
         return out
 
 

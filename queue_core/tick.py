@@ -46,13 +46,13 @@ from .registry import Registry, Task
 from .report import TICK_COUNTERS, DeadLetter, TickReport, log_fields
 from .step_context import Compensating, StepCounts, StepHost, Suspended
 from .steps import suspended
+from .timed_out import timed_out_error
 from .timeouts import (
     DEFAULT_MAX_ABANDONED,
     KILL_GRACE_SECONDS,
     AbandonedHandlers,
     call_in_process,
     call_in_thread,
-    timed_out_error,
     timeout_of,
 )
 

@@ -37,13 +37,6 @@ KILL_GRACE_SECONDS = 2.0
 DEFAULT_MAX_ABANDONED = 8
 
 
-def timed_out_error(seconds: float, how: str) -> str:
-    """The error an attempt stopped at its timeout ends with, saying how it was stopped
-    (`cancelled`: an async handler; `killed`: a process-isolated one's child; `abandoned`:
-    a plain handler's thread, left to end), which every view of the job shows."""
-    return f"timed out after {seconds:g} s ({how})"
-
-
 def timeout_of(job: Job, task_timeout: int | None) -> int | None:
     """A job's own timeout, else its task's (jobs enqueued without the registry, through
     SQL or the API, get the timeout their handler's task names)."""

@@ -357,7 +357,8 @@ function onListKey(event) {
 
 const DETAIL_FIELDS = [["status"], ["queue"], ["user_id", "owner"], ["group_key", "group"],
   ["attempts"], ["max_attempts"], ["priority"], ["idempotency_key"], ["run_after"],
-  ["lease_until"], ["created_at"], ["started_at"], ["finished_at"], ["error"]];
+  ["lease_until"], ["created_at"], ["started_at"], ["finished_at"], ["timeout_seconds", "timeout"],
+  ["error"], ["timed_out", "timed out"]];
 const TIMES = new Set(["run_after", "lease_until", "created_at", "started_at", "finished_at"]);
 const HIDDEN = "(not shown to operators)";
 
@@ -369,6 +370,10 @@ function detailPath(id) {
 function fieldText(job, name) {
   const value = name === "error" ? standingError(job) : job[name];
   if (value === null || value === undefined || value === "") return "—";
+  if (name === "timeout_seconds") return `${value} s`;
+  // The last attempt stopped at its timeout: after how long, and how (cancelled, killed or
+  // abandoned), as the job's error says it.
+  if (name === "timed_out") return `after ${value.after_seconds} s, ${value.stopped}`;
   return TIMES.has(name) ? when(value) : String(value);
 }
 
@@ -377,7 +382,7 @@ async function openDetail(id) {
   $("detail-title").textContent = `${job.type} ${job.id}`;
   $("detail-fields").replaceChildren(...DETAIL_FIELDS.flatMap(([name, label]) => [
     el("dt", {}, label || name.replace(/_/g, " ")),
-    el("dd", { dataField: name, title: job[name] ? String(job[name]) : "" }, fieldText(job, name)),
+    el("dd", { dataField: name, title: job[name] && typeof job[name] !== "object" ? String(job[name]) : "" }, fieldText(job, name)),
   ]), ...(job.gate ? [el("dt", {}, job.gate.kind), el("dd", {}, job.gate.summary)] : []));
   const handled = handling(job);
   if (handled.length) {

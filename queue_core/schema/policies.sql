@@ -253,10 +253,10 @@ grant execute on function tickq.enqueue_job(uuid, jsonb, uuid[], integer, jsonb,
 -- runs with the caller's own rights: a user's enqueue goes on through tickq.enqueue_many.
 revoke all on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer,
                                      text, text, double precision, double precision, text,
-                                     double precision) from public;
+                                     double precision, integer) from public;
 grant execute on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz,
                                         integer, text, text, double precision,
-                                        double precision, text, double precision)
+                                        double precision, text, double precision, integer)
     to tickq_app, tickq_worker;
 
 -- Debounce and throttle: every gated enqueue (tickq.enqueue_job, the Python store's) asks

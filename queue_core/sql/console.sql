@@ -60,7 +60,7 @@ from tickq.operator_jobs(%(statuses)s::text[], %(types)s::text[], %(queues)s::te
 -- One job of any user, without its payload or result.
 select id, queue, type, user_id, group_key, status, attempts, max_attempts, priority,
        progress, error, errors, run_after, lease_until, created_at, updated_at, started_at,
-       finished_at
+       finished_at, timeout_seconds
 from tickq.operator_job(%(id)s::uuid);
 
 -- name: operator_job_gate

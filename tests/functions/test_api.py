@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import warnings
 from datetime import UTC, datetime, timedelta
@@ -10,6 +11,7 @@ from uuid import uuid4
 import psycopg
 import pytest
 
+from queue_core import JobContext, PostgresStore, Registry, Runner
 from queue_core.limits import Limits, queue_limit
 from queue_core.validation import MAX_PAYLOAD_BYTES
 from tickq.functions import api
@@ -51,6 +53,26 @@ def test_a_posted_timeout_is_stored_and_shown_with_its_lease(call_api: Invoke) -
     assert (fetched["timeout_seconds"], fetched["lease_seconds"]) == (5, 15)
     status, _ = call_api("POST", "/jobs", body={"type": "embed", "timeout": 0}, sub=ALICE)
     assert status == 422  # a value out of bounds, as any other field's
+
+
+def test_the_job_view_says_how_a_timed_out_attempt_was_stopped(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    registry = Registry()
+
+    @registry.task("hang", backoff={"base": 600, "max": 600})
+    async def hang(job: JobContext) -> None:
+        await asyncio.sleep(30)
+
+    _, job = call_api("POST", "/jobs", body={"type": "hang", "timeout": 1}, sub=ALICE)
+    with Runner(PostgresStore(conn), registry, rand=lambda: 0.0) as runner:
+        runner.tick()
+
+    status, fetched = call_api("GET", f"/jobs/{job['id']}", sub=ALICE)
+
+    assert status == 200
+    assert (fetched["status"], fetched["timeout_seconds"]) == ("retrying", 1)
+    assert fetched["timed_out"] == {"after_seconds": 1, "stopped": "cancelled"}
 
 
 def test_sample_post_event_enqueues_for_the_token_subject(

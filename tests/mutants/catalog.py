@@ -60,6 +60,7 @@ OPERATOR_VIEW = "tests/integration/test_operator_job_view.py"
 WORKFLOWS = "tests/integration/test_workflows.py"
 TIMEOUT_TESTS = "tests/integration/test_runner_timeouts.py"
 ABANDONED_BOUND = "tests/integration/test_abandoned_bound.py"
+TIMEOUT_VIEWS = "tests/integration/test_timeout_views.py"
 WORKFLOWS_E2E = "tests/e2e/test_workflows_done_when.py"
 CLAIM_REPLY_LOST = "tests/integration/test_claim_reply_lost.py"
 SAGA_PATHS = "tests/integration/test_saga_paths.py"
@@ -1991,6 +1992,37 @@ MUTANTS: tuple[Mutant, ...] = (
             ABANDONED_BOUND,
             "tests/functions/test_tick.py::"
             "test_a_tick_whose_abandoned_handlers_pass_the_bound_claims_no_more",
+        ),
+    ),
+    Mutant(
+        "job-views-hide-how-a-timeout-stopped",
+        "tickq show and the API's job view leave out how a timed-out attempt was stopped",
+        (
+            Edit(
+                "queue_core/jobs.py",
+                '        out["timed_out"] = timed_out_view(self.error)\n',
+                '        out["timed_out"] = None\n',
+            ),
+        ),
+        targeted=(
+            f"{TIMEOUT_VIEWS}::test_show_prints_the_timeout_and_how_the_attempt_was_stopped",
+            "tests/functions/test_api.py::"
+            "test_the_job_view_says_how_a_timed_out_attempt_was_stopped",
+        ),
+    ),
+    Mutant(
+        "operator-view-hides-how-a-timeout-stopped",
+        "the operator console's job view leaves out how a timed-out attempt was stopped",
+        (
+            Edit(
+                "queue_core/console.py",
+                '            "timed_out": timed_out_view(job["error"]),\n',
+                '            "timed_out": None,\n',
+            ),
+        ),
+        targeted=(
+            f"{TIMEOUT_VIEWS}::"
+            "test_the_operator_job_view_shows_the_timeout_and_how_the_attempt_was_stopped",
         ),
     ),
 )
