@@ -84,11 +84,20 @@ STATUS_STYLE = {
     "succeeded": "green",
     "dead": "bold red",
     "cancelled": "dim",
+    "suspended": "blue",  # a state, not a status: queued with a wait (Job.state)
 }
 
 
 def _status(value: str) -> str:
     return f"[{STATUS_STYLE.get(value, '')}]{value}[/]"
+
+
+def _state(job: Job) -> str:
+    """A list's status column: a suspended job (queued with a wait) says what it waits for,
+    as it is not runnable until then."""
+    if job.is_suspended:
+        return f"{_status('suspended')} ({job.wait_kind})"
+    return _status(job.status.value)
 
 
 def jobs_table(jobs: Sequence[Job], title: str | None = None) -> Table:
@@ -100,7 +109,7 @@ def jobs_table(jobs: Sequence[Job], title: str | None = None) -> Table:
             str(job.id),
             job.type,
             job.queue,
-            _status(job.status.value),
+            _state(job),
             f"{job.attempts}/{job.max_attempts}",
             str(job.priority),
             when(job.created_at),
@@ -380,7 +389,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         table.add_column("value", overflow="fold")
         for key, value in job.to_dict().items():
             shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
-            table.add_row(key, _status(shown) if key == "status" else shown)
+            table.add_row(key, _status(shown) if key in ("status", "state") else shown)
         for relation, title in (
             ("parent", "after"),
             ("child", "children"),
@@ -572,6 +581,7 @@ def _stats_data(rows: Sequence[StatsRow]) -> list[dict[str, Any]]:
             "type": r.type,
             "status": r.status.value,
             "count": r.count,
+            "suspended": r.suspended,
             "oldest_runnable_seconds": r.oldest_runnable_seconds,
         }
         for r in rows
@@ -585,7 +595,9 @@ def _stats_table(rows: Sequence[StatsRow], at: datetime | None = None) -> Table:
         table.add_column(column)
     for r in rows:
         age = "" if r.oldest_runnable_seconds is None else f"{r.oldest_runnable_seconds:.1f} s"
-        table.add_row(r.queue, r.type, _status(r.status.value), str(r.count), age)
+        # Suspended jobs are stored queued, but are not runnable: counted apart.
+        count = f"{r.count} ({r.suspended} suspended)" if r.suspended else str(r.count)
+        table.add_row(r.queue, r.type, _status(r.status.value), count, age)
     if not rows:
         table.caption = "no jobs"
     return table

@@ -22,7 +22,7 @@ from . import validation
 from .dependencies import family
 from .errors import InvalidJob, InvalidTransition, JobNotFound, TickqError
 from .gates import GateView
-from .jobs import Status
+from .jobs import Status, is_suspended
 from .pages import check_page_limit, decode_cursor, fit_page
 from .ports import Store
 from .postgres.executor import Executor, StaleCount, translate_errors
@@ -201,7 +201,7 @@ class OperatorConsole:
             "limit": limit + 1,
         }
         rows = self._db.dicts("operator_jobs", params)
-        return OperatorJobs(*fit_page([_jsonable(r) for r in rows], limit))
+        return OperatorJobs(*fit_page([_with_state(_jsonable(r)) for r in rows], limit))
 
     def job(self, job_id: UUID | str) -> dict[str, Any]:
         """One job of any user as its detail shows it, in the shape of the owner's: the
@@ -217,7 +217,7 @@ class OperatorConsole:
         gate = [GateView(kind, None, enqueues).to_dict() for kind, enqueues in gates]
         durable = durable_view(self._db.rows("operator_job_durable", params), job_id)
         relatives = relatives_of(self._db.rows("operator_job_relatives", params))
-        job = _jsonable(rows[0])
+        job = _with_state(_jsonable(rows[0]), durable.wait is not None)
         return {
             **job,
             # A timed-out last attempt: after how long and how its handler was stopped.
@@ -272,6 +272,14 @@ def _names(values: Iterable[Any] | None, field_name: str) -> tuple[str, ...] | N
 
 def _list(values: tuple[str, ...] | None) -> list[str] | None:
     return None if values is None else list(values)
+
+
+def _with_state(row: dict[str, Any], suspended: bool | None = None) -> dict[str, Any]:
+    """The row with its `state`, as Job.state: its status, but `suspended` for a job queued
+    with a wait (its `wait_kind`, in a list's row; its durable side's wait, in the detail)."""
+    if suspended is None:
+        suspended = is_suspended(Status(row["status"]), row.get("wait_kind"))
+    return {**row, "state": "suspended" if suspended else row["status"]}
 
 
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:

@@ -61,6 +61,7 @@ WORKFLOWS = "tests/integration/test_workflows.py"
 TIMEOUT_TESTS = "tests/integration/test_runner_timeouts.py"
 ABANDONED_BOUND = "tests/integration/test_abandoned_bound.py"
 TIMEOUT_VIEWS = "tests/integration/test_timeout_views.py"
+SUSPENDED_SHOWN = "tests/integration/test_suspended_shown.py"
 WORKFLOWS_E2E = "tests/e2e/test_workflows_done_when.py"
 CLAIM_REPLY_LOST = "tests/integration/test_claim_reply_lost.py"
 SAGA_PATHS = "tests/integration/test_saga_paths.py"
@@ -2023,6 +2024,34 @@ MUTANTS: tuple[Mutant, ...] = (
         targeted=(
             f"{TIMEOUT_VIEWS}::"
             "test_the_operator_job_view_shows_the_timeout_and_how_the_attempt_was_stopped",
+        ),
+    ),
+    Mutant(
+        "suspended-jobs-counted-as-depth",
+        "a suspended job (queued with its wait) counts as runnable queue depth: the depth"
+        " metric, its alarms and the console's chart count jobs no worker may claim",
+        (
+            Edit(
+                "queue_core/ports.py",
+                "        return self.count - self.suspended if self.status in RUNNABLE else 0\n",
+                "        return self.count if self.status in RUNNABLE else 0\n",
+            ),
+        ),
+        targeted=(f"{SUSPENDED_SHOWN}::test_a_suspended_job_is_not_runnable_depth",),
+    ),
+    Mutant(
+        "suspended-jobs-shown-queued",
+        "the CLI and the API show a suspended job as queued, like a job a worker may claim",
+        (
+            Edit(
+                "queue_core/jobs.py",
+                '        return "suspended" if self.is_suspended else self.status.value\n',
+                "        return self.status.value\n",
+            ),
+        ),
+        targeted=(
+            f"{SUSPENDED_SHOWN}::test_a_suspended_job_shows_suspended_and_a_queued_one_queued",
+            f"{SUSPENDED_SHOWN}::test_the_cli_lists_and_shows_a_suspended_job_as_suspended",
         ),
     ),
 )

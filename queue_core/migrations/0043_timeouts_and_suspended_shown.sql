@@ -1,6 +1,8 @@
 -- What remains of timeouts: SQL's tickq.enqueue takes a `timeout` by name, as its
 -- enqueue_many takes the request field (a new parameter: the function is made again, its
--- grants with it), and the operator's job view returns the job's timeout.
+-- grants with it), and the operator's job view returns the job's timeout. And suspended jobs
+-- shown as such: the operator's list returns each job's wait_kind, and the operator's
+-- counts how many queued jobs are suspended (not runnable depth).
 
 drop function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer, text, text,
                             double precision, double precision, text, double precision);
@@ -144,3 +146,81 @@ $$;
 
 revoke all on function tickq.operator_job(uuid) from public;
 grant execute on function tickq.operator_job(uuid) to tickq_operator, tickq_worker;
+
+drop function tickq.operator_stats(timestamptz);
+
+-- Operators: counts across every user, nothing else. A login in tickq_operator (the API's,
+-- so /admin/stats works) can call this function and touch no row. `suspended`: of the
+-- queued, those queued with a wait (a durable job's suspension), which are not runnable.
+create function tickq.operator_stats(p_now timestamptz)
+    returns table (queue text, type text, status text, count bigint,
+                   oldest_runnable_seconds double precision, suspended bigint)
+    language sql stable security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+select j.queue, j.type, j.status, count(*),
+       extract(epoch from coalesce(p_now, now())
+               - min(j.run_after) filter (
+                   where j.status in ('queued', 'retrying')
+                     and j.run_after <= coalesce(p_now, now())))::double precision,
+       count(*) filter (where j.status = 'queued' and j.wait_kind is not null)
+from tickq.jobs j
+group by j.queue, j.type, j.status
+order by j.queue, j.type, j.status
+$$;
+
+revoke all on function tickq.operator_stats(timestamptz) from public;
+grant execute on function tickq.operator_stats(timestamptz) to tickq_operator;
+
+drop function tickq.operator_jobs(text[], text[], text[], text[], text, timestamptz, timestamptz,
+                                  timestamptz, uuid, integer);
+
+-- Every user's jobs for the operator list: what identifies a job and how it went, never
+-- its payload or result. Newest first, a page after the (created_at, id) cursor. As every
+-- list of jobs, it leaves out a large progress (null, tickq.list_left_out) and cuts the
+-- error to its first 200 characters (LIST_ERROR_CHARS in queue_core/pages.py); `truncated`
+-- names what it left out or cut, each with the bytes it holds ({} when nothing). The page's
+-- rows are chosen first, so only they are measured. `wait_kind`: what a suspended job
+-- (queued with a wait) waits for, so the list shows it suspended.
+create function tickq.operator_jobs(
+    p_statuses text[], p_types text[], p_queues text[], p_groups text[], p_error text,
+    p_created_from timestamptz, p_created_to timestamptz,
+    p_after_created timestamptz, p_after_id uuid, p_limit integer)
+    returns table (id uuid, queue text, type text, user_id uuid, group_key text, status text,
+                   attempts integer, max_attempts integer, priority integer,
+                   progress jsonb, error text, run_after timestamptz,
+                   created_at timestamptz, updated_at timestamptz, finished_at timestamptz,
+                   truncated jsonb, wait_kind text)
+    language sql stable security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+select j.id, j.queue, j.type, j.user_id, j.group_key, j.status, j.attempts, j.max_attempts,
+       j.priority, case when b.progress is null then j.progress end, left(j.error, 200),
+       j.run_after, j.created_at, j.updated_at, j.finished_at,
+       jsonb_strip_nulls(jsonb_build_object('progress', b.progress, 'error', b.error)),
+       j.wait_kind
+from (select j.id, j.queue, j.type, j.user_id, j.group_key, j.status, j.attempts,
+             j.max_attempts, j.priority, j.progress, j.error, j.run_after, j.created_at,
+             j.updated_at, j.finished_at, j.wait_kind
+      from tickq.jobs j
+      where (p_statuses is null or j.status = any(p_statuses))
+        and (p_types is null or j.type = any(p_types))
+        and (p_queues is null or j.queue = any(p_queues))
+        and (p_groups is null or j.group_key = any(p_groups))
+        and (p_error is null or strpos(lower(j.error), lower(p_error)) > 0)
+        and (p_created_from is null or j.created_at >= p_created_from)
+        and (p_created_to is null or j.created_at < p_created_to)
+        and (p_after_created is null or (j.created_at, j.id) < (p_after_created, p_after_id))
+      order by j.created_at desc, j.id desc
+      limit p_limit) j
+cross join lateral (
+    select tickq.list_left_out(j.progress) as progress,
+           case when char_length(j.error) > 200 then octet_length(j.error) end as error) b
+order by j.created_at desc, j.id desc
+$$;
+
+revoke all on function tickq.operator_jobs(text[], text[], text[], text[], text, timestamptz,
+                                           timestamptz, timestamptz, uuid, integer) from public;
+grant execute on function tickq.operator_jobs(text[], text[], text[], text[], text, timestamptz,
+                                              timestamptz, timestamptz, uuid, integer)
+    to tickq_operator, tickq_worker;
