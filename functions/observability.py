@@ -145,7 +145,7 @@ def record_depth(rows: Iterable[StatsRow]) -> dict[tuple[str, str], dict[str, fl
         if otel is not None:
             otel.record_depth(queue, type_, values["depth"], values["oldest_age"])
         _single("queue_depth", MetricUnit.Count, values["depth"], queue, type_)
-        _single("suspended", MetricUnit.Count, values["suspended"], queue, type_)
+        _single("suspended_jobs", MetricUnit.Count, values["suspended"], queue, type_)
         _single("waiting_for_parents", MetricUnit.Count, values["waiting"], queue, type_)
         _single("oldest_runnable_age", MetricUnit.Seconds, values["oldest_age"], queue, type_)
     # Totals on the service dimension alone, for alarms that must not list every queue.
