@@ -513,8 +513,8 @@ class Runner:
         timeouts = self.abandoned.take_timeouts()
         if timeouts:
             report.timed_out += timeouts
-        # The gauge, refreshed while any thread was ever abandoned (a worker's report is
-        # fresh each batch: a stale 0 would hide threads that still run).
+        # The gauge, every batch (a worker's report is fresh each batch: left at 0 it would
+        # hide threads that still run); free while no thread was ever abandoned.
         report.abandoned_handlers = self.abandoned.running
 
     def _after_early_saves(
