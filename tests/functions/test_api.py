@@ -13,6 +13,8 @@ import pytest
 
 from queue_core import JobContext, PostgresStore, Registry, Runner
 from queue_core.limits import Limits, queue_limit
+from queue_core.postgres import StepStore
+from queue_core.steps import FOREVER, WaitKind
 from queue_core.validation import MAX_PAYLOAD_BYTES
 from tickq.functions import api
 from tickq.functions.identity import OWNER_NAMESPACE, caller_id
@@ -73,6 +75,26 @@ def test_the_job_view_says_how_a_timed_out_attempt_was_stopped(
     assert status == 200
     assert (fetched["status"], fetched["timeout_seconds"]) == ("retrying", 1)
     assert fetched["timed_out"] == {"after_seconds": 1, "stopped": "cancelled"}
+
+
+def test_a_suspended_job_is_listed_and_shown_suspended(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    _, job = call_api("POST", "/jobs", body={"type": "review"}, sub=ALICE)
+    store = PostgresStore(conn)
+    (claimed,) = store.claim(limit=1)
+    assert claimed.lease_token is not None
+    StepStore(store).suspend(
+        claimed.id, claimed.lease_token, kind=WaitKind.SIGNAL, name="approve", until=FOREVER
+    )
+
+    _, listing = call_api("GET", "/jobs", sub=ALICE)
+    _, fetched = call_api("GET", f"/jobs/{job['id']}", sub=ALICE)
+
+    assert [(j["id"], j["status"], j["state"]) for j in listing["jobs"]] == [
+        (job["id"], "queued", "suspended")
+    ]
+    assert (fetched["state"], fetched["waiting_for"]["name"]) == ("suspended", "approve")
 
 
 def test_sample_post_event_enqueues_for_the_token_subject(
