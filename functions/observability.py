@@ -117,19 +117,25 @@ def record_tick(report: TickReport) -> None:
     """Add a tick's counters and duration to the invocation's metrics."""
     for name in TICK_COUNTERS:
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=getattr(report, name))
+    # A gauge: handler threads abandoned at their timeout that still run in this container.
+    metrics.add_metric(
+        name="abandoned_handlers", unit=MetricUnit.Count, value=report.abandoned_handlers
+    )
     metrics.add_metric(name="tick_duration", unit=MetricUnit.Seconds, value=report.duration_seconds)
 
 
 def record_depth(rows: Iterable[StatsRow]) -> dict[tuple[str, str], dict[str, float]]:
-    """Emit queue depth, jobs waiting for parents and oldest-runnable age per queue and type;
-    returns what was sent."""
+    """Emit queue depth (runnable jobs: suspended ones wait for a signal, a sleep or their
+    children), suspended jobs, jobs waiting for parents and oldest-runnable age per queue
+    and type; returns what was sent."""
     waiting: dict[tuple[str, str], dict[str, float]] = {}
     for row in rows:
         entry = waiting.setdefault(
-            (row.queue, row.type), {"depth": 0, "waiting": 0, "oldest_age": 0.0}
+            (row.queue, row.type), {"depth": 0, "suspended": 0, "waiting": 0, "oldest_age": 0.0}
         )
         if row.status.value in ("queued", "retrying"):
-            entry["depth"] += row.count
+            entry["depth"] += row.runnable
+            entry["suspended"] += row.suspended
         elif row.status.value == "waiting":
             entry["waiting"] += row.count
         if row.oldest_runnable_seconds is not None:
@@ -139,6 +145,7 @@ def record_depth(rows: Iterable[StatsRow]) -> dict[tuple[str, str], dict[str, fl
         if otel is not None:
             otel.record_depth(queue, type_, values["depth"], values["oldest_age"])
         _single("queue_depth", MetricUnit.Count, values["depth"], queue, type_)
+        _single("suspended_jobs", MetricUnit.Count, values["suspended"], queue, type_)
         _single("waiting_for_parents", MetricUnit.Count, values["waiting"], queue, type_)
         _single("oldest_runnable_age", MetricUnit.Seconds, values["oldest_age"], queue, type_)
     # Totals on the service dimension alone, for alarms that must not list every queue.

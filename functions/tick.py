@@ -12,6 +12,8 @@ Environment:
                             (default 0: no fan-out; Lambda stops loops after 16 hops anyway)
   TICKQ_EVENT_BUS           EventBridge bus the outbox's events go to (optional; without it
                             they wait in the outbox)
+  TICKQ_MAX_ABANDONED_HANDLERS  past this many plain handlers abandoned at their timeout
+                            and still running, the tick stops claiming (default 8)
 Event: {} or {"fanout_depth": n, "queues": [...], "max_batches": n}; other keys are ignored,
 so schedule inputs may carry their own markers.
 """
@@ -95,6 +97,9 @@ def handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         # Durable steps suspend before a step that would end past the safety margin.
         time_left=lambda: (context.get_remaining_time_in_millis() - margin_ms) / 1000,
         transactions=_handler_connections,
+        # Past this many abandoned handler threads the tick claims no more (the report says
+        # abandoned_past_bound); the next tick starts with a runner of its own.
+        max_abandoned=config.max_abandoned_handlers,
     )
 
     def fan_out() -> bool:

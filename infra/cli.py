@@ -59,6 +59,7 @@ from .cli_common import (
     EXIT_DATABASE,
     EXIT_INPUT,
     EXIT_REFUSED,
+    EXIT_RESTART,
     UsageError,
     database,
     database_url,
@@ -84,11 +85,20 @@ STATUS_STYLE = {
     "succeeded": "green",
     "dead": "bold red",
     "cancelled": "dim",
+    "suspended": "blue",  # a state, not a status: queued with a wait (Job.state)
 }
 
 
 def _status(value: str) -> str:
     return f"[{STATUS_STYLE.get(value, '')}]{value}[/]"
+
+
+def _state(job: Job) -> str:
+    """A list's status column: a suspended job (queued with a wait) says what it waits for,
+    as it is not runnable until then."""
+    if job.is_suspended:
+        return f"{_status('suspended')} ({job.wait_kind})"
+    return _status(job.status.value)
 
 
 def jobs_table(jobs: Sequence[Job], title: str | None = None) -> Table:
@@ -100,7 +110,7 @@ def jobs_table(jobs: Sequence[Job], title: str | None = None) -> Table:
             str(job.id),
             job.type,
             job.queue,
-            _status(job.status.value),
+            _state(job),
             f"{job.attempts}/{job.max_attempts}",
             str(job.priority),
             when(job.created_at),
@@ -193,6 +203,7 @@ def _runner(
         concurrency=args.concurrency or settings.concurrency,
         lease_seconds=args.lease_seconds or settings.lease_seconds,
         time_left=time_left,
+        max_abandoned=settings.max_abandoned_handlers,
     )
 
 
@@ -332,6 +343,17 @@ def cmd_work(args: argparse.Namespace) -> int:
             )
         runner.store.close()
     emit(args, report.as_dict(), lambda: out.print(report_table(report)))
+    if report.abandoned_past_bound:
+        # Python cannot stop those threads; only a fresh process is rid of them. Every
+        # outcome is saved: whoever started this worker starts it again.
+        err.print(
+            f"tickq work: {report.abandoned_handlers} handler thread(s) abandoned at their "
+            "timeout still run, past TICKQ_MAX_ABANDONED_HANDLERS "
+            f"({settings.max_abandoned_handlers}); claiming stopped and every outcome saved; "
+            f"exiting with code {EXIT_RESTART} to be started afresh",
+            highlight=False,
+        )
+        return EXIT_RESTART
     return 0
 
 
@@ -373,7 +395,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         table.add_column("value", overflow="fold")
         for key, value in job.to_dict().items():
             shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
-            table.add_row(key, _status(shown) if key == "status" else shown)
+            table.add_row(key, _status(shown) if key in ("status", "state") else shown)
         for relation, title in (
             ("parent", "after"),
             ("child", "children"),
@@ -565,6 +587,7 @@ def _stats_data(rows: Sequence[StatsRow]) -> list[dict[str, Any]]:
             "type": r.type,
             "status": r.status.value,
             "count": r.count,
+            "suspended": r.suspended,
             "oldest_runnable_seconds": r.oldest_runnable_seconds,
         }
         for r in rows
@@ -578,7 +601,9 @@ def _stats_table(rows: Sequence[StatsRow], at: datetime | None = None) -> Table:
         table.add_column(column)
     for r in rows:
         age = "" if r.oldest_runnable_seconds is None else f"{r.oldest_runnable_seconds:.1f} s"
-        table.add_row(r.queue, r.type, _status(r.status.value), str(r.count), age)
+        # Suspended jobs are stored queued, but are not runnable: counted apart.
+        count = f"{r.count} ({r.suspended} suspended)" if r.suspended else str(r.count)
+        table.add_row(r.queue, r.type, _status(r.status.value), count, age)
     if not rows:
         table.caption = "no jobs"
     return table
@@ -826,7 +851,10 @@ def _int(raw: str) -> int:
 # Bulk retries go in chunks of this many jobs; bars appear for at least PROGRESS_THRESHOLD.
 RETRY_CHUNK = 100
 PROGRESS_THRESHOLD = 2
-EXIT_CODES = "exit codes: 0 ok, 1 refused (not found, wrong state), 2 bad input, 3 database error"
+EXIT_CODES = (
+    "exit codes: 0 ok, 1 refused (not found, wrong state), 2 bad input, 3 database error, "
+    f"{EXIT_RESTART} restart (tickq work: too many handlers abandoned at their timeout)"
+)
 EXAMPLES = """\
 examples:
   tickq demo                                  run the demo on a throwaway PostgreSQL

@@ -27,6 +27,9 @@ from . import kept_server
 from .localdb import LocalPostgres, LocalPostgresError, pg_bin_dir
 
 EXIT_REFUSED, EXIT_INPUT, EXIT_DATABASE = 1, 2, 3
+# `tickq work` stopped itself to be started afresh (its abandoned handler threads passed
+# TICKQ_MAX_ABANDONED_HANDLERS): sysexits' EX_TEMPFAIL, "try again".
+EXIT_RESTART = 75
 LOCAL_DATA_DIR = Path(os.environ.get("TICKQ_LOCAL_DIR", "~/.cache/tickq/pgdata")).expanduser()
 
 # Read by a pipe (grep, cut, a file) rather than a terminal, output is not fitted to 80

@@ -53,9 +53,11 @@ class WorkStatus:
         t = self.total
         running = max(0, t.claimed - finished(t) - t.lost_leases)
         failures = t.retried + t.dead
+        # Threads of handlers stopped at their timeout that still run (a gauge), when any.
+        abandoned = f"abandoned {t.abandoned_handlers}  " if t.abandoned_handlers else ""
         return (
             f"{self.rate():.1f} jobs/s  running {running}  succeeded {t.succeeded}  "
-            f"failures {failures} ({t.retried} retried, {t.dead} dead)  "
+            f"failures {failures} ({t.retried} retried, {t.dead} dead)  {abandoned}"
             f"up {self.clock() - self.started:.0f} s"
         )
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from .errors import ConfigurationError
 from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE
+from .timeouts import DEFAULT_MAX_ABANDONED
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,9 @@ class Settings:
     # The API's user transactions (ApiFunction, `tickq serve`): each statement is cancelled
     # after this many milliseconds, so one caller's request cannot hold the database.
     api_statement_timeout_ms: int = 5000
+    # How many abandoned handler threads (plain handlers past their timeout) a worker or a
+    # tick lives with before it stops claiming (Runner's max_abandoned).
+    max_abandoned_handlers: int = DEFAULT_MAX_ABANDONED
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -41,6 +45,9 @@ class Settings:
             else _parse_int("TICKQ_PREPARE_THRESHOLD", prepare, 0, 1_000),
             api_statement_timeout_ms=env_int(
                 "TICKQ_API_STATEMENT_TIMEOUT_MS", 5000, 1, 3_600_000, env
+            ),
+            max_abandoned_handlers=env_int(
+                "TICKQ_MAX_ABANDONED_HANDLERS", DEFAULT_MAX_ABANDONED, 0, 10_000, env
             ),
         )
 

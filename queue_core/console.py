@@ -22,13 +22,14 @@ from . import validation
 from .dependencies import family
 from .errors import InvalidJob, InvalidTransition, JobNotFound, TickqError
 from .gates import GateView
-from .jobs import Status
+from .jobs import Status, is_suspended
 from .pages import check_page_limit, decode_cursor, fit_page
 from .ports import Store
 from .postgres.executor import Executor, StaleCount, translate_errors
 from .postgres.reads import relatives_of
 from .postgres.steps import durable_view
 from .queries import QUERIES
+from .timed_out import timed_out_view
 
 MAX_BULK = 500  # ids in one bulk request: a page of the list
 MAX_ERROR_FILTER = 200
@@ -200,13 +201,14 @@ class OperatorConsole:
             "limit": limit + 1,
         }
         rows = self._db.dicts("operator_jobs", params)
-        return OperatorJobs(*fit_page([_jsonable(r) for r in rows], limit))
+        return OperatorJobs(*fit_page([_with_state(_jsonable(r)) for r in rows], limit))
 
     def job(self, job_id: UUID | str) -> dict[str, Any]:
         """One job of any user as its detail shows it, in the shape of the owner's: the
         list's columns and the error history, its parents and children ("after",
         "children") and its durable side (resumes, the wait, steps and signals by name, time
-        and size). Never the payload, the result, a step's result or a signal's payload."""
+        and size), its timeout and how a timed-out attempt was stopped. Never the payload, the
+        result, a step's result or a signal's payload."""
         params = {"id": validation.uuid(job_id, "id")}
         rows = self._db.dicts("operator_job", params)
         if not rows:
@@ -215,8 +217,11 @@ class OperatorConsole:
         gate = [GateView(kind, None, enqueues).to_dict() for kind, enqueues in gates]
         durable = durable_view(self._db.rows("operator_job_durable", params), job_id)
         relatives = relatives_of(self._db.rows("operator_job_relatives", params))
+        job = _with_state(_jsonable(rows[0]), durable.wait is not None)
         return {
-            **_jsonable(rows[0]),
+            **job,
+            # A timed-out last attempt: after how long and how its handler was stopped.
+            "timed_out": timed_out_view(job["error"]),
             **family(relatives),
             **durable.to_dict(),
             "gate": gate[0] if gate else None,
@@ -267,6 +272,14 @@ def _names(values: Iterable[Any] | None, field_name: str) -> tuple[str, ...] | N
 
 def _list(values: tuple[str, ...] | None) -> list[str] | None:
     return None if values is None else list(values)
+
+
+def _with_state(row: dict[str, Any], suspended: bool | None = None) -> dict[str, Any]:
+    """The row with its `state`, as Job.state: its status, but `suspended` for a job queued
+    with a wait (its `wait_kind`, in a list's row; its durable side's wait, in the detail)."""
+    if suspended is None:
+        suspended = is_suspended(Status(row["status"]), row.get("wait_kind"))
+    return {**row, "state": "suspended" if suspended else row["status"]}
 
 
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:

@@ -65,12 +65,13 @@ class DepthSample:
 
 
 def depth_by_queue(rows: Iterable[StatsRow]) -> dict[str, tuple[int, int, float | None]]:
-    """Per queue: jobs waiting (queued or retrying), running, and the oldest runnable age."""
+    """Per queue: jobs waiting (queued or retrying, not suspended), running, and the oldest
+    runnable age."""
     queues: dict[str, tuple[int, int, float | None]] = {}
     for row in rows:
         depth, running, oldest = queues.get(row.queue, (0, 0, None))
         if row.status in RUNNABLE:
-            depth += row.count
+            depth += row.runnable
         elif row.status == Status.RUNNING:
             running += row.count
         if row.oldest_runnable_seconds is not None:

@@ -12,6 +12,7 @@ from uuid import UUID
 from . import payloads
 from .backoff import Backoff
 from .gates import Gate
+from .timed_out import timed_out_view
 
 
 class Status(enum.StrEnum):
@@ -93,6 +94,9 @@ class Job:
     snoozes: int = 0
     # Seconds its handler may run before the runner stops it (None: no limit of its own).
     timeout_seconds: int | None = None
+    # What a durable job's last suspension waits for (a signal, a sleep, its children, a
+    # step's retry); it is suspended while queued with one (is_suspended).
+    wait_kind: str | None = None
 
     @property
     def backoff(self) -> Backoff:
@@ -103,6 +107,17 @@ class Job:
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL
+
+    @property
+    def is_suspended(self) -> bool:
+        """Left its worker to wait and not claimed back: not runnable before its wait ends."""
+        return is_suspended(self.status, self.wait_kind)
+
+    @property
+    def state(self) -> str:
+        """What the views show: the status, but `suspended` for a suspended job, which its
+        row stores as queued (with its wait)."""
+        return "suspended" if self.is_suspended else self.status.value
 
     @property
     def standing_error(self) -> str | None:
@@ -122,6 +137,9 @@ class Job:
             elif isinstance(value, Status):
                 value = value.value
             out[name] = value
+        out["state"] = self.state
+        # A timed-out last attempt: after how long and how its handler was stopped.
+        out["timed_out"] = timed_out_view(self.error)
         return out
 
 

@@ -18,7 +18,7 @@ from .batch import JobBatch
 from .dependencies import ParentRef, Relative
 from .fairness import GroupStats
 from .gates import GateView
-from .jobs import EnqueueResult, Job, JobSpec, Outcome, Status
+from .jobs import RUNNABLE, EnqueueResult, Job, JobSpec, Outcome, Status
 from .steps import Durable, DurableView, WaitKind
 
 
@@ -57,6 +57,14 @@ class StatsRow:
     status: Status
     count: int
     oldest_runnable_seconds: float | None
+    # Of the queued, those suspended (queued with a wait): not runnable until it ends.
+    suspended: int = 0
+
+    @property
+    def runnable(self) -> int:
+        """The row's jobs a worker may claim now or after their backoff: its queue depth.
+        A suspended job waits for a signal, a sleep, its children or a step's retry."""
+        return self.count - self.suspended if self.status in RUNNABLE else 0
 
 
 class ClaimedBatch(Protocol):

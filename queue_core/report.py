@@ -72,6 +72,9 @@ class TickReport:
     timed_out: int = 0  # attempts stopped at their timeout (queue_core/timeouts.py)
     # A gauge: handler threads that outlived their timeout and still run, at the last batch.
     abandoned_handlers: int = 0
+    # Claiming stopped because abandoned_handlers passed the runner's bound (max_abandoned):
+    # a worker that says so exits to be started afresh.
+    abandoned_past_bound: bool = False
     duration_seconds: float = 0.0
     dead_letters: list[DeadLetter] = field(default_factory=list)
 
@@ -80,6 +83,7 @@ class TickReport:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.duration_seconds += other.duration_seconds
         self.abandoned_handlers = other.abandoned_handlers
+        self.abandoned_past_bound = self.abandoned_past_bound or other.abandoned_past_bound
         self.dead_letters.extend(other.dead_letters)
 
     def as_dict(self) -> dict[str, Any]:

@@ -46,12 +46,13 @@ from .registry import Registry, Task
 from .report import TICK_COUNTERS, DeadLetter, TickReport, log_fields
 from .step_context import Compensating, StepCounts, StepHost, Suspended
 from .steps import suspended
+from .timed_out import timed_out_error
 from .timeouts import (
+    DEFAULT_MAX_ABANDONED,
     KILL_GRACE_SECONDS,
     AbandonedHandlers,
     call_in_process,
     call_in_thread,
-    timed_out_error,
     timeout_of,
 )
 
@@ -148,13 +149,19 @@ class Runner:
         rand: Callable[[], float] = random.random,
         time_left: Callable[[], float] | None = None,
         transactions: HandlerTransactions | None = None,
+        max_abandoned: int | None = DEFAULT_MAX_ABANDONED,
     ) -> None:
         """`time_left()`: seconds until the invocation ends (a Lambda's remaining time less
         its margin); handlers' steps suspend before a step that would not fit.
         `transactions`: where transactional handlers run, the caller's to close (default:
-        connections opened like the store's, closed with the runner)."""
+        connections opened like the store's, closed with the runner).
+        `max_abandoned`: how many abandoned handler threads (plain handlers left running
+        past their timeout) the runner lives with; past it, it claims no more (None: no
+        bound) and its report says `abandoned_past_bound`."""
         if batch_size < 1 or concurrency < 1 or lease_seconds < 1:
             raise ValueError("batch_size, concurrency and lease_seconds must be positive")
+        if max_abandoned is not None and max_abandoned < 0:
+            raise ValueError("max_abandoned must be 0 or more")
         self.store = store  # a reconnect replaces it
         self.registry = registry
         self.queues = list(queues)
@@ -174,6 +181,7 @@ class Runner:
         self._saved_early: list[tuple[list[Job], list[Outcome], set[UUID]]] = []
         self.step_counts = StepCounts()
         self.abandoned = AbandonedHandlers()  # handlers stopped at their timeout
+        self.max_abandoned = max_abandoned
         self._time_left = time_left
         self._steps = StepHost(
             lambda: self.store,
@@ -274,24 +282,28 @@ class Runner:
         """Claim → run → persist, batch after batch, until `rule` ends it. Jobs leased ahead
         by the last persist always run, so the loop never leaves a lease behind."""
         pipeline = self.pipeline
-        go = pipeline.leased_ahead or rule.go_on()
+
+        def go_on() -> bool:
+            return not self._past_abandoned_bound(rule.report) and rule.go_on()
+
+        go = pipeline.leased_ahead or go_on()
         while go:
             report = rule.report
             try:
                 # What a failed statement left goes first, before any claim.
                 if pipeline.owed or pipeline.lost_claims:
                     self.resend(report)
-                    if not (pipeline.next or rule.go_on()):
+                    if not (pipeline.next or go_on()):
                         return
                 if rule.before_batch is not None:
                     rule.before_batch(report)
-                claimed = self.run_batch(report, claim_next=rule.go_on, overlap=True)
+                claimed = self.run_batch(report, claim_next=go_on, overlap=True)
             except DatabaseError as exc:
                 if not rule.failed(exc):
                     return
                 # Reconnected: what the failure left (outcomes to send again, jobs leased
                 # ahead) is dealt with even when the rule says stop.
-                go = pipeline.leased_ahead or pipeline.owes or rule.go_on()
+                go = pipeline.leased_ahead or pipeline.owes or go_on()
                 continue
             if rule.after_batch is not None:
                 rule.after_batch(claimed, report)
@@ -302,8 +314,27 @@ class Runner:
             # claims again rather than count the queue drained. A tick so runs a fan-out
             # to its end while time is left, instead of leaving it to the next tick.
             go = (
-                (pipeline.take_released() and claimed > 0) or rule.drained(claimed)
-            ) and rule.go_on()
+                not self._past_abandoned_bound(rule.report)
+                and ((pipeline.take_released() and claimed > 0) or rule.drained(claimed))
+                and go_on()
+            )
+
+    def _past_abandoned_bound(self, report: TickReport) -> bool:
+        """Whether the abandoned handler threads still running passed `max_abandoned`: the
+        loop then claims no more (jobs leased ahead still run and every outcome is saved),
+        and the report says so, for `tickq work` to exit and be started afresh, the only
+        way to be rid of threads Python cannot stop."""
+        if not self.abandoned.past(self.max_abandoned):
+            return False
+        if not report.abandoned_past_bound:
+            report.abandoned_past_bound = True
+            log.warning(
+                "claiming stopped: %d abandoned handler threads still run (bound %s)",
+                self.abandoned.running,
+                self.max_abandoned,
+            )
+        report.abandoned_handlers = self.abandoned.running
+        return True
 
     def resend(self, report: TickReport) -> None:
         """Persist the outcomes a failed statement left behind (Pipeline.owed), on the store
@@ -486,9 +517,11 @@ class Runner:
             report.suspended += suspends
             report.resumed += resumes
         timeouts = self.abandoned.take_timeouts()
-        if timeouts or report.abandoned_handlers:
+        if timeouts:
             report.timed_out += timeouts
-            report.abandoned_handlers = self.abandoned.running
+        # The gauge, every batch (a worker's report is fresh each batch: left at 0 it would
+        # hide threads that still run); free while no thread was ever abandoned.
+        report.abandoned_handlers = self.abandoned.running
 
     def _after_early_saves(
         self, report: TickReport, jobs: list[Job], outcomes: list[Outcome]

@@ -31,12 +31,10 @@ from .jobs import Job
 # How long a child process has to exit after SIGTERM before it is killed.
 KILL_GRACE_SECONDS = 2.0
 
-
-def timed_out_error(seconds: float, how: str) -> str:
-    """The error an attempt stopped at its timeout ends with, saying how it was stopped
-    (`cancelled`: an async handler; `killed`: a process-isolated one's child; `abandoned`:
-    a plain handler's thread, left to end), which every view of the job shows."""
-    return f"timed out after {seconds:g} s ({how})"
+# How many abandoned handler threads a runner lives with: past it, it stops claiming (a
+# tick for the rest of its run; `tickq work` then exits to be started afresh), since each
+# one may hold memory, sockets or locks that only the end of the process gives back.
+DEFAULT_MAX_ABANDONED = 8
 
 
 def timeout_of(job: Job, task_timeout: int | None) -> int | None:
@@ -105,9 +103,15 @@ class AbandonedHandlers:
     @property
     def running(self) -> int:
         """Abandoned handler threads still running (a gauge)."""
+        if not self._threads:  # the usual case, without the lock: no handler ever hung
+            return 0
         with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()]
             return len(self._threads)
+
+    def past(self, bound: int | None) -> bool:
+        """Whether more than `bound` abandoned threads still run (never, without a bound)."""
+        return bound is not None and len(self._threads) > bound and self.running > bound
 
 
 # A handler in a child process

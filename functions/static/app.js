@@ -234,6 +234,14 @@ function renderJobs() {
   renderSelection();
 }
 
+// A job's state: its status, but "suspended" for a durable job queued with a wait (a
+// signal, a sleep, its children, a step's retry), which no worker may claim before it ends.
+function statusBadge(job) {
+  const shown = job.state || job.status;
+  const title = shown === "suspended" && job.wait_kind ? `waiting for ${job.wait_kind}` : "";
+  return el("span", { className: `status status-${shown}`, title }, shown);
+}
+
 function jobRow(job, index) {
   const actions = el("td", { className: "actions" });
   if (RETRYABLE.has(job.status)) actions.append(action("Retry", job, "retry"));
@@ -248,7 +256,7 @@ function jobRow(job, index) {
     el("td", {}, job.queue),
     el("td", { className: "owner", title: job.user_id || "" }, job.user_id ? "…" + job.user_id.slice(-8) : "—"),
     el("td", { className: "group", title: job.group_key || "" }, job.group_key || ""),
-    el("td", {}, el("span", { className: `status status-${job.status}` }, job.status)),
+    el("td", {}, statusBadge(job)),
     el("td", { className: "num" }, `${job.attempts}/${job.max_attempts}`),
     el("td", {}, progress(job.progress, job.status, (job.truncated || {}).progress)),
     el("td", { title: job.created_at }, when(job.created_at)),
@@ -355,9 +363,10 @@ function onListKey(event) {
 // the operator's route, which shows any user's job without its payload or results; the
 // caller's own list asks for the caller's job, payload included.
 
-const DETAIL_FIELDS = [["status"], ["queue"], ["user_id", "owner"], ["group_key", "group"],
+const DETAIL_FIELDS = [["status"], ["state"], ["queue"], ["user_id", "owner"], ["group_key", "group"],
   ["attempts"], ["max_attempts"], ["priority"], ["idempotency_key"], ["run_after"],
-  ["lease_until"], ["created_at"], ["started_at"], ["finished_at"], ["error"]];
+  ["lease_until"], ["created_at"], ["started_at"], ["finished_at"], ["timeout_seconds", "timeout"],
+  ["error"], ["timed_out", "timed out"]];
 const TIMES = new Set(["run_after", "lease_until", "created_at", "started_at", "finished_at"]);
 const HIDDEN = "(not shown to operators)";
 
@@ -369,6 +378,10 @@ function detailPath(id) {
 function fieldText(job, name) {
   const value = name === "error" ? standingError(job) : job[name];
   if (value === null || value === undefined || value === "") return "—";
+  if (name === "timeout_seconds") return `${value} s`;
+  // The last attempt stopped at its timeout: after how long, and how (cancelled, killed or
+  // abandoned), as the job's error says it.
+  if (name === "timed_out") return `after ${value.after_seconds} s, ${value.stopped}`;
   return TIMES.has(name) ? when(value) : String(value);
 }
 
@@ -377,7 +390,7 @@ async function openDetail(id) {
   $("detail-title").textContent = `${job.type} ${job.id}`;
   $("detail-fields").replaceChildren(...DETAIL_FIELDS.flatMap(([name, label]) => [
     el("dt", {}, label || name.replace(/_/g, " ")),
-    el("dd", { dataField: name, title: job[name] ? String(job[name]) : "" }, fieldText(job, name)),
+    el("dd", { dataField: name, title: job[name] && typeof job[name] !== "object" ? String(job[name]) : "" }, fieldText(job, name)),
   ]), ...(job.gate ? [el("dt", {}, job.gate.kind), el("dd", {}, job.gate.summary)] : []));
   const handled = handling(job);
   if (handled.length) {

@@ -199,8 +199,8 @@ def job_uuid(value: UUID | str) -> UUID:
 
 def _stats(rows: list[Any]) -> list[StatsRow]:
     return [
-        StatsRow(q, t, Status(s), c, None if age is None else float(age))
-        for q, t, s, c, age in rows
+        StatsRow(q, t, Status(s), c, None if age is None else float(age), suspended)
+        for q, t, s, c, age, suspended in rows
     ]
 
 

@@ -169,7 +169,7 @@ with claimed as (
         priority, run_after, lease_until, lease_token, progress, result, error, errors,
         lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
         cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-        owner_priority, snoozes, timeout_seconds, false as duplicate
+        owner_priority, snoozes, timeout_seconds, wait_kind, false as duplicate
 )
 select * from inserted;
 
@@ -182,7 +182,7 @@ select j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
     j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
     j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
     j.started_at, j.finished_at, j.group_key, j.has_children, j.owner_priority, j.snoozes,
-    j.timeout_seconds, true as duplicate
+    j.timeout_seconds, j.wait_kind, true as duplicate
 from tickq.job_keys k
 join tickq.jobs j on j.id = k.job_id
 where k.idempotency_key = %(key)s::text
@@ -327,7 +327,7 @@ id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attemp
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes, timeout_seconds
+    owner_priority, snoozes, timeout_seconds, wait_kind
 
 -- part: pick_runnable
 -- The plain claim's pick, but for its queue condition (each statement adds its own, and
@@ -481,7 +481,7 @@ with clock as materialized (
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
         j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at,
         j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children, j.owner_priority,
-        j.snoozes, j.timeout_seconds
+        j.snoozes, j.timeout_seconds, j.wait_kind
 ), begun as (
     select case when count(*) > 0
                 then tickq.job_compensations_record(array_agg(d.id), array_agg(d.ends),
@@ -501,7 +501,7 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes, timeout_seconds
+    owner_priority, snoozes, timeout_seconds, wait_kind
 from reclaimed cross join settled cross join begun;
 
 -- name: jobs_extend_lease
@@ -526,7 +526,7 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes, timeout_seconds
+    owner_priority, snoozes, timeout_seconds, wait_kind
 from tickq.jobs where id = %(id)s;
 
 -- name: jobs_list
@@ -535,7 +535,7 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes, timeout_seconds
+    owner_priority, snoozes, timeout_seconds, wait_kind
 from tickq.jobs
 where (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
   and (%(types)s::text[] is null or type = any(%(types)s::text[]))
@@ -578,9 +578,9 @@ select exists (
 );
 
 -- name: jobs_stats
--- Counts per queue, type and status, and the age of the oldest runnable job of each
--- (tickq.jobs_stats, whose body the operator's counts share).
-select queue, type, status, count, oldest_runnable_seconds
+-- Counts per queue, type and status, the age of the oldest runnable job of each, and how
+-- many of the queued are suspended (tickq.jobs_stats, whose body the operator's counts share).
+select queue, type, status, count, oldest_runnable_seconds, suspended
 from tickq.jobs_stats(%(now)s::timestamptz)
 order by queue, type, status;
 
@@ -591,7 +591,7 @@ from tickq.operator_group_stats(%(now)s::timestamptz);
 
 -- name: operator_stats
 -- jobs_stats across every user, through the one function tickq_operator may call.
-select queue, type, status, count, oldest_runnable_seconds
+select queue, type, status, count, oldest_runnable_seconds, suspended
 from tickq.operator_stats(%(now)s::timestamptz);
 
 -- name: jobs_listen

@@ -15,6 +15,7 @@ import pytest
 from playwright.sync_api import Browser, Page, Response, expect
 
 from queue_core import PostgresStore
+from queue_core.timed_out import timed_out_error
 from queue_core.validation import job_spec
 from tests.operator_scenes import Pipeline, durable_pipeline, leaked
 from tickq.infra.serve import DevIdentity
@@ -236,3 +237,24 @@ def test_the_charts_share_their_rows_and_the_day_view_names_the_day(
     for chart in ("depth", "age"):
         last = axis(page, chart)[-1]
         assert last.startswith(f"{today:%b} {today.day} "), last
+
+
+def test_the_detail_shows_the_timeout_and_how_a_timed_out_attempt_was_stopped(
+    page: Page, conn: psycopg.Connection, serve_as: Serve
+) -> None:
+    # Given a job with a 2 s timeout whose process-isolated handler was killed at it
+    store = PostgresStore(conn)
+    now = store.now()
+    job = store.enqueue(job_spec("convert", {}, timeout=2, user_id=ALICE.owner_id()), now=now)
+    (claimed,) = store.claim(limit=1, now=now)
+    store.fail(claimed, timed_out_error(2, "killed"), now=now)
+    open_every_users_list(page, serve_as(OPERATOR).url)
+
+    # When the operator opens it
+    open_detail(page, job.id)
+
+    # Then its timeout and the way its attempt ended are fields of their own
+    expect(page.locator('#detail-fields dd[data-field="timeout_seconds"]')).to_have_text("2 s")
+    expect(page.locator('#detail-fields dd[data-field="timed_out"]')).to_have_text(
+        "after 2 s, killed"
+    )

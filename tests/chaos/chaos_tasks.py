@@ -1,5 +1,6 @@
 """Handlers of the chaos soak: each execution randomly succeeds, raises, snoozes, fails for
-good, sleeps past its lease or kills its own worker process.
+good, sleeps past its lease or kills its own worker process; and handlers that hang past
+their timeout.
 
 Each one records its execution (evidence.py) and then reports its outcome whatever became
 of its lease: an execution that slept past its lease still returns success, so only the
@@ -10,6 +11,7 @@ and give its own invariants to invariants.py.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import time
@@ -19,8 +21,16 @@ from typing import Any
 import psycopg
 
 from queue_core import JobContext, PermanentError, RetryAfter, task
+from queue_core.errors import HandlerTimedOut
 from tests.chaos import evidence
-from tests.chaos.limits import BACKOFF, CRASH_EXIT_CODE, LEASE_SECONDS, MAX_ATTEMPTS
+from tests.chaos.limits import (
+    BACKOFF,
+    CRASH_EXIT_CODE,
+    HANG_SECONDS,
+    HANG_TIMEOUT_SECONDS,
+    LEASE_SECONDS,
+    MAX_ATTEMPTS,
+)
 
 # Cumulative probabilities of what one execution does.
 MIX = (
@@ -90,3 +100,46 @@ def chaos_tx(job: JobContext, conn: psycopg.Connection[Any]) -> dict[str, Any]:
         return act(job, action)
 
     return recorded(job, run)
+
+
+# Handlers that hang: half of their executions never end on their own (a socket without a
+# timeout, with a heartbeat that would keep the lease for ever), so only the runner's
+# timeout frees their job. The plain one is abandoned in its thread, the async one
+# cancelled; each records that it was stopped, which no report of its own explains.
+HANG_CHANCE = 0.5
+
+
+def _hang_action() -> str:
+    return "hang" if random.random() < HANG_CHANCE else "succeed"
+
+
+@task("chaos-hang", max_attempts=MAX_ATTEMPTS, backoff=BACKOFF, timeout=HANG_TIMEOUT_SECONDS)
+def chaos_hang(job: JobContext) -> dict[str, Any]:
+    action = _hang_action()
+    execution = evidence.started(job, action)
+    ends = time.monotonic() + HANG_SECONDS
+    while action == "hang" and time.monotonic() < ends:
+        time.sleep(0.1)
+        try:
+            job.extend_lease()  # a heartbeat: the lease alone never frees a hung job
+        except HandlerTimedOut:
+            evidence.ended(execution, "timed_out")  # its late return is never read
+            return {"late": True}
+    evidence.ended(execution, "succeeded")
+    return {"n": job.payload.get("n"), "attempt": job.attempt}
+
+
+@task("chaos-hang-async", max_attempts=MAX_ATTEMPTS, backoff=BACKOFF, timeout=HANG_TIMEOUT_SECONDS)
+async def chaos_hang_async(job: JobContext) -> dict[str, Any]:
+    action = _hang_action()
+    execution = evidence.started(job, action)
+    ends = time.monotonic() + HANG_SECONDS
+    try:
+        while action == "hang" and time.monotonic() < ends:
+            await asyncio.sleep(0.1)
+            job.extend_lease()
+    except asyncio.CancelledError:
+        evidence.ended(execution, "timed_out")
+        raise
+    evidence.ended(execution, "succeeded")
+    return {"n": job.payload.get("n"), "attempt": job.attempt}

@@ -24,6 +24,11 @@ from typing import Any
 
 import psycopg
 
+from tests.chaos.limits import RECLAIM_INTERVAL_SECONDS
+
+# The reclaim interval, and a second for the statement that frees the job to commit.
+RECLAIM_SLACK = f"interval '{RECLAIM_INTERVAL_SECONDS + 1} seconds'"
+
 SCHEMA = """
 create schema chaos;
 
@@ -175,7 +180,34 @@ _HOLDER_SUSPENDED = """
                  where e.lease_token = l.old_token and e.between_steps_at <= l.at))
 """
 
-_EXPLAINED = f"({_HOLDER_REPORTED} or {_HOLDER_SUSPENDED})"
+# The holder ran past its job's timeout and its runner stopped it: the failure says so,
+# and the holder's own record began at least the timeout before (less a quarter second: the
+# runner's clock starts just before the handler writes its record).
+_HOLDER_TIMED_OUT = """
+    (l.error like 'timed out after %'
+     and exists (select from chaos.executions e join tickq.jobs j on j.id = e.job_id
+                 where e.lease_token = l.old_token
+                   and e.started_at + (j.timeout_seconds - 0.25) * interval '1 second' <= l.at))
+"""
+
+# A tick put the job back unstarted, its timeout not fitting in the time the tick had left:
+# no handler ran under that lease, and the snooze gives the attempt back.
+_PUT_BACK = """
+    (l.new_status = 'queued' and l.new_snoozes = l.old_snoozes + 1
+     and not exists (select from chaos.executions e where e.lease_token = l.old_token)
+     and exists (select from tickq.jobs j
+                 where j.id = l.job_id and j.timeout_seconds is not null))
+"""
+
+_EXPLAINED = f"({_HOLDER_REPORTED} or {_HOLDER_SUSPENDED} or {_HOLDER_TIMED_OUT} or {_PUT_BACK})"
+
+# When the runner ended an execution's lease at its timeout, if it did: from then on the
+# execution (abandoned, or being cancelled) holds no lease.
+_TIMEOUT_OF_E = """
+    select min(l.at) as at from chaos.versions l
+    where l.old_token = e.lease_token and l.new_token is distinct from l.old_token
+      and l.error like 'timed out after %'
+"""
 
 # The version in which an execution's own suspension ended its lease, if it did.
 _SUSPENSION_OF_E = """
@@ -187,12 +219,30 @@ _SUSPENSION_OF_E = """
 _LEASED_EXECUTIONS = f"""
     select e.id, e.job_id, e.lease_token, e.started_at as lo,
            least(coalesce(e.ended_at, 'infinity'), lease.until,
-                 coalesce(suspension.at, 'infinity')) as hi
+                 coalesce(suspension.at, 'infinity'), coalesce(stopped.at, 'infinity')) as hi
     from chaos.executions e
     cross join lateral (select max(v.new_lease_until) as until from chaos.versions v
                         where v.new_token = e.lease_token) lease
     cross join lateral ({_SUSPENSION_OF_E}) suspension
+    cross join lateral ({_TIMEOUT_OF_E}) stopped
 """
+
+# Each claim of a job with a timeout: when its lease ended (null while it holds), how (the
+# error then), and the furthest its lease was ever extended.
+_TIMED_CLAIMS = """
+    select c.job_id, c.at, j.timeout_seconds * interval '1 second' as timeout,
+           j.lease_seconds * interval '1 second' as lease, ended.at as ended_at,
+           ended.error, held.until
+    from chaos.versions c
+    join tickq.jobs j on j.id = c.job_id and j.timeout_seconds is not null
+    left join lateral (select l.at, l.error from chaos.versions l
+                       where l.old_token = c.new_token and l.new_token is distinct from c.new_token
+                       order by l.at limit 1) ended on true
+    cross join lateral (select max(v.new_lease_until) as until from chaos.versions v
+                        where v.new_token = c.new_token) held
+    where c.op = 'update' and c.old_token is null and c.new_token is not null
+"""
+
 
 ALWAYS: dict[str, str] = {
     # One snapshot sees the handler's row and the job's success commit together or not at
@@ -251,6 +301,19 @@ ALWAYS: dict[str, str] = {
         select a.job_id, a.lease_token, b.lease_token, a.lo, a.hi, b.lo, b.hi
         from x a join x b on b.job_id = a.job_id and b.id > a.id
         where a.lo < a.hi and b.lo < b.hi and a.lo < b.hi and b.lo < a.hi
+    """,
+    # Handlers that hang (heartbeating) hold their job only until their timeout: their
+    # runner stops them and frees the job within the reclaim interval of it; a worker killed
+    # meanwhile leaves a lease its last heartbeat, before the timeout, gave at most, freed by
+    # a reclaim pass within that interval of its end. (A heartbeat after the timeout would
+    # hold the job for as long as the handler hangs.)
+    "a job running past its timeout plus the reclaim interval": f"""
+        with c as ({_TIMED_CLAIMS})
+        select c.job_id, c.at, c.ended_at, c.error, c.until from c
+        where (c.error like 'timed out after %'
+               and c.ended_at > c.at + c.timeout + {RECLAIM_SLACK})
+           or coalesce(c.ended_at, clock_timestamp())
+              > c.at + c.timeout + c.lease + {RECLAIM_SLACK} + interval '2 seconds'
     """,
     "a claim that did not count exactly one attempt": """
         select job_id, old_attempts, new_attempts, at from chaos.versions

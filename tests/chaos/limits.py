@@ -8,6 +8,12 @@ MAX_ATTEMPTS = 4
 # A short cap: the second retry's raw delay (0.3 * 4 = 1.2 s) is above it, so a backoff
 # that skips the cap shows in the retries' run_after.
 BACKOFF = {"base": 0.3, "factor": 4, "max": 0.5, "jitter": 0.2}
+# Handlers that hang (chaos_tasks.chaos_hang): stopped at this timeout, else they would
+# heartbeat for HANG_SECONDS; a worker reclaims expired leases this often (Runner.work's
+# default), so no job of theirs may stay running past the timeout plus that interval.
+HANG_TIMEOUT_SECONDS = 1
+HANG_SECONDS = 30.0
+RECLAIM_INTERVAL_SECONDS = 5.0
 CRASH_EXIT_CODE = 86
 EVIDENCE_LOST_EXIT_CODE = 87
 # Durable-steps jobs: every killed or crashed execution counts an attempt, and a job of

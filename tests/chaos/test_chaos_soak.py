@@ -1,5 +1,7 @@
 """Chaos soak: real worker processes drain jobs while being SIGKILLed, while handlers crash
-their own process, and while PostgreSQL itself restarts; nothing may be lost.
+their own process or hang past their timeout (heartbeating), and while PostgreSQL itself
+restarts; nothing may be lost, and no job stays running past its timeout plus the reclaim
+interval.
 
 Bounded for CI (about a minute). For a long run:
 

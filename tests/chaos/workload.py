@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from queue_core import validation
 from queue_core.jobs import JobSpec
-from tests.chaos.limits import BACKOFF, MAX_ATTEMPTS
+from tests.chaos.limits import BACKOFF, HANG_TIMEOUT_SECONDS, MAX_ATTEMPTS
 
 # Keys drawn from a small pool repeat often, so duplicates of live jobs (and reuses of
 # keys whose job has finished) happen throughout the soak.
@@ -56,9 +56,23 @@ def transactional(rng: random.Random, n: int) -> JobSpec:
     return _chaos(n, type_="chaos-tx")
 
 
+def hanging(rng: random.Random, n: int) -> JobSpec:
+    """Its handler hangs half the time, heartbeating: only its timeout frees it (the plain
+    one abandoned in its thread, the async one cancelled)."""
+    type_ = rng.choice(("chaos-hang", "chaos-hang-async"))
+    return validation.job_spec(
+        type_,
+        {"n": n},
+        max_attempts=MAX_ATTEMPTS,
+        backoff_policy=BACKOFF,
+        timeout=HANG_TIMEOUT_SECONDS,
+    )
+
+
 KINDS: tuple[Kind, ...] = (
-    Kind("plain", 0.40, plain),
-    Kind("keyed", 0.40, keyed),
+    Kind("plain", 0.38, plain),
+    Kind("keyed", 0.38, keyed),
+    Kind("hanging", 0.04, hanging),
     Kind("delayed", 0.10, delayed),
     Kind("transactional", 0.10, transactional),
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import warnings
 from datetime import UTC, datetime, timedelta
@@ -10,8 +11,11 @@ from uuid import uuid4
 import psycopg
 import pytest
 
+from queue_core import JobContext, PostgresStore, Registry, Runner
 from queue_core.json_text import MAX_PAYLOAD_BYTES
 from queue_core.limits import Limits, queue_limit
+from queue_core.postgres import StepStore
+from queue_core.steps import FOREVER, WaitKind
 from tickq.functions import api
 from tickq.functions.identity import OWNER_NAMESPACE, caller_id
 
@@ -51,6 +55,46 @@ def test_a_posted_timeout_is_stored_and_shown_with_its_lease(call_api: Invoke) -
     assert (fetched["timeout_seconds"], fetched["lease_seconds"]) == (5, 15)
     status, _ = call_api("POST", "/jobs", body={"type": "embed", "timeout": 0}, sub=ALICE)
     assert status == 422  # a value out of bounds, as any other field's
+
+
+def test_the_job_view_says_how_a_timed_out_attempt_was_stopped(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    registry = Registry()
+
+    @registry.task("hang", backoff={"base": 600, "max": 600})
+    async def hang(job: JobContext) -> None:
+        await asyncio.sleep(30)
+
+    _, job = call_api("POST", "/jobs", body={"type": "hang", "timeout": 1}, sub=ALICE)
+    with Runner(PostgresStore(conn), registry, rand=lambda: 0.0) as runner:
+        runner.tick()
+
+    status, fetched = call_api("GET", f"/jobs/{job['id']}", sub=ALICE)
+
+    assert status == 200
+    assert (fetched["status"], fetched["timeout_seconds"]) == ("retrying", 1)
+    assert fetched["timed_out"] == {"after_seconds": 1, "stopped": "cancelled"}
+
+
+def test_a_suspended_job_is_listed_and_shown_suspended(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    _, job = call_api("POST", "/jobs", body={"type": "review"}, sub=ALICE)
+    store = PostgresStore(conn)
+    (claimed,) = store.claim(limit=1)
+    assert claimed.lease_token is not None
+    StepStore(store).suspend(
+        claimed.id, claimed.lease_token, kind=WaitKind.SIGNAL, name="approve", until=FOREVER
+    )
+
+    _, listing = call_api("GET", "/jobs", sub=ALICE)
+    _, fetched = call_api("GET", f"/jobs/{job['id']}", sub=ALICE)
+
+    assert [(j["id"], j["status"], j["state"]) for j in listing["jobs"]] == [
+        (job["id"], "queued", "suspended")
+    ]
+    assert (fetched["state"], fetched["waiting_for"]["name"]) == ("suspended", "approve")
 
 
 def test_sample_post_event_enqueues_for_the_token_subject(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -95,6 +96,40 @@ def test_a_handler_whose_timeout_does_not_fit_in_the_time_left_is_not_started(
     assert (report["succeeded"], report["snoozed"], report["timed_out"]) == (1, 1, 0)
     # Put back for a later tick, its attempt given back.
     assert statuses(conn) == ["queued", "succeeded"]
+
+
+def test_a_tick_whose_abandoned_handlers_pass_the_bound_claims_no_more(
+    conn: psycopg.Connection,
+    tasks: Registry,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given a plain handler that hangs past its timeout, ranked before quick jobs, and a
+    # tick that lives with no abandoned thread (the bound 0), one job a batch
+    monkeypatch.setenv("TICKQ_MAX_ABANDONED_HANDLERS", "0")
+    monkeypatch.setenv("TICKQ_BATCH_SIZE", "1")
+    release = threading.Event()
+    ran: list[str] = []
+    tasks.task("hang", timeout=1, max_attempts=1)(lambda job: release.wait(30))
+    tasks.task("quick")(lambda job: ran.append("quick"))
+    enqueue(conn, "hang", priority=5, using=tasks)
+    for _ in range(2):
+        enqueue(conn, "quick", using=tasks)
+
+    # When the tick runs
+    try:
+        report = tick.handler({}, FakeContext(remaining_ms=60_000))
+    finally:
+        release.set()
+
+    # Then the hung job failed at its timeout and the tick claimed nothing after it
+    assert ran == []
+    assert report["abandoned_past_bound"] is True and report["abandoned_handlers"] == 1
+    assert (report["claimed"], report["timed_out"], report["dead"]) == (1, 1, 1)
+    assert statuses(conn) == ["dead", "queued", "queued"]
+    # and the gauge went out with the tick's metrics.
+    blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    assert blobs[0]["abandoned_handlers"] == [1.0]
 
 
 def test_refuses_to_start_when_the_lease_is_not_longer_than_timeout_plus_margin(

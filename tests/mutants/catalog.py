@@ -60,6 +60,9 @@ HANDLER_PROCESSES = "tests/e2e/test_handler_semantics_done_when.py"
 OPERATOR_VIEW = "tests/integration/test_operator_job_view.py"
 WORKFLOWS = "tests/integration/test_workflows.py"
 TIMEOUT_TESTS = "tests/integration/test_runner_timeouts.py"
+ABANDONED_BOUND = "tests/integration/test_abandoned_bound.py"
+TIMEOUT_VIEWS = "tests/integration/test_timeout_views.py"
+SUSPENDED_SHOWN = "tests/integration/test_suspended_shown.py"
 WORKFLOWS_E2E = "tests/e2e/test_workflows_done_when.py"
 CLAIM_REPLY_LOST = "tests/integration/test_claim_reply_lost.py"
 SAGA_PATHS = "tests/integration/test_saga_paths.py"
@@ -2284,5 +2287,99 @@ MUTANTS: tuple[Mutant, ...] = (
             ),
         ),
         targeted=("tests/integration/test_console.py::test_the_lists_filter_by_fairness_group",),
+    ),
+    Mutant(
+        "abandoned-handlers-never-bound-claims",
+        "a runner claims on however many handler threads it abandoned at their timeout: a"
+        " worker never exits to be rid of them, a tick keeps claiming",
+        (
+            Edit(
+                "queue_core/timeouts.py",
+                "        return bound is not None and len(self._threads) > bound"
+                " and self.running > bound\n",
+                "        return False\n",
+            ),
+        ),
+        targeted=(
+            ABANDONED_BOUND,
+            "tests/functions/test_tick.py::"
+            "test_a_tick_whose_abandoned_handlers_pass_the_bound_claims_no_more",
+        ),
+    ),
+    Mutant(
+        "abandoned-bound-lets-the-persist-claim",
+        "past the abandoned bound the loop stops, but the statement persisting the batch still"
+        " leases the next one, which then runs",
+        (
+            Edit(
+                RUNNER,
+                "claimed = self.run_batch(report, claim_next=go_on, overlap=True)",
+                "claimed = self.run_batch(report, claim_next=rule.go_on, overlap=True)",
+            ),
+        ),
+        targeted=(
+            ABANDONED_BOUND,
+            "tests/functions/test_tick.py::"
+            "test_a_tick_whose_abandoned_handlers_pass_the_bound_claims_no_more",
+        ),
+    ),
+    Mutant(
+        "job-views-hide-how-a-timeout-stopped",
+        "tickq show and the API's job view leave out how a timed-out attempt was stopped",
+        (
+            Edit(
+                "queue_core/jobs.py",
+                '        out["timed_out"] = timed_out_view(self.error)\n',
+                '        out["timed_out"] = None\n',
+            ),
+        ),
+        targeted=(
+            f"{TIMEOUT_VIEWS}::test_show_prints_the_timeout_and_how_the_attempt_was_stopped",
+            "tests/functions/test_api.py::"
+            "test_the_job_view_says_how_a_timed_out_attempt_was_stopped",
+        ),
+    ),
+    Mutant(
+        "operator-view-hides-how-a-timeout-stopped",
+        "the operator console's job view leaves out how a timed-out attempt was stopped",
+        (
+            Edit(
+                "queue_core/console.py",
+                '            "timed_out": timed_out_view(job["error"]),\n',
+                '            "timed_out": None,\n',
+            ),
+        ),
+        targeted=(
+            f"{TIMEOUT_VIEWS}::"
+            "test_the_operator_job_view_shows_the_timeout_and_how_the_attempt_was_stopped",
+        ),
+    ),
+    Mutant(
+        "suspended-jobs-counted-as-depth",
+        "a suspended job (queued with its wait) counts as runnable queue depth: the depth"
+        " metric, its alarms and the console's chart count jobs no worker may claim",
+        (
+            Edit(
+                "queue_core/ports.py",
+                "        return self.count - self.suspended if self.status in RUNNABLE else 0\n",
+                "        return self.count if self.status in RUNNABLE else 0\n",
+            ),
+        ),
+        targeted=(f"{SUSPENDED_SHOWN}::test_a_suspended_job_is_not_runnable_depth",),
+    ),
+    Mutant(
+        "suspended-jobs-shown-queued",
+        "the CLI and the API show a suspended job as queued, like a job a worker may claim",
+        (
+            Edit(
+                "queue_core/jobs.py",
+                '        return "suspended" if self.is_suspended else self.status.value\n',
+                "        return self.status.value\n",
+            ),
+        ),
+        targeted=(
+            f"{SUSPENDED_SHOWN}::test_a_suspended_job_shows_suspended_and_a_queued_one_queued",
+            f"{SUSPENDED_SHOWN}::test_the_cli_lists_and_shows_a_suspended_job_as_suspended",
+        ),
     ),
 )

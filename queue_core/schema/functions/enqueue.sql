@@ -4,7 +4,8 @@
 -- debounce or throttle (debounce_key, debounce_seconds[, debounce_max_seconds];
 -- throttle_key, throttle_seconds) whose key's job took the enqueue, that job's id
 -- (tickq.job_gate says which; neither goes with an idempotency key or the other, nor a
--- debounce with run_after).
+-- debounce with run_after). `timeout`: seconds its handler may run before the runner stops
+-- it (1 to 43200, else the task's), the lease raised to at least it plus a margin.
 --
 -- The request is checked and written by tickq.enqueue_job, the body of every SQL enqueue:
 -- each refusal is SQLSTATE 22023 (invalid_parameter_value) with the parameter as the error's
@@ -36,7 +37,8 @@ create or replace function tickq.enqueue(
     debounce_seconds double precision default null,
     debounce_max_seconds double precision default null,
     throttle_key text default null,
-    throttle_seconds double precision default null
+    throttle_seconds double precision default null,
+    timeout integer default null
 ) returns uuid
     language plpgsql volatile
     set search_path = pg_catalog, pg_temp
@@ -95,7 +97,8 @@ begin
             'key', enqueue.debounce_key, 'seconds', enqueue.debounce_seconds,
             'max_seconds', enqueue.debounce_max_seconds) end,
         'throttle', case when enqueue.throttle_key is not null then jsonb_build_object(
-            'key', enqueue.throttle_key, 'seconds', enqueue.throttle_seconds) end);
+            'key', enqueue.throttle_key, 'seconds', enqueue.throttle_seconds) end,
+        'timeout', enqueue.timeout);
     if v_owner is not null then
         select e.id into v_id from tickq.enqueue_many(jsonb_build_array(v_job), v_names) e;
     else
@@ -106,5 +109,5 @@ end $$;
 
 -- Enqueue from SQL (a trigger, an RPC, another language): applications and workers. It
 -- runs with the caller's own rights: a user's enqueue goes on through tickq.enqueue_many.
-revoke all on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer, text, text, double precision, double precision, text, double precision) from public;
-grant execute on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer, text, text, double precision, double precision, text, double precision) to tickq_app, tickq_worker;
+revoke all on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer, text, text, double precision, double precision, text, double precision, integer) from public;
+grant execute on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer, text, text, double precision, double precision, text, double precision, integer) to tickq_app, tickq_worker;

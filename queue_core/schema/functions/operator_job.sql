@@ -1,17 +1,17 @@
--- One job of any user for the operator's detail view: operator_jobs' columns and the error
--- history, never the payload or result.
+-- One job of any user for the operator's detail view: operator_jobs' columns, the error
+-- history and the job's timeout, never the payload or result.
 create or replace function tickq.operator_job(p_id uuid)
     returns table (id uuid, queue text, type text, user_id uuid, group_key text,
                    status text, attempts integer, max_attempts integer, priority integer,
                    progress jsonb, error text, errors jsonb, run_after timestamptz,
                    lease_until timestamptz, created_at timestamptz, updated_at timestamptz,
-                   started_at timestamptz, finished_at timestamptz)
+                   started_at timestamptz, finished_at timestamptz, timeout_seconds integer)
     language sql stable security definer
     set search_path = pg_catalog, pg_temp
     as $$
 select j.id, j.queue, j.type, j.user_id, j.group_key, j.status, j.attempts, j.max_attempts,
        j.priority, j.progress, j.error, j.errors, j.run_after, j.lease_until, j.created_at,
-       j.updated_at, j.started_at, j.finished_at
+       j.updated_at, j.started_at, j.finished_at, j.timeout_seconds
 from tickq.jobs j
 where j.id = p_id
 $$;

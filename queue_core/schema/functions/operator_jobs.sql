@@ -4,7 +4,8 @@
 -- list of jobs, it leaves out a large progress (null, tickq.list_left_out) and cuts the
 -- error to its first 200 characters (LIST_ERROR_CHARS in queue_core/pages.py); `truncated`
 -- names what it left out or cut, each with the bytes it holds ({} when nothing). The page's
--- rows are chosen first, so only they are measured.
+-- rows are chosen first, so only they are measured. `wait_kind`: what a suspended job
+-- (queued with a wait) waits for, so the list shows it suspended.
 create or replace function tickq.operator_jobs(
     p_statuses text[], p_types text[], p_queues text[], p_groups text[], p_error text,
     p_created_from timestamptz, p_created_to timestamptz,
@@ -13,14 +14,15 @@ create or replace function tickq.operator_jobs(
                    attempts integer, max_attempts integer, priority integer,
                    progress jsonb, error text, run_after timestamptz,
                    created_at timestamptz, updated_at timestamptz, finished_at timestamptz,
-                   truncated jsonb)
+                   truncated jsonb, wait_kind text)
     language sql stable security definer
     set search_path = pg_catalog, pg_temp
     as $$
 select j.id, j.queue, j.type, j.user_id, j.group_key, j.status, j.attempts, j.max_attempts,
        j.priority, case when b.progress is null then j.progress end, left(j.error, 200),
        j.run_after, j.created_at, j.updated_at, j.finished_at,
-       jsonb_strip_nulls(jsonb_build_object('progress', b.progress, 'error', b.error))
+       jsonb_strip_nulls(jsonb_build_object('progress', b.progress, 'error', b.error)),
+       j.wait_kind
 from tickq.jobs_search(p_statuses, p_types, p_queues, p_groups, p_error, p_created_from,
                        p_created_to, p_after_created, p_after_id, p_limit) j
 cross join lateral (

@@ -1,0 +1,80 @@
+"""`tickq work` as a process whose plain handlers hang past their timeout: once the threads
+it abandoned pass TICKQ_MAX_ABANDONED_HANDLERS it claims no more, lets the jobs it holds
+finish and persist, and exits with code 75 (EX_TEMPFAIL) for its supervisor to start it
+afresh, without waiting for the threads Python cannot stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+
+from queue_core.postgres import PostgresStore
+from queue_core.validation import job_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+HANGING_TASKS = """
+import time
+from queue_core import task
+
+@task("hang", timeout=1, max_attempts=1)
+def hang(job):
+    time.sleep(120)  # far past the timeout, and past the test's patience
+
+@task("slow")
+def slow(job):
+    time.sleep(2)  # outlives its batch-mates' timeout: it must still be saved
+    return "slow"
+
+@task("quick")
+def quick(job):
+    return "quick"
+"""
+
+
+def outcomes(conn: psycopg.Connection) -> list[tuple[str, str, str | None]]:
+    return conn.execute("select type, status, error from tickq.jobs order by type").fetchall()
+
+
+def test_a_worker_past_its_abandoned_bound_saves_what_it_holds_and_exits_to_restart(
+    conn: psycopg.Connection, database_url: str, tmp_path: Path
+) -> None:
+    (tmp_path / "hanging_tasks.py").write_text(HANGING_TASKS)
+    store = PostgresStore(conn)
+    # One batch of two hanging jobs and a slow one (ranked first), then quick jobs behind.
+    store.enqueue_many(
+        [job_spec(t, {}, priority=5, max_attempts=1) for t in ("hang", "hang", "slow")]
+    )
+    store.enqueue_many([job_spec("quick", {}) for _ in range(3)])
+    env = {
+        **os.environ,
+        "TICKQ_DATABASE_URL": database_url,
+        "TICKQ_MAX_ABANDONED_HANDLERS": "1",
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
+    }
+    command = [sys.executable, "-m", "tickq.infra.cli", "work", "--json", "--until-empty"]
+    worker = subprocess.run(
+        [*command, "--tasks", "hanging_tasks", "--batch-size", "3", "--concurrency", "3"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=60,  # the hung handlers sleep 120 s: the worker does not wait for them
+    )
+
+    assert worker.returncode == 75, worker.stderr.decode()
+    assert "exiting with code 75 to be started afresh" in worker.stderr.decode()
+    report = json.loads(worker.stdout)
+    assert report["abandoned_past_bound"] is True and report["abandoned_handlers"] == 2
+    assert (report["claimed"], report["timed_out"], report["succeeded"]) == (3, 2, 1)
+    assert outcomes(conn) == [
+        ("hang", "dead", "timed out after 1 s (abandoned)"),
+        ("hang", "dead", "timed out after 1 s (abandoned)"),
+        ("quick", "queued", None),
+        ("quick", "queued", None),
+        ("quick", "queued", None),
+        ("slow", "succeeded", None),
+    ]
