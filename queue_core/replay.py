@@ -16,7 +16,6 @@ steps in another order replays the same results, so only a name the history lack
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -30,6 +29,7 @@ from .context import AsyncJobContext, JobContext
 from .jobs import Job
 from .ports import LeaseState
 from .steps import InvalidStep, Retry
+from .timeouts import run_async
 
 # What a replayed job's lease reads as: a replay holds none, so it never runs out.
 _NO_LEASE_END = datetime(9999, 1, 1, tzinfo=UTC)
@@ -267,7 +267,7 @@ def replay(
     broken: Break | None = None
     try:
         if task.is_async:
-            asyncio.run(_awaited(task.fn(job)))
+            run_async(_awaited(task.fn(job)))
         else:
             task.fn(job)
     except _HistoryEnd:

@@ -53,6 +53,7 @@ from .timeouts import (
     AbandonedHandlers,
     call_in_process,
     call_in_thread,
+    run_async,
     timeout_of,
 )
 
@@ -952,7 +953,7 @@ class Runner:
 
             return list(await asyncio.gather(*(run(jobs) for jobs in calls)))
 
-        return asyncio.run(run_all())
+        return run_async(run_all())
 
     @staticmethod
     def _settle(context: JobContext, outcome: Outcome) -> Outcome:

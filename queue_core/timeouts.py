@@ -16,17 +16,21 @@ like any failure.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import multiprocessing
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from .jobs import Job
+
+T = TypeVar("T")
 
 # How long a child process has to exit after SIGTERM before it is killed.
 KILL_GRACE_SECONDS = 2.0
@@ -237,3 +241,15 @@ def _kind(exc: BaseException) -> str:
     from .errors import PermanentError
 
     return "PermanentError" if isinstance(exc, PermanentError) else type(exc).__name__
+
+
+def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to its end from synchronous code: on a loop of its own, in a thread of
+    its own when this thread already runs a loop (the runner called from async code, or
+    from a test framework's loop), where asyncio.run would refuse."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(1, thread_name_prefix="tickq-async") as pool:
+        return pool.submit(asyncio.run, coroutine).result()

@@ -86,6 +86,13 @@ FAIR_CHOICE = (
     "            return self._finish_and_claim_fair("
     "outcomes, queues, limit, lease_seconds, now, seed)\n"
 )
+# The pinned claim (TICKQ_PIN_VERSION), chosen between the two.
+PINNED_CHOICE = (
+    "        if limit and self.pin_version is not None:\n"
+    "            return self._finish_and_claim_pinned(\n"
+    "                outcomes, queues, limit, lease_seconds, now, seed, self.pin_version\n"
+    "            )\n"
+)
 PLAIN_CHOICE = "        # The plain claim, inline: it runs once per batch of every worker.\n"
 
 
@@ -1025,8 +1032,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 function("job_durable"),
-                "'name', s.name, 'finished_at', s.finished_at, 'size', s.size)",
-                "'name', s.name, 'finished_at', s.finished_at, 'size', s.size, 'result', s.result)",
+                "'size', s.size,\n                   'code_version', s.code_version)",
+                "'size', s.size,\n                   'code_version', s.code_version, 'result', s.result)",
             ),
         ),
         targeted=(
@@ -1052,9 +1059,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "the application role may call the operator console's functions",
         (
             Edit(
-                "queue_core/schema/policies.sql",
-                "    to tickq_operator, tickq_worker;\n",
-                "    to tickq_operator, tickq_worker, tickq_app;\n",
+                function("operator_job"),
+                "(uuid) to tickq_operator, tickq_worker;",
+                "(uuid) to tickq_operator, tickq_worker, tickq_app;",
             ),
         ),
         targeted=(
@@ -1516,7 +1523,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "the application role may execute tickq.job_gate, naming any owner and clock",
         (
             Edit(
-                "queue_core/schema/policies.sql",
+                function("job_gate"),
                 "jsonb, timestamptz, uuid) to tickq_worker;",
                 "jsonb, timestamptz, uuid) to tickq_app, tickq_worker;",
             ),
@@ -2144,7 +2151,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "pause-after-the-fair-choice",
         "the fair claim (queues whose jobs span several groups) is chosen before paused"
         " queues are left out, so it claims from them",
-        (Edit(CLAIM, PAUSE_FILTER + FAIR_CHOICE, FAIR_CHOICE + PAUSE_FILTER),),
+        (
+            Edit(
+                CLAIM,
+                PAUSE_FILTER + PINNED_CHOICE + FAIR_CHOICE,
+                PINNED_CHOICE + FAIR_CHOICE + PAUSE_FILTER,
+            ),
+        ),
         targeted=(f"{VARIANTS}::test_a_paused_queue_is_left_out_of_every_claim_variant",),
     ),
     Mutant(

@@ -1,0 +1,47 @@
+"""Async handlers run when the runner is called from a thread that already runs an event
+loop (an async application calling `Runner.tick`, a test framework's loop), where
+asyncio.run refuses: the handlers' coroutines then run on a loop in a thread of their own."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from queue_core import JobContext, Registry, Runner
+from queue_core.jobs import Status
+from queue_core.memory_store import MemoryStore
+from queue_core.timeouts import run_async
+from queue_core.validation import job_spec
+
+
+def test_an_async_handler_runs_when_the_caller_runs_an_event_loop() -> None:
+    registry = Registry()
+
+    @registry.task("fetch")
+    async def fetch(job: JobContext) -> Any:
+        await asyncio.sleep(0)
+        return {"n": job.payload["n"] * 2}
+
+    store = MemoryStore()
+    job = store.enqueue(job_spec("fetch", {"n": 21}))
+
+    async def application() -> None:
+        with Runner(store, registry) as runner:
+            runner.tick()
+
+    asyncio.run(application())
+
+    done = store.get(job.id)
+    assert (done.status, done.result) == (Status.SUCCEEDED, {"n": 42})
+
+
+def test_run_async_inside_and_outside_a_running_loop() -> None:
+    async def answer() -> int:
+        await asyncio.sleep(0)
+        return 42
+
+    async def inside() -> int:
+        return run_async(answer())
+
+    assert run_async(answer()) == 42
+    assert asyncio.run(inside()) == 42
