@@ -1033,7 +1033,8 @@ MUTANTS: tuple[Mutant, ...] = (
             Edit(
                 function("job_durable"),
                 "'size', s.size,\n                   'code_version', s.code_version)",
-                "'size', s.size,\n                   'code_version', s.code_version, 'result', s.result)",
+                "'size', s.size,\n"
+                "                   'code_version', s.code_version, 'result', s.result)",
             ),
         ),
         targeted=(
