@@ -4,7 +4,9 @@ persists on the way.
 Plain claims persist a batch's outcomes and lease the next jobs in one statement
 (jobs_finish_and_claim, or _queues for several queues). Taking turns across groups, or
 under caps per group, the claim is jobs_finish_and_claim_fair; under type limits alone, a
-statement of its own (jobs_claim_limited). Paused queues are left out of every claim.
+statement of its own (jobs_claim_limited); under flow limits or holds alone,
+jobs_finish_and_claim_flow (the fair and limited claims honour flow keys themselves).
+Paused queues are left out of every claim.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class Claims:
         if limit and self._claims_fairly(queues):
             return self._finish_and_claim_fair(outcomes, queues, limit, lease_seconds, now, seed)
         if limit and self._limits.current().types:
+            # tickq.claim_limited honours flow keys itself while any limit or hold exists.
             held = self._finish(outcomes, now)
             params = {
                 "queues": list(queues),
@@ -68,6 +71,8 @@ class Claims:
             }
             claimed = self._db.rows("jobs_claim_limited", params, jobs, binary=True)
             return held, JobList(sorted(claimed, key=transitions.claim_order))
+        if limit and self._limits.current().flow:
+            return self._finish_and_claim_flow(outcomes, queues, limit, lease_seconds, now, seed)
         # The plain claim, inline: it runs once per batch of every worker.
         params = {
             **outcome_params(outcomes),
@@ -99,6 +104,29 @@ class Claims:
             cur.close()
             return set(first[0] or ()), NO_JOBS
         return set(first[0] or ()), ClaimedRows(cur, first, job_columns_at(statement, cur))
+
+    def _finish_and_claim_flow(
+        self,
+        outcomes: Sequence[Outcome],
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: int,
+        now: datetime | None,
+        seed: bytes | None,
+    ) -> tuple[set[UUID], ClaimedBatch]:
+        """The plain claim while flow limits or holds exist (jobs_finish_and_claim_flow):
+        the same finish and order, each key kept within its limits."""
+        params = {
+            **outcome_params(outcomes),
+            "queues": list(queues),
+            "limit": limit,
+            "lease_seconds": lease_seconds,
+            "now": now,
+            "seed": seed,
+        }
+        rows = self._db.rows("jobs_finish_and_claim_flow", params, ids_and_jobs, binary=True)
+        claimed = [job for _, job in rows if job is not None]
+        return set(rows[0][0] or ()), JobList(sorted(claimed, key=transitions.claim_order))
 
     def _finish(self, outcomes: Sequence[Outcome], now: datetime | None) -> set[UUID]:
         """Persist outcomes alone (the plain statement, claiming no job); the ids whose

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from .. import validation
+from .. import flow, validation
 from ..dependencies import SETTLE_BUDGET
 from ..errors import LeaseLost
 from ..jobs import Job
@@ -61,6 +61,20 @@ class Leases:
         if not rows:
             raise LeaseLost(job_id)
         return bool(rows[0][0])
+
+    def hold_flow(self, job_id: UUID, lease_token: UUID, key: str, seconds: float) -> datetime:
+        params = {
+            "id": job_id,
+            "lease_token": lease_token,
+            "key": flow.key(key, "key", flow.MAX_STORED_KEY),
+            "seconds": flow.hold_seconds(seconds),
+            "now": None,
+        }
+        rows = self._db.rows("flow_hold_fenced", params)
+        if not rows:
+            raise LeaseLost(job_id)
+        until: datetime = rows[0][1]
+        return until
 
     def parent_results(self, job_id: UUID) -> dict[UUID, Any]:
         """The results of the jobs `job_id` was enqueued after, by parent id."""

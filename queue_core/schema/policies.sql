@@ -201,6 +201,13 @@ grant select, insert, delete on tickq.queue_depth_samples to tickq_worker;
 grant select on tickq.type_limits, tickq.queue_limits, tickq.queue_group_limits to tickq_app;
 grant select (queue) on tickq.queue_pauses to tickq_app;
 
+-- Flow limits and holds are the workers' (a handler holds its key); the starts of
+-- rate-limited keys are written by the claim, which runs as the worker. Applications check
+-- whether any limit or hold exists, as they do for the other limits.
+grant select, insert, update, delete on tickq.flow_limits, tickq.flow_holds,
+    tickq.flow_starts to tickq_worker;
+grant select on tickq.flow_limits, tickq.flow_holds to tickq_app;
+
 -- The task catalogue: workers publish and read it; applications read it (the settings of
 -- the types they may enqueue are no secret, and their enqueues apply them).
 grant select, insert, update, delete on tickq.task_catalog to tickq_worker;
@@ -253,10 +260,10 @@ grant execute on function tickq.enqueue_job(uuid, jsonb, uuid[], integer, jsonb,
 -- runs with the caller's own rights: a user's enqueue goes on through tickq.enqueue_many.
 revoke all on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer,
                                      text, text, double precision, double precision, text,
-                                     double precision) from public;
+                                     double precision, text[]) from public;
 grant execute on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz,
                                         integer, text, text, double precision,
-                                        double precision, text, double precision)
+                                        double precision, text, double precision, text[])
     to tickq_app, tickq_worker;
 
 -- Debounce and throttle: every gated enqueue (tickq.enqueue_job, the Python store's) asks

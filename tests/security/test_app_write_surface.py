@@ -21,7 +21,7 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from queue_core import bounds, dependencies, jobs, steps, validation
+from queue_core import bounds, dependencies, flow, jobs, steps, validation
 from queue_core.batch import JobBatch
 from queue_core.outbox import _MAX_DETAIL_BYTES
 from queue_core.postgres import PostgresStore
@@ -93,6 +93,8 @@ def test_the_sql_bounds_are_the_python_bounds(conn: psycopg.Connection) -> None:
         "max_backoff_factor": bounds.MAX_BACKOFF_FACTOR,
         "max_backoff_max": bounds.MAX_BACKOFF_MAX,
         "max_parents": dependencies.MAX_PARENTS,
+        "max_flow_keys": flow.MAX_KEYS,
+        "max_flow_key": flow.MAX_KEY,
         "max_batch": 1000,
         "max_signal_bytes": steps.MAX_SIGNAL_BYTES,
         "max_signals": steps.MAX_SIGNALS,

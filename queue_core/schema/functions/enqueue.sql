@@ -4,7 +4,8 @@
 -- debounce or throttle (debounce_key, debounce_seconds[, debounce_max_seconds];
 -- throttle_key, throttle_seconds) whose key's job took the enqueue, that job's id
 -- (tickq.job_gate says which; neither goes with an idempotency key or the other, nor a
--- debounce with run_after).
+-- debounce with run_after). flow_keys: the job's own flow keys (a user's stored under it),
+-- besides those its task's templates give.
 --
 -- The request is checked and written by tickq.enqueue_job, the body of every SQL enqueue:
 -- each refusal is SQLSTATE 22023 (invalid_parameter_value) with the parameter as the error's
@@ -36,7 +37,8 @@ create function tickq.enqueue(
     debounce_seconds double precision default null,
     debounce_max_seconds double precision default null,
     throttle_key text default null,
-    throttle_seconds double precision default null
+    throttle_seconds double precision default null,
+    flow_keys text[] default null
 ) returns uuid
     language plpgsql volatile
     set search_path = pg_catalog, pg_temp
@@ -95,7 +97,8 @@ begin
             'key', enqueue.debounce_key, 'seconds', enqueue.debounce_seconds,
             'max_seconds', enqueue.debounce_max_seconds) end,
         'throttle', case when enqueue.throttle_key is not null then jsonb_build_object(
-            'key', enqueue.throttle_key, 'seconds', enqueue.throttle_seconds) end);
+            'key', enqueue.throttle_key, 'seconds', enqueue.throttle_seconds) end,
+        'flow_keys', to_jsonb(enqueue.flow_keys));
     if v_owner is not null then
         select e.id into v_id from tickq.enqueue_many(jsonb_build_array(v_job), v_names) e;
     else
