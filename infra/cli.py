@@ -34,10 +34,11 @@ from queue_core.config import Settings
 from queue_core.dependencies import Relative
 from queue_core.errors import ConfigurationError, DatabaseError, InvalidJob, TickqError
 from queue_core.fairness import GroupStats
-from queue_core.jobs import TERMINAL, Job, Status
+from queue_core.jobs import RUNNABLE, TERMINAL, Job, Status
 from queue_core.ports import StatsRow, Store
 from queue_core.postgres import PostgresStore, StepStore
 from queue_core.postgres import catalog as task_catalog
+from queue_core.postgres.flow_limits import FlowLimits
 from queue_core.registry import Registry
 from queue_core.tick import Runner, TickReport
 from queue_core.transitions import compensating
@@ -46,6 +47,7 @@ from . import (
     cli_console,
     cli_db,
     cli_events,
+    cli_flow,
     cli_policies,
     cli_steps,
     demo,
@@ -151,6 +153,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         "group": args.group,
         "debounce": args.debounce,
         "throttle": args.throttle,
+        "flow_keys": args.flow_keys,
     }
     parents = dependencies.parents(args.after)
     with database() as conn:
@@ -360,6 +363,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         relatives = store.relatives(job.id)
         durable = StepStore(store).show(job.id)
         gate = store.gate_of(job.id)
+        waits_for = FlowLimits(conn).blocking(job.flow_keys) if job.status in RUNNABLE else None
 
     def human() -> None:
         table = Table(show_header=False, title=f"job {job.id}")
@@ -379,6 +383,8 @@ def cmd_show(args: argparse.Namespace) -> int:
                 table.add_row(title, "\n".join(lines))
         if gate is not None:
             table.add_row(gate.kind, gate.summary)
+        if waits_for is not None:
+            table.add_row("waiting", f"held by flow key {waits_for}")
         handled = durable.handling()
         if handled:
             table.add_row("handler", "\n".join(handled))
@@ -389,6 +395,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     data = {**job.to_dict(), **dependencies.family(relatives)}
     data["gate"] = None if gate is None else gate.to_dict()
+    data["held_by_flow_key"] = waits_for
     emit(args, cli_steps.show_data(data, durable), human)
     return 0
 
@@ -915,6 +922,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--priority", type=_int, help="higher runs first")
     p.add_argument("--max-attempts", type=_int)
     p.add_argument("--timeout", type=_int, help="seconds the handler may run before it is stopped")
+    p.add_argument(
+        "--flow-key",
+        dest="flow_keys",
+        action="append",
+        metavar="K",
+        help="a flow key of the job (repeatable): limits per key prefix apply (tickq flow)",
+    )
     p.add_argument("--delay", type=_seconds, help="seconds before it may run")
     p.add_argument("--run-after", help="ISO 8601 time before which it does not run")
     p.add_argument("--user", help="owner's user id (UUID)")
@@ -1082,6 +1096,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     cli_policies.register(command)
+    cli_flow.register(command)
     cli_steps.register(command)
     cli_events.register(command)
     cli_console.register(command)

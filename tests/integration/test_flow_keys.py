@@ -97,7 +97,7 @@ def test_the_job_row_and_its_dict_carry_the_keys(conn):
 @pytest.mark.parametrize(
     ("keys", "says"),
     [
-        (["a"] * 0 + [f"k{i}" for i in range(9)], "at most 8"),
+        ([f"k{i}" for i in range(9)], "at most 8"),
         (["has space"], "characters of"),
         (["x" * 201], "1-200"),
         ([""], "1-200"),
@@ -292,7 +292,7 @@ def test_limits_are_listed_and_cleared(conn):
     Variant(conn, "plain").enqueue([["shop:a"], ["shop:a"], ["z"]])
     limits.hold("z", 30, now=at(0))
 
-    keys = {row["key"]: row for row in limits.keys(now=at(1))}
+    keys = {row["key"]: row for row in limits.keys_now(now=at(1))}
 
     assert keys["shop:a"]["waiting"] == 2 and keys["shop:a"]["prefix"] == "shop:"
     assert keys["z"]["held_until"] is not None and keys["z"]["prefix"] is None
