@@ -423,8 +423,11 @@ begin
         v_claimed := v_claimed + v_rows;
         -- Every candidate was taken: the queue has no more for us.
         exit when v_rows = cardinality(v_ids);
-        -- Some were held back by a limit: look past those types in the next pass.
-        v_blocked := v_blocked || v_limited;
+        -- Some were held back by a limit: look past those types in the next pass, unless
+        -- only their flow keys held them back (those keys are looked past already).
+        if not v_flowing or v_rows < cardinality(v_admitted) then
+            v_blocked := v_blocked || v_limited;
+        end if;
     end loop;
 end $$;
 

@@ -200,6 +200,18 @@ def test_the_cap_holds_per_key_not_per_prefix(conn):
     assert sorted(tuple(j.flow_keys) for j in claimed) == [(), ("shop:a",), ("shop:b",)]
 
 
+def test_a_running_job_of_one_key_holds_back_no_other_key_of_its_prefix(conn):
+    FlowLimits(conn).set(flow_limit("shop:", max_running=1))
+    variant = Variant(conn, "plain")
+    variant.enqueue([["shop:a"], ["shop:a"], ["shop:b"]])
+
+    first = variant.claim(1, at(0))
+    second = variant.claim(10, at(1))
+
+    assert [j.flow_keys for j in first] == [["shop:a"]]
+    assert [j.flow_keys for j in second] == [["shop:b"]]
+
+
 def test_the_longest_limited_prefix_governs(conn):
     limits = FlowLimits(conn)
     limits.set(flow_limit("shop:", max_running=1))
