@@ -59,9 +59,17 @@ create table tickq.flow_starts (
 -- The claim counts a key's starts in its window.
 create index flow_starts_key_idx on tickq.flow_starts (key, at);
 
-grant select, insert, update, delete on tickq.flow_limits, tickq.flow_holds,
-    tickq.flow_starts to tickq_worker;
-grant select on tickq.flow_limits, tickq.flow_holds to tickq_app;
+-- Whether any flow limit or live hold exists: without one the claims never read flow keys
+-- (limits_configured). Security definer, so a login that may not read the holds (the
+-- application's: they name other owners' keys) learns this one bit and nothing more.
+create function tickq.flow_active() returns boolean
+    language sql stable
+    security definer
+    set search_path = pg_catalog, pg_temp
+    as $$
+    select exists (select from tickq.flow_limits)
+           or exists (select from tickq.flow_holds h where h.until > now())
+$$;
 
 -- The flow limit that governs a key: its longest limited prefix (none: the key is free).
 -- The one rule of which prefix governs, read by tickq.flow_blocked, tickq.flow_admit and
@@ -1278,6 +1286,21 @@ begin
         from unnest(p_rows) r;
     end if;
 end $$;
+
+-- Flow limits and holds are the workers' (a handler holds its key); the starts of
+-- rate-limited keys are written by the claim, which runs as the worker. Applications read
+-- none of them (a hold names another owner's key): they learn only whether any limit or
+-- hold exists (tickq.flow_active), as the store's probe asks.
+grant select, insert, update, delete on tickq.flow_limits, tickq.flow_holds,
+    tickq.flow_starts to tickq_worker;
+revoke all on function tickq.flow_active(), tickq.flow_limit_of(text),
+    tickq.flow_blocked(timestamptz), tickq.flow_admit(uuid[], timestamptz),
+    tickq.flow_log(text[], timestamptz),
+    tickq.claim_flow(text[], integer, integer, timestamptz, uuid) from public;
+grant execute on function tickq.flow_active() to tickq_app, tickq_worker;
+grant execute on function tickq.flow_limit_of(text), tickq.flow_blocked(timestamptz),
+    tickq.flow_admit(uuid[], timestamptz), tickq.flow_log(text[], timestamptz),
+    tickq.claim_flow(text[], integer, integer, timestamptz, uuid) to tickq_worker;
 
 -- tickq.enqueue takes flow_keys: a new signature, so the old function goes.
 drop function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer, text, text,

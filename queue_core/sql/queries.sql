@@ -727,9 +727,7 @@ where name = %(name)s;
 select exists (select from tickq.type_limits), exists (select from tickq.queue_limits),
        exists (select from tickq.type_limits where max_running_per_group is not null)
        or exists (select from tickq.queue_group_limits),
-       has_table_privilege('tickq.jobs', 'INSERT'),
-       exists (select from tickq.flow_limits)
-       or exists (select from tickq.flow_holds where until > now());
+       has_table_privilege('tickq.jobs', 'INSERT'), tickq.flow_active();
 
 -- name: jobs_claim_limited
 -- The claim of jobs_finish_and_claim under the type limits: see tickq.claim_limited

@@ -34,4 +34,3 @@ SETTINGS = (
 def empty(conn: psycopg.Connection[Any], tables: str = "tickq.jobs") -> None:
     """Truncate `tables` (and what references them) with every limit and pause."""
     conn.execute(f"truncate {tables}, {SETTINGS} cascade")
-

@@ -131,6 +131,11 @@ def test_the_sql_bounds_are_the_python_bounds(conn: psycopg.Connection) -> None:
         " gen_random_uuid())",
         "select * from tickq.job_gate_turns",
         "select * from tickq.job_ids",
+        "insert into tickq.flow_holds (key, until) values ('k', now())",
+        "insert into tickq.flow_limits (prefix, max_running) values ('k', 1)",
+        "select * from tickq.flow_holds",
+        "select tickq.flow_log(array['k'], now())",
+        "select * from tickq.flow_admit(array[gen_random_uuid()], now())",
     ],
 )
 def test_the_application_login_writes_no_table_and_names_no_owner_or_clock(

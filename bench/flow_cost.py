@@ -1,0 +1,159 @@
+"""What flow keys cost: a drain with no flow limits against another ref's engine (round trips
+per job and jobs per second: jobs without keys should pay nothing), and a drain of jobs
+spread over many keys with a cap per key against the same drain with no flow limit.
+
+    python -m bench.flow_cost --before REF [--jobs 4000] [--rounds 3]
+                              [--keyed-jobs 10000] [--keys 1000] [--cap 2] [--claimers 4]
+
+The first part runs each side in a subprocess of its own (its queue_core first on the path)
+on a fresh database, the sides taking turns round by round: one claimer drains a backlog of
+plain jobs in batches of 10, finishing each batch in the next claim's statement, its round
+trips counted from libpq's trace. The second part runs this tree alone: `--claimers`
+threads drain `--keyed-jobs` jobs, each of one key of `--keys`, with `flow set k:
+--max-running CAP` and without, the two taking turns round by round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import threading
+import time
+from typing import Any
+
+from .roundtrips import count_round_trips
+from .server import env_or_local_server, fresh_database
+from .sides import alternate
+
+
+def child(url: str, jobs: int) -> dict[str, float]:
+    """One plain drain on this process's engine: jobs per second and round trips per job."""
+    import psycopg
+
+    from queue_core import PostgresStore
+    from queue_core.migrate import migrate
+    from queue_core.validation import job_spec
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        migrate(conn)
+        store = PostgresStore(conn)
+        store.enqueue_many([job_spec("work", {"i": i}) for i in range(jobs)])
+        conn.execute("vacuum analyze tickq.jobs")
+        store.limits_configured()  # the one-off lookup is not part of the measurement
+        done = 0
+        with count_round_trips(conn) as trips:
+            began = time.perf_counter()
+            outcomes: list[Any] = []
+            while True:
+                _, batch = store.finish_and_claim(outcomes, limit=10)
+                if not batch:
+                    break
+                done += len(batch)
+                outcomes = [_succeeded(job) for job in batch]
+            seconds = time.perf_counter() - began
+    assert done == jobs, (done, jobs)
+    return {"jobs_per_s": jobs / seconds, "round_trips_per_job": trips.count / jobs}
+
+
+def _succeeded(job: Any) -> Any:
+    from queue_core import transitions
+
+    return transitions.succeeded(job, None)
+
+
+def keyed_drain(url: str, jobs: int, keys: int, cap: int | None, claimers: int) -> float:
+    """Jobs per second of `claimers` threads draining `jobs` jobs over `keys` keys."""
+    import psycopg
+
+    from queue_core import PostgresStore, transitions
+    from queue_core.flow import flow_limit
+    from queue_core.postgres.flow_limits import FlowLimits
+    from queue_core.validation import job_spec
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("truncate tickq.jobs, tickq.flow_limits, tickq.flow_starts cascade")
+        if cap is not None:
+            FlowLimits(conn).set(flow_limit("k:", max_running=cap))
+        specs = [job_spec("work", {"i": i}, flow_keys=[f"k:{i % keys}"]) for i in range(jobs)]
+        PostgresStore(conn).enqueue_many(specs)
+        conn.execute("vacuum analyze tickq.jobs")
+    counts = [0] * claimers
+    start = threading.Barrier(claimers + 1)
+
+    def claim_loop(slot: int) -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            store = PostgresStore(conn)
+            store.limits_configured()
+            start.wait()
+            idle = 0
+            while idle < 20:  # a claim may find every key of its candidates held by others
+                batch = store.claim(limit=10)
+                if not batch:
+                    idle += 1
+                    continue
+                idle = 0
+                store.finish([transitions.succeeded(job, None) for job in batch])
+                counts[slot] += len(batch)
+
+    threads = [threading.Thread(target=claim_loop, args=(i,)) for i in range(claimers)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - began
+    assert sum(counts) == jobs, (sum(counts), jobs)
+    return jobs / seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.flow_cost", description=__doc__)
+    parser.add_argument("--before", required=True, help="the engine at this git ref beside")
+    parser.add_argument("--jobs", type=int, default=4000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--keyed-jobs", type=int, default=10_000)
+    parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--cap", type=int, default=2)
+    parser.add_argument("--claimers", type=int, default=4)
+    args = parser.parse_args(argv)
+
+    runs = alternate(args.before, args.rounds, "flow_cost", args.jobs)
+    result: dict[str, Any] = {"plain drain without flow limits": {}}
+    for side in ("before", "after"):
+        result["plain drain without flow limits"][side] = {
+            name: round(statistics.median(run[name] for run in runs[side]), 3)
+            for name in ("jobs_per_s", "round_trips_per_job")
+        }
+    before, after = (result["plain drain without flow limits"][s] for s in ("before", "after"))
+    result["plain drain without flow limits"]["jobs/s ratio (after / before)"] = round(
+        after["jobs_per_s"] / before["jobs_per_s"], 3
+    )
+
+    from queue_core.migrate import migrate
+
+    capped: list[float] = []
+    free: list[float] = []
+    with env_or_local_server() as admin, fresh_database(admin, "flow") as url:
+        import psycopg
+
+        with psycopg.connect(url) as conn:
+            migrate(conn)
+        shape = (args.keyed_jobs, args.keys)
+        for _ in range(args.rounds):
+            free.append(keyed_drain(url, *shape, None, args.claimers))
+            capped.append(keyed_drain(url, *shape, args.cap, args.claimers))
+    result[f"{args.keyed_jobs} jobs over {args.keys} keys, {args.claimers} claimers"] = {
+        "no flow limit, jobs/s": [round(x) for x in free],
+        f"cap {args.cap} per key, jobs/s": [round(x) for x in capped],
+        "ratio (capped / free), medians": round(
+            statistics.median(capped) / statistics.median(free), 3
+        ),
+    }
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
