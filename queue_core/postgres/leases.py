@@ -13,12 +13,14 @@ from ..errors import LeaseLost
 from ..jobs import Job
 from ..ports import LeaseState
 from .executor import Executor, jobs
+from .probes import LimitsProbe
 
 
 class Leases:
     """The store's lease operations (the port's LeaseKeeper, and the reclaim)."""
 
     _db: Executor
+    _limits: LimitsProbe
 
     def reclaim(self, *, limit: int = 1000, now: datetime | None = None) -> list[Job]:
         """Expired leases back to retrying or dead; returns the jobs as they now stand."""
@@ -73,6 +75,7 @@ class Leases:
         rows = self._db.rows("flow_hold_fenced", params)
         if not rows:
             raise LeaseLost(job_id)
+        self._limits.forget()  # this store's next claim honours the hold at once
         until: datetime = rows[0][1]
         return until
 
