@@ -8,9 +8,10 @@ spread over many keys with a cap per key against the same drain with no flow lim
 The first part runs each side in a subprocess of its own (its queue_core first on the path)
 on a fresh database, the sides taking turns round by round: one claimer drains a backlog of
 plain jobs in batches of 10, finishing each batch in the next claim's statement, its round
-trips counted from libpq's trace. The second part runs this tree alone: `--claimers`
-threads drain `--keyed-jobs` jobs, each of one key of `--keys`, with `flow set k:
---max-running CAP` and without, the two taking turns round by round.
+trips counted from libpq's trace, its backend's CPU from /proc (so a superuser on this
+machine: TICKQ_DATABASE_URL or a throwaway server). The second part runs this tree alone:
+`--claimers` threads drain `--keyed-jobs` jobs, each of one key of `--keys`, with `flow set
+k: --max-running CAP` and without, the two taking turns round by round.
 """
 
 from __future__ import annotations
@@ -41,9 +42,15 @@ def child(url: str, jobs: int) -> dict[str, float]:
         store.enqueue_many([job_spec("work", {"i": i}) for i in range(jobs)])
         conn.execute("vacuum analyze tickq.jobs")
         store.limits_configured()  # the one-off lookup is not part of the measurement
+        pid = conn.info.backend_pid
+
+        def server_ns() -> int:
+            with open(f"/proc/{pid}/schedstat") as stat:
+                return int(stat.read().split()[0])
+
         done = 0
         with count_round_trips(conn) as trips:
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), server_ns()
             outcomes: list[Any] = []
             while True:
                 _, batch = store.finish_and_claim(outcomes, limit=10)
@@ -51,9 +58,13 @@ def child(url: str, jobs: int) -> dict[str, float]:
                     break
                 done += len(batch)
                 outcomes = [_succeeded(job) for job in batch]
-            seconds = time.perf_counter() - began
+            seconds, cpu = time.perf_counter() - began, server_ns() - began_cpu
     assert done == jobs, (done, jobs)
-    return {"jobs_per_s": jobs / seconds, "round_trips_per_job": trips.count / jobs}
+    return {
+        "jobs_per_s": jobs / seconds,
+        "round_trips_per_job": trips.count / jobs,
+        "server_cpu_us_per_job": cpu / 1e3 / jobs,
+    }
 
 
 def _succeeded(job: Any) -> Any:
@@ -124,11 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     for side in ("before", "after"):
         result["plain drain without flow limits"][side] = {
             name: round(statistics.median(run[name] for run in runs[side]), 3)
-            for name in ("jobs_per_s", "round_trips_per_job")
+            for name in ("jobs_per_s", "round_trips_per_job", "server_cpu_us_per_job")
         }
     before, after = (result["plain drain without flow limits"][s] for s in ("before", "after"))
     result["plain drain without flow limits"]["jobs/s ratio (after / before)"] = round(
         after["jobs_per_s"] / before["jobs_per_s"], 3
+    )
+    result["plain drain without flow limits"]["server CPU ratio (after / before)"] = round(
+        after["server_cpu_us_per_job"] / before["server_cpu_us_per_job"], 3
     )
 
     from queue_core.migrate import migrate

@@ -106,13 +106,18 @@ begin
         cross join lateral tickq.flow_limit_of(r.key) g
         where r.n >= g.max_running
         union
+        -- One pass over the starts of the longest period (the log holds little more: each
+        -- claim prunes its keys' older starts), each key's then counted in its own period.
         select s.key
-        from (select distinct f.key from tickq.flow_starts f) s
+        from (select f.key, array_agg(f.at) as ats
+              from tickq.flow_starts f
+              where f.at > p_now - (select max(l.rate_period_seconds) from tickq.flow_limits l)
+                               * interval '1 second'
+              group by f.key) s
         cross join lateral tickq.flow_limit_of(s.key) g
         where g.rate_limit is not null
-          and g.rate_limit <= (select count(*) from tickq.flow_starts f
-                               where f.key = s.key
-                                 and f.at > p_now - g.rate_period_seconds * interval '1 second'));
+          and g.rate_limit <= (select count(*) from unnest(s.ats) a
+                               where a > p_now - g.rate_period_seconds * interval '1 second'));
 end $$;
 
 -- Which of a claim's candidates (p_ids, locked by the caller as queued or retrying, best
