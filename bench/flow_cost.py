@@ -119,6 +119,47 @@ def keyed_drain(url: str, jobs: int, keys: int, cap: int | None, claimers: int) 
     return jobs / seconds
 
 
+def claim_cpu(url: str, keys: int, backlog: int, samples: int) -> list[float]:
+    """Milliseconds of wall time and of server CPU per claim of 10 from `backlog` runnable
+    jobs over `keys` keys under a cap per key (median; claims rolled back, so every sample
+    claims from the same backlog)."""
+    import psycopg
+
+    from queue_core import PostgresStore
+    from queue_core.flow import flow_limit
+    from queue_core.postgres.flow_limits import FlowLimits
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("truncate tickq.jobs, tickq.flow_limits, tickq.flow_starts cascade")
+        FlowLimits(conn).set(flow_limit("k:", max_running=2))
+        conn.execute(
+            "insert into tickq.jobs (type, flow_keys, run_after, created_at)"
+            " select 'work', array['k:' || (g %% %(keys)s)],"
+            "        now() - interval '1 hour' + g * interval '1 ms',"
+            "        now() - interval '1 hour' + g * interval '1 ms'"
+            " from generate_series(1, %(backlog)s) g",
+            {"keys": keys, "backlog": backlog},
+        )
+        conn.execute("vacuum analyze tickq.jobs")
+        pid = conn.info.backend_pid
+        store = PostgresStore(conn)
+        walls, cpus = [], []
+        for n in range(samples + 5):
+            with conn.transaction(force_rollback=True):
+                with open(f"/proc/{pid}/schedstat") as stat:
+                    began_cpu = int(stat.read().split()[0])
+                began = time.perf_counter()
+                claimed = store.claim(limit=10)
+                wall = time.perf_counter() - began
+                with open(f"/proc/{pid}/schedstat") as stat:
+                    cpu = int(stat.read().split()[0]) - began_cpu
+            assert len(claimed) == 10, (keys, len(claimed))
+            if n >= 5:  # the first claims plan the statements
+                walls.append(wall * 1e3)
+                cpus.append(cpu / 1e6)
+    return [round(statistics.median(walls), 3), round(statistics.median(cpus), 3)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.flow_cost", description=__doc__)
     parser.add_argument("--before", required=True, help="the engine at this git ref beside")
@@ -158,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds):
             free.append(keyed_drain(url, *shape, None, args.claimers))
             capped.append(keyed_drain(url, *shape, args.cap, args.claimers))
+        cpu = {f"{keys} keys": claim_cpu(url, keys, 20_000, 100) for keys in (10, 1000, 100_000)}
     result[f"{args.keyed_jobs} jobs over {args.keys} keys, {args.claimers} claimers"] = {
         "no flow limit, jobs/s": [round(x) for x in free],
         f"cap {args.cap} per key, jobs/s": [round(x) for x in capped],
@@ -165,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             statistics.median(capped) / statistics.median(free), 3
         ),
     }
+    result["claim of 10 under a cap per key, from 20,000 jobs: [ms, server CPU ms]"] = cpu
     print(json.dumps(result, indent=2))
     return 0
 
