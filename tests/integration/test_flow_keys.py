@@ -317,3 +317,34 @@ def test_without_flow_limits_the_plain_claim_runs_its_own_statement(conn):
     assert not store.limits_configured().flow
     FlowLimits(conn).set(flow_limit("shop:", max_running=1))
     assert PostgresStore(conn).limits_configured().flow
+
+
+def test_a_handler_told_to_back_off_holds_its_key_for_every_worker(conn):
+    # Given three jobs of one key and one of another, runnable on the database's clock
+    store = PostgresStore(conn)
+    for keys in (["shop:a"], ["shop:a"], ["shop:a"], ["shop:b"]):
+        store.enqueue(job_spec("t", {}, flow_keys=keys))
+    calls: list[list[str]] = []
+    registry = Registry()
+
+    @registry.task("t")
+    def handler(job):
+        calls.append(list(job.row.flow_keys))
+        if job.row.flow_keys == ["shop:a"]:
+            job.hold_flow("shop:a", 300)  # the downstream said 429, Retry-After: 300
+            raise queue_core.errors.RetryAfter(300)
+
+    # When a runner runs one job at a time until nothing more starts
+    with queue_core.Runner(store, registry, batch_size=1, concurrency=1) as runner:
+        while runner.run_batch(queue_core.TickReport()):
+            pass
+
+    # Then the first job of the held key ran and held it; the other key's job ran; the
+    # rest of the held key wait, and say so
+    assert sorted(calls) == [["shop:a"], ["shop:b"]]
+    waiting = conn.execute(
+        "select count(*) from tickq.jobs where status = 'queued' and flow_keys = '{shop:a}'"
+        " and run_after <= now()"  # the snoozed one waits out its RetryAfter besides
+    ).fetchone()
+    assert waiting == (2,)
+    assert FlowLimits(conn).blocking(["shop:a"]) == "shop:a"
