@@ -6,7 +6,7 @@ key that starts with it, the longest limited prefix winning; `max_running` bound
 of EACH such key running at once, `rate_limit` per `rate_period_seconds` each key's starts in
 any sliding window. A hold keeps every job of one key from starting until a time. The claim
 applies these rules in SQL (tickq.flow_admit); `admit` here is the same rule as a pure
-function of the state, held to the SQL by tests/integration/test_flow_model.py.
+function of the state, held to the SQL by tests/model/test_flow_matches_model.py.
 """
 
 from __future__ import annotations

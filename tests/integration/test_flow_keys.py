@@ -158,6 +158,8 @@ def test_a_tasks_templates_fill_from_the_payload_on_every_path(conn):
 
     publish(conn, tasks)
     conn.execute("""select tickq.enqueue('sync', '{"shop": "c", "account": 2}')""")
+    # And so to a Python process without the task's module.
+    queue_core.enqueue(conn, "sync", {"shop": "d", "account": 3}, using=Registry())
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="template"):
         conn.execute("""select tickq.enqueue('sync', '{"shop": true, "account": 2}')""")
 
@@ -165,6 +167,7 @@ def test_a_tasks_templates_fill_from_the_payload_on_every_path(conn):
         ["shop:acme", "acct:7"],
         ["shop:b", "acct:1", "extra"],
         ["shop:c", "acct:2"],
+        ["shop:d", "acct:3"],
     ]
 
 
