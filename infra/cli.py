@@ -34,11 +34,10 @@ from queue_core.config import Settings
 from queue_core.dependencies import Relative
 from queue_core.errors import ConfigurationError, DatabaseError, InvalidJob, TickqError
 from queue_core.fairness import GroupStats
-from queue_core.jobs import RUNNABLE, TERMINAL, Job, Status
+from queue_core.jobs import TERMINAL, Job, Status
 from queue_core.ports import StatsRow, Store
 from queue_core.postgres import PostgresStore, StepStore
 from queue_core.postgres import catalog as task_catalog
-from queue_core.postgres.flow_limits import FlowLimits
 from queue_core.registry import Registry
 from queue_core.tick import Runner, TickReport
 from queue_core.transitions import compensating
@@ -363,7 +362,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         relatives = store.relatives(job.id)
         durable = StepStore(store).show(job.id)
         gate = store.gate_of(job.id)
-        waits_for = FlowLimits(conn).blocking(job.flow_keys) if job.status in RUNNABLE else None
+        waits_for = store.flow_waits_for(job.id)
 
     def human() -> None:
         table = Table(show_header=False, title=f"job {job.id}")

@@ -387,6 +387,15 @@ class MemoryStore(DerivedOperations):
         """Always None: this store refuses debounce and throttle."""
         return None
 
+    def flow_waits_for(self, job_id: UUID | str) -> str | None:
+        """A held key of a runnable job (this store sets no flow limits, only holds)."""
+        with self._lock:
+            job = self._get(job_id)
+            at = self._clock()
+            if not transitions.is_runnable(job, at):
+                return None
+            return next((k for k in job.flow_keys if self._flow_holds.get(k, at) > at), None)
+
     def cancel(self, job_id: UUID | str, *, now: datetime | None = None) -> Job:
         with self._lock:
             job = self._get(job_id)

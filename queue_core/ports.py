@@ -309,6 +309,10 @@ class Store(LeaseKeeper, Protocol):
         """The debounce or throttle that made a job, if one did."""
         ...
 
+    def flow_waits_for(self, job_id: UUID | str) -> str | None:
+        """The flow key that keeps a runnable job from starting now, if one does."""
+        ...
+
     def search_jobs(
         self, filters: Mapping[str, Any], *, limit: int = ..., cursor: str | None = None
     ) -> Page:

@@ -3,7 +3,6 @@ statement per operation. The claims apply them (tickq.flow_admit)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -54,11 +53,3 @@ class FlowLimits:
         """The keys with live jobs or a hold: running, waiting, held until, governing
         prefix."""
         return self._db.dicts("flow_keys_now", {"now": now, "limit": MAX_LISTED_KEYS})
-
-    def blocking(self, keys: Sequence[str], *, now: datetime | None = None) -> str | None:
-        """The first of these keys that may start no job now (held, at its cap or its
-        rate): what a waiting job of them waits for; None when they let it run."""
-        if not keys:
-            return None
-        rows = self._db.dicts("flow_key_blocking", {"keys": list(keys), "now": now})
-        return str(rows[0]["key"]) if rows else None

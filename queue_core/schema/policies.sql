@@ -211,7 +211,9 @@ revoke all on function tickq.flow_active(), tickq.flow_limit_of(text),
     tickq.flow_blocked(timestamptz), tickq.flow_admit(uuid[], timestamptz),
     tickq.flow_log(text[], timestamptz),
     tickq.claim_flow(text[], integer, integer, timestamptz, uuid) from public;
-grant execute on function tickq.flow_active() to tickq_app, tickq_worker;
+revoke all on function tickq.flow_job_waits(uuid) from public;
+grant execute on function tickq.flow_active(), tickq.flow_job_waits(uuid)
+    to tickq_app, tickq_worker;
 grant execute on function tickq.flow_limit_of(text), tickq.flow_blocked(timestamptz),
     tickq.flow_admit(uuid[], timestamptz), tickq.flow_log(text[], timestamptz),
     tickq.claim_flow(text[], integer, integer, timestamptz, uuid) to tickq_worker;

@@ -1274,11 +1274,6 @@ returning key, until;
 -- End a key's hold at once.
 delete from tickq.flow_holds where key = %(key)s returning key;
 
--- name: flow_key_blocking
--- The first of a waiting job's flow keys that may start nothing now (tickq.flow_blocked:
--- held, at its cap or at its rate), for `tickq show`; nothing when its keys let it run.
-select k as key
-from unnest(%(keys)s::text[]) with ordinality f (k, n)
-where k = any(tickq.flow_blocked(coalesce(%(now)s::timestamptz, now())))
-order by n
-limit 1;
+-- name: job_flow_waits
+-- The flow key a job waits for (tickq.flow_job_waits), for its views; null when none.
+select tickq.flow_job_waits(%(id)s::uuid);

@@ -10,6 +10,7 @@ from uuid import uuid4
 import psycopg
 import pytest
 
+from queue_core.postgres.flow_limits import FlowLimits
 from tickq.functions import enqueue
 
 from .conftest import FakeContext, Invoke
@@ -35,6 +36,20 @@ def test_the_api_stores_a_callers_keys_under_the_caller(
     owner = fetched["user_id"]
     assert fetched["flow_keys"] == [f"{owner}/shop:acme"]
     assert stored_keys(conn) == [[f"{owner}/shop:acme"]]
+
+
+def test_the_api_says_which_key_holds_a_job_back(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    _, job = call_api("POST", "/jobs", body={"type": "embed", "flow_keys": ["shop:a"]}, sub=ALICE)
+    _, free = call_api("GET", f"/jobs/{job['id']}", sub=ALICE)
+    (stored,) = free["flow_keys"]
+    FlowLimits(conn).hold(stored, 300)
+
+    status, held = call_api("GET", f"/jobs/{job['id']}", sub=ALICE)
+
+    assert free["held_by_flow_key"] is None
+    assert status == 200 and held["held_by_flow_key"] == stored
 
 
 @pytest.mark.parametrize("keys", [["no spaces"], [f"k{i}" for i in range(9)], "k"])

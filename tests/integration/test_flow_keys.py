@@ -350,4 +350,7 @@ def test_a_handler_told_to_back_off_holds_its_key_for_every_worker(conn):
         " and run_after <= now()"  # the snoozed one waits out its RetryAfter besides
     ).fetchone()
     assert waiting == (2,)
-    assert FlowLimits(conn).blocking(["shop:a"]) == "shop:a"
+    held = conn.execute(
+        "select id from tickq.jobs where status = 'queued' and run_after <= now() limit 1"
+    ).fetchone()
+    assert store.flow_waits_for(held[0]) == "shop:a"
