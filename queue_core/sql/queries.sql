@@ -1254,7 +1254,7 @@ insert into tickq.flow_holds as h (key, until, set_at)
 values (%(key)s, coalesce(%(now)s::timestamptz, now()) + %(seconds)s * interval '1 second',
         coalesce(%(now)s::timestamptz, now()))
 on conflict (key) do update
-    set until = greatest(h.until, excluded.until), set_at = excluded.set_at
+    set until = greatest(h.until, excluded.until), set_at = greatest(h.set_at, excluded.set_at)
 returning key, until;
 
 -- name: flow_hold_fenced
@@ -1267,7 +1267,7 @@ where exists (select from tickq.jobs j
               where j.id = %(id)s and j.lease_token = %(lease_token)s
                 and j.status = 'running')
 on conflict (key) do update
-    set until = greatest(h.until, excluded.until), set_at = excluded.set_at
+    set until = greatest(h.until, excluded.until), set_at = greatest(h.set_at, excluded.set_at)
 returning key, until;
 
 -- name: flow_hold_release
