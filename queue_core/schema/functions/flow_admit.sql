@@ -67,7 +67,8 @@ begin
     for v_job in
         select c.id, j.flow_keys
         from unnest(p_ids) with ordinality c (id, ord)
-        join tickq.jobs j on j.id = c.id and j.status in ('waiting', 'queued', 'running', 'retrying')
+        join tickq.jobs j
+            on j.id = c.id and j.status in ('waiting', 'queued', 'running', 'retrying')
         order by c.ord
     loop
         v_ok := not (v_job.flow_keys && v_held);
