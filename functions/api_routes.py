@@ -88,6 +88,8 @@ def get_job(job_id: str) -> Response:
     scoped = store(user_id=_caller())
     job = scoped.get(job_id)
     body = {**_with_family(job), **_gate(scoped, job.id), **scoped.steps.show(job.id).to_dict()}
+    # A job waiting only for its flow key says which ("held by flow key K").
+    body["held_by_flow_key"] = scoped.flow_waits_for(job.id)
     return _json(HTTPStatus.OK, body)
 
 

@@ -50,6 +50,9 @@ class EnqueueRequest(BaseModel):
     # {"key", "seconds", "max_seconds"} and {"key", "seconds"}: keys are the caller's own.
     debounce: dict[str, Any] | None = None
     throttle: dict[str, Any] | None = None
+    # What the job touches, for the flow limits: stored as "<caller>/<key>", so no caller
+    # can hold back another's work by naming its key (checked by the enqueue).
+    flow_keys: list[Any] | None = None
 
     def spec(
         self,
@@ -78,6 +81,7 @@ class EnqueueRequest(BaseModel):
             group=self._group(user_id),
             debounce=self.debounce,
             throttle=self.throttle,
+            flow_keys=self.flow_keys,
         )
 
     def _group(self, user_id: UUID | None) -> str | None:

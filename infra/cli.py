@@ -47,6 +47,7 @@ from . import (
     cli_db,
     cli_deploy,
     cli_events,
+    cli_flow,
     cli_policies,
     cli_steps,
     demo,
@@ -162,6 +163,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         "group": args.group,
         "debounce": args.debounce,
         "throttle": args.throttle,
+        "flow_keys": args.flow_keys,
     }
     parents = dependencies.parents(args.after)
     with database() as conn:
@@ -388,6 +390,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         relatives = store.relatives(job.id)
         durable = StepStore(store).show(job.id)
         gate = store.gate_of(job.id)
+        waits_for = store.flow_waits_for(job.id)
 
     def human() -> None:
         table = Table(show_header=False, title=f"job {job.id}")
@@ -407,6 +410,8 @@ def cmd_show(args: argparse.Namespace) -> int:
                 table.add_row(title, "\n".join(lines))
         if gate is not None:
             table.add_row(gate.kind, gate.summary)
+        if waits_for is not None:
+            table.add_row("waiting", f"held by flow key {waits_for}")
         handled = durable.handling()
         if handled:
             table.add_row("handler", "\n".join(handled))
@@ -417,6 +422,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     data = {**job.to_dict(), **dependencies.family(relatives)}
     data["gate"] = None if gate is None else gate.to_dict()
+    data["held_by_flow_key"] = waits_for
     emit(args, cli_steps.show_data(data, durable), human)
     return 0
 
@@ -949,6 +955,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--priority", type=_int, help="higher runs first")
     p.add_argument("--max-attempts", type=_int)
     p.add_argument("--timeout", type=_int, help="seconds the handler may run before it is stopped")
+    p.add_argument(
+        "--flow-key",
+        dest="flow_keys",
+        action="append",
+        metavar="K",
+        help="a flow key of the job (repeatable): limits per key prefix apply (tickq flow)",
+    )
     p.add_argument("--delay", type=_seconds, help="seconds before it may run")
     p.add_argument("--run-after", help="ISO 8601 time before which it does not run")
     p.add_argument("--user", help="owner's user id (UUID)")
@@ -1116,6 +1129,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     cli_policies.register(command)
+    cli_flow.register(command)
     cli_steps.register(command)
     cli_deploy.register(command)
     cli_events.register(command)

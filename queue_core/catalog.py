@@ -49,6 +49,11 @@ def defaults_of(task: Any) -> dict[str, Any]:
             "max": backoff.max,
             "jitter": backoff.jitter,
         }
+    templates = getattr(task, "flow_keys", ())
+    if templates:
+        # Not a request field (a request cannot give it): each enqueue path fills the
+        # templates from the payload (tickq.enqueue_job, Registry.spec).
+        defaults["flow_key_templates"] = list(templates)
     return {key: value for key, value in defaults.items() if value is not None}
 
 

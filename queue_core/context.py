@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -120,6 +121,14 @@ class JobContext:
             raise JobCancelled(self._job.id)
 
     heartbeat = extend_lease
+
+    def hold_flow(self, key: str, seconds: float) -> datetime:
+        """Keep every job of flow key `key` from starting for `seconds` (at most a day): say
+        the downstream answered 429 with Retry-After. This job goes on as its handler decides
+        (return, or raise RetryAfter). Returns when the hold ends."""
+        self._live()
+        assert self._job.lease_token is not None
+        return self._keeper.hold_flow(self._job.id, self._job.lease_token, key, seconds)
 
     # Durable steps (docs/steps.md)
 

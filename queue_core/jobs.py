@@ -97,6 +97,9 @@ class Job:
     # What a durable job's last suspension waits for (a signal, a sleep, its children, a
     # step's retry); it is suspended while queued with one (is_suspended).
     wait_kind: str | None = None
+    # The keys its flow limits count it under (queue_core/flow.py); an outside caller's
+    # stored as '<owner>/key'.
+    flow_keys: list[str] = field(default_factory=list)
 
     @property
     def backoff(self) -> Backoff:
@@ -180,6 +183,15 @@ class JobSpec:
     group_key: str = ""  # resolved at validation: the group given, else user_id, else ''
     gate: Gate | None = None  # a debounce or throttle (queue_core/gates.py)
     timeout_seconds: int | None = None  # the handler's time limit; the lease covers it
+    flow_keys: tuple[str, ...] = ()  # the caller's own (an outside caller's: owned)
+    task_flow_keys: tuple[str, ...] = ()  # its task's templates filled from the payload
+
+    @property
+    def stored_flow_keys(self) -> tuple[str, ...]:
+        """The keys a trusted enqueue stores: the task's, then the caller's, once each."""
+        if not self.task_flow_keys:
+            return self.flow_keys
+        return tuple(dict.fromkeys([*self.task_flow_keys, *self.flow_keys]))
 
 
 @dataclass(frozen=True, slots=True)

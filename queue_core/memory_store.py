@@ -16,11 +16,11 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 from uuid import UUID
 
-from . import dependencies, json_text, transitions
+from . import dependencies, flow, json_text, transitions
 from .batch import JobBatch
 from .derived import DerivedOperations
 from .errors import ConfigurationError, InvalidTransition, JobNotFound, LeaseLost
@@ -65,6 +65,8 @@ class MemoryStore(DerivedOperations):
     def __init__(self, *, clock: Callable[[], datetime] = _utc_now) -> None:
         self._clock = clock
         self._jobs: dict[UUID, Job] = {}
+        # Flow keys held by handlers (job.hold_flow): key -> until.
+        self._flow_holds: dict[str, datetime] = {}
         self._lock = threading.Lock()
         self._enqueued = threading.Event()
         self.calls: list[str] = []  # the operations run, in order, for tests of callers
@@ -179,6 +181,15 @@ class MemoryStore(DerivedOperations):
                 ),
                 key=transitions.claim_order,
             )
+            if self._flow_holds:  # a held key's jobs wait (the memory store sets no limits)
+                runnable = flow.admit(
+                    [(j, j.flow_keys) for j in runnable],
+                    limits=(),
+                    running={},
+                    starts={},
+                    holds=self._flow_holds,
+                    now=at,
+                )
             claimed = []
             drawn = seed or os.urandom(16)  # the tokens derive from one seed, as in SQL
             for job in runnable[:limit]:
@@ -253,6 +264,16 @@ class MemoryStore(DerivedOperations):
                 job, token=lease_token, progress=value, now=at
             )
             return job.cancel_requested
+
+    def hold_flow(self, job_id: UUID, lease_token: UUID, key: str, seconds: float) -> datetime:
+        with self._lock:
+            job = self._leased(job_id)
+            if job.lease_token != lease_token or job.status is not Status.RUNNING:
+                raise LeaseLost(job_id)
+            name = flow.key(key, "key", flow.MAX_STORED_KEY)
+            until = self._clock() + timedelta(seconds=flow.hold_seconds(seconds))
+            self._flow_holds[name] = max(until, self._flow_holds.get(name, until))
+            return self._flow_holds[name]
 
     def _leased(self, job_id: UUID) -> Job:
         job = self._jobs.get(job_id)
@@ -365,6 +386,15 @@ class MemoryStore(DerivedOperations):
     def gate_of(self, job_id: UUID | str) -> GateView | None:
         """Always None: this store refuses debounce and throttle."""
         return None
+
+    def flow_waits_for(self, job_id: UUID | str) -> str | None:
+        """A held key of a runnable job (this store sets no flow limits, only holds)."""
+        with self._lock:
+            job = self._get(job_id)
+            at = self._clock()
+            if not transitions.is_runnable(job, at):
+                return None
+            return next((k for k in job.flow_keys if self._flow_holds.get(k, at) > at), None)
 
     def cancel(self, job_id: UUID | str, *, now: datetime | None = None) -> Job:
         with self._lock:

@@ -42,6 +42,8 @@ class LimitsConfigured:
     types: bool
     queues: bool
     per_group: bool = False
+    # Any flow limit or live hold (queue_core/flow.py): only then do claims read flow keys.
+    flow: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,11 @@ class LeaseKeeper(Protocol):
     def report_progress(
         self, job_id: UUID, lease_token: UUID, progress: Any, *, now: datetime | None = None
     ) -> bool: ...
+
+    def hold_flow(self, job_id: UUID, lease_token: UUID, key: str, seconds: float) -> datetime:
+        """Keep every job of flow key `key` from starting for `seconds` (at most a day),
+        while the job still holds its lease; returns when the hold ends."""
+        ...
 
     def parent_results(self, job_id: UUID) -> dict[UUID, Any]:
         """The results of the jobs `job_id` was enqueued after (dependencies), by id."""
@@ -308,6 +315,10 @@ class Store(LeaseKeeper, Protocol):
 
     def gate_of(self, job_id: UUID | str) -> GateView | None:
         """The debounce or throttle that made a job, if one did."""
+        ...
+
+    def flow_waits_for(self, job_id: UUID | str) -> str | None:
+        """The flow key that keeps a runnable job from starting now, if one does."""
         ...
 
     def search_jobs(

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
+import json
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from . import payloads, validation
+from . import flow, payloads, validation
 from .backoff import Backoff
 from .batch import JobBatch
 from .catalog import accepts_unknown_types
@@ -51,6 +52,8 @@ class Task:
     # "process": each call runs in a child process, killed at the timeout; "thread" (the
     # default): in the runner's thread, which a timeout fails and abandons.
     isolation: str = "thread"
+    # Flow key templates filled from each job's payload (`shop:{shop}`, queue_core/flow.py).
+    flow_keys: tuple[str, ...] = ()
 
 
 ISOLATIONS = ("thread", "process")
@@ -84,6 +87,7 @@ class Registry:
         events: Iterable[str] = (),
         timeout: int | None = None,
         isolation: str = "thread",
+        flow_keys: Sequence[str] = (),
     ) -> Callable[[Handler], Handler]:
         """Register the decorated function as the handler of job type `name`.
 
@@ -91,7 +95,9 @@ class Registry:
         the job's fenced success. `batch_size=N`: called as fn(batch) with up to N jobs.
         `timeout=S`: the handler is stopped after S seconds and the attempt fails;
         `isolation="process"` runs each call in a child process, killed at the timeout.
+        `flow_keys=["shop:{shop}"]`: each job's flow keys, filled from its payload.
         """
+        key_templates = flow.templates(flow_keys)
         # Validate the defaults now, so a bad decorator fails at import rather than at enqueue.
         validation.job_spec(
             name,
@@ -145,6 +151,7 @@ class Registry:
                 opted,
                 timeout,
                 isolation,
+                key_templates,
             )
             return fn
 
@@ -181,7 +188,9 @@ class Registry:
         """
         task = self.tasks.get(type) if isinstance(type, str) else None
         defaults: Mapping[str, Any] = {}
+        templates: Sequence[str] = ()
         if task is not None:
+            templates = task.flow_keys
             defaults = {
                 "queue": task.queue,
                 "max_attempts": task.max_attempts,
@@ -200,13 +209,19 @@ class Registry:
                 "priority": published.get("priority"),
                 "backoff_policy": published.get("backoff"),
             }
+            templates = published.get("flow_key_templates") or ()
         for key, value in defaults.items():
             if options.get(key) is None:
                 options[key] = value
         known: Collection[str] | None = None
         if (self.tasks or catalog) and not accepts_unknown_types():
             known = set(self.tasks) | set(catalog or ())
-        return validation.job_spec(type, payload, known_types=known, **options)
+        spec = validation.job_spec(type, payload, known_types=known, **options)
+        if templates:
+            filled = flow.fill(templates, json.loads(spec.payload_json))
+            flow.combined(spec.flow_keys, filled)  # at most MAX_KEYS in all
+            spec = replace(spec, task_flow_keys=filled)
+        return spec
 
     def batch(
         self,
@@ -227,7 +242,11 @@ class Registry:
         keys: list[str | None] = []
         for request in requests:
             type_ = request.get("type") if type(request) is dict else None
-            if type(type_) is not str or not request.keys() <= _PLAIN_REQUEST:
+            if (
+                type(type_) is not str
+                or not request.keys() <= _PLAIN_REQUEST
+                or self._has_templates(type_, catalog)  # keys per payload: the spec's path
+            ):
                 spec = self.spec(**dict(request), catalog=catalog)
                 bases.append(spec)
                 texts.append(spec.payload_json)
@@ -244,6 +263,12 @@ class Registry:
                 None if key is None else validation.text(key, "idempotency_key", validation.MAX_KEY)
             )
         return JobBatch(bases, texts, keys)
+
+    def _has_templates(self, type_: str, catalog: Mapping[str, Mapping[str, Any]] | None) -> bool:
+        task = self.tasks.get(type_)
+        if task is not None:
+            return bool(task.flow_keys)
+        return bool(catalog and (catalog.get(type_) or {}).get("flow_key_templates"))
 
     def load_modules(self, modules: Iterable[str]) -> None:
         """Import handler modules (e.g. from TICKQ_TASK_MODULES) so their @task calls run."""

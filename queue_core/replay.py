@@ -230,8 +230,9 @@ class ReplaySteps:
 
 
 class ReplayLeases:
-    """A replayed job's lease keeper: a replay holds no lease, so progress and heartbeats
-    are not written; parent results are read through `parent_results` (reads only)."""
+    """A replayed job's lease keeper: a replay holds no lease, so progress, heartbeats and
+    flow holds are not written; parent results are read through `parent_results` (reads
+    only)."""
 
     def __init__(self, parent_results: Callable[[UUID], dict[UUID, Any]]) -> None:
         self._parent_results = parent_results
@@ -245,6 +246,9 @@ class ReplayLeases:
         self, job_id: UUID, lease_token: UUID, progress: Any, *, now: datetime | None = None
     ) -> bool:
         return False
+
+    def hold_flow(self, job_id: UUID, lease_token: UUID, key: str, seconds: float) -> datetime:
+        return datetime.now(UTC)  # a hold a replayed handler asks for is not set
 
     def parent_results(self, job_id: UUID) -> dict[UUID, Any]:
         return self._parent_results(job_id)

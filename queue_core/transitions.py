@@ -73,6 +73,7 @@ def new_job(
         finished_at=None,
         group_key=spec.group_key,
         timeout_seconds=spec.timeout_seconds,
+        flow_keys=list(spec.stored_flow_keys),
     )
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from . import payloads
+from . import flow, payloads
 from .backoff import DEFAULT_BACKOFF, Backoff
 from .errors import InvalidJob, UnknownJobType
 from .gates import Debounce, Gate, Throttle
@@ -136,6 +136,7 @@ def job_spec(
     group: Any = None,
     debounce: Any = None,
     throttle: Any = None,
+    flow_keys: Any = None,
     known_types: Collection[str] | None = None,
     max_payload_bytes: int = MAX_PAYLOAD_BYTES,
 ) -> JobSpec:
@@ -179,6 +180,7 @@ def job_spec(
         group_key=default_group(None if group is None else name(group, "group"), owner),
         gate=gated,
         timeout_seconds=limit,
+        flow_keys=flow.keys(flow_keys),
     )
 
 

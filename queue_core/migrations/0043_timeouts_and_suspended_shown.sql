@@ -7,7 +7,7 @@
 -- Their result types or arguments change, which only dropping them allows; each comes back
 -- from its file (schema/functions/), with who may run it.
 
-drop function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer, text, text,
+drop function if exists tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer, text, text,
                             double precision, double precision, text, double precision);
 drop function tickq.operator_job(uuid);
 drop function tickq.operator_stats(timestamptz);

@@ -4,7 +4,9 @@ persists on the way.
 Plain claims persist a batch's outcomes and lease the next jobs in one statement
 (jobs_finish_and_claim, or _queues for several queues). Taking turns across groups, or
 under caps per group, the claim is jobs_finish_and_claim_fair; under type limits alone, a
-statement of its own (jobs_claim_limited). Paused queues are left out of every claim.
+statement of its own (jobs_claim_limited); under flow limits or holds alone,
+jobs_finish_and_claim_flow (the fair and limited claims honour flow keys themselves).
+Paused queues are left out of every claim.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class Claims:
         if limit and self._claims_fairly(queues):
             return self._finish_and_claim_fair(outcomes, queues, limit, lease_seconds, now, seed)
         if limit and self._limits.current().types:
+            # tickq.claim_limited honours flow keys itself while any limit or hold exists.
             held = self._finish(outcomes, now)
             params = {
                 "queues": list(queues),
@@ -75,6 +78,8 @@ class Claims:
             }
             claimed = self._db.rows("jobs_claim_limited", params, jobs, binary=True)
             return held, JobList(sorted(claimed, key=transitions.claim_order))
+        if limit and self._limits.current().flow:
+            return self._finish_and_claim_flow(outcomes, queues, limit, lease_seconds, now, seed)
         # The plain claim, inline: it runs once per batch of every worker.
         params = {
             **outcome_params(outcomes),
@@ -118,12 +123,17 @@ class Claims:
         version: str,
     ) -> tuple[set[UUID], ClaimedBatch]:
         """The claim of a pinned worker (jobs_finish_and_claim_pinned). Taking turns across
-        groups and type limits are claims of their own that know nothing of versions: a
-        pinned worker refuses them rather than lease a job of another version."""
+        groups, type limits and flow limits are claims of their own that know nothing of
+        versions: a pinned worker refuses them rather than lease a job of another version."""
         if self._claims_fairly(queues) or self._limits.current().types:
             raise ConfigurationError(
                 "TICKQ_PIN_VERSION: a pinned worker claims in plain priority order; its "
                 f"queues {list(queues)} take turns across groups or have type limits"
+            )
+        if self._limits.current().flow:
+            raise ConfigurationError(
+                "TICKQ_PIN_VERSION: a pinned worker claims in plain priority order, and flow"
+                " limits or holds exist; clear them (tickq flow clear) or unpin the worker"
             )
         params = {
             **outcome_params(outcomes),
@@ -135,6 +145,29 @@ class Claims:
             "code_version": version,
         }
         rows = self._db.rows("jobs_finish_and_claim_pinned", params, ids_and_jobs, binary=True)
+        claimed = [job for _, job in rows if job is not None]
+        return set(rows[0][0] or ()), JobList(sorted(claimed, key=transitions.claim_order))
+
+    def _finish_and_claim_flow(
+        self,
+        outcomes: Sequence[Outcome],
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: int,
+        now: datetime | None,
+        seed: bytes | None,
+    ) -> tuple[set[UUID], ClaimedBatch]:
+        """The plain claim while flow limits or holds exist (jobs_finish_and_claim_flow):
+        the same finish and order, each key kept within its limits."""
+        params = {
+            **outcome_params(outcomes),
+            "queues": list(queues),
+            "limit": limit,
+            "lease_seconds": lease_seconds,
+            "now": now,
+            "seed": seed,
+        }
+        rows = self._db.rows("jobs_finish_and_claim_flow", params, ids_and_jobs, binary=True)
         claimed = [job for _, job in rows if job is not None]
         return set(rows[0][0] or ()), JobList(sorted(claimed, key=transitions.claim_order))
 

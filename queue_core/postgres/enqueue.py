@@ -8,7 +8,7 @@ maximum depth is checked in the insert's transaction (admission).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -37,24 +37,29 @@ ENQUEUE_ROUNDS = 10
 UNSETTLED = f"enqueue did not settle after {ENQUEUE_ROUNDS} rounds of key conflicts"
 # The columns jobs_enqueue takes from a batch's base specs (payload and key are per job),
 # each sent as one value per job or, when the batch shares it, one value for all.
-_BASE_COLUMNS = tuple(
-    (column, attrgetter(attribute))
-    for column, attribute in (
-        ("queue", "queue"),
-        ("type", "type"),
-        ("user_id", "user_id"),
-        ("max_attempts", "max_attempts"),
-        ("priority", "priority"),
-        ("run_after", "run_after"),
-        ("delay", "delay"),
-        ("lease_seconds", "lease_seconds"),
-        ("timeout_seconds", "timeout_seconds"),
-        ("backoff_base", "backoff.base"),
-        ("backoff_factor", "backoff.factor"),
-        ("backoff_max", "backoff.max"),
-        ("backoff_jitter", "backoff.jitter"),
-        ("group_key", "group_key"),
-    )
+_BASE_COLUMNS: tuple[tuple[str, Callable[[JobSpec], Any]], ...] = (
+    *(
+        (column, attrgetter(attribute))
+        for column, attribute in (
+            ("queue", "queue"),
+            ("type", "type"),
+            ("user_id", "user_id"),
+            ("max_attempts", "max_attempts"),
+            ("priority", "priority"),
+            ("run_after", "run_after"),
+            ("delay", "delay"),
+            ("lease_seconds", "lease_seconds"),
+            ("timeout_seconds", "timeout_seconds"),
+            ("backoff_base", "backoff.base"),
+            ("backoff_factor", "backoff.factor"),
+            ("backoff_max", "backoff.max"),
+            ("backoff_jitter", "backoff.jitter"),
+            ("group_key", "group_key"),
+        )
+    ),
+    # A job's flow keys as one text, space-separated (no key holds a space): the statements
+    # take one value per job, and an array of arrays must be rectangular.
+    ("flow_keys", lambda spec: " ".join(spec.stored_flow_keys)),
 )
 
 
@@ -440,6 +445,10 @@ def _request(spec: JobSpec, after: Sequence[dependencies.ParentRef]) -> str:
         request["lease_seconds"] = spec.lease_seconds
     if spec.timeout_seconds is not None:
         request["timeout"] = spec.timeout_seconds
+    if spec.flow_keys:
+        # The caller's own keys: the function stores them under the session's user, and
+        # fills the task's templates from the catalogue itself.
+        request["flow_keys"] = list(spec.flow_keys)
     group = spec.group_key
     if spec.user_id is not None:
         owner = str(spec.user_id)
@@ -493,4 +502,5 @@ def _one_job_params(spec: JobSpec, now: datetime | None) -> dict[str, Any]:
         "backoff_max": spec.backoff.max,
         "backoff_jitter": spec.backoff.jitter,
         "group_key": spec.group_key,
+        "flow_keys": list(spec.stored_flow_keys),
     }

@@ -7,18 +7,20 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from .. import json_text
+from .. import flow, json_text
 from ..dependencies import SETTLE_BUDGET
 from ..errors import LeaseLost
 from ..jobs import Job
 from ..ports import LeaseState
 from .executor import Executor, jobs
+from .probes import LimitsProbe
 
 
 class Leases:
     """The store's lease operations (the port's LeaseKeeper, and the reclaim)."""
 
     _db: Executor
+    _limits: LimitsProbe
 
     def reclaim(self, *, limit: int = 1000, now: datetime | None = None) -> list[Job]:
         """Expired leases back to retrying or dead; returns the jobs as they now stand."""
@@ -61,6 +63,21 @@ class Leases:
         if not rows:
             raise LeaseLost(job_id)
         return bool(rows[0][0])
+
+    def hold_flow(self, job_id: UUID, lease_token: UUID, key: str, seconds: float) -> datetime:
+        params = {
+            "id": job_id,
+            "lease_token": lease_token,
+            "key": flow.key(key, "key", flow.MAX_STORED_KEY),
+            "seconds": flow.hold_seconds(seconds),
+            "now": None,
+        }
+        rows = self._db.rows("flow_hold_fenced", params)
+        if not rows:
+            raise LeaseLost(job_id)
+        self._limits.forget()  # this store's next claim honours the hold at once
+        until: datetime = rows[0][1]
+        return until
 
     def parent_results(self, job_id: UUID) -> dict[UUID, Any]:
         """The results of the jobs `job_id` was enqueued after, by parent id."""

@@ -25,11 +25,16 @@ class LimitsProbe:
     def current(self) -> LimitsConfigured:
         checked = time.monotonic()
         if self._seen is None or checked - self._seen[0] >= LIMITS_TTL_SECONDS:
-            types, queues, per_group, may_write = self._db.rows("limits_configured", {})[0]
+            row = self._db.rows("limits_configured", {})[0]
+            types, queues, per_group, may_write, flow = row
             self._db.note_may_write(may_write)
-            configured = LimitsConfigured(bool(types), bool(queues), bool(per_group))
+            configured = LimitsConfigured(bool(types), bool(queues), bool(per_group), bool(flow))
             self._seen = (checked, configured)
         return self._seen[1]
+
+    def forget(self) -> None:
+        """Look again at the next claim (this store just set a limit or a hold)."""
+        self._seen = None
 
 
 class CatalogProbe:

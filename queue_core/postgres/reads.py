@@ -36,6 +36,12 @@ class Reads:
             return GateView(kind, key, enqueues, first_at)
         return None
 
+    def flow_waits_for(self, job_id: UUID | str) -> str | None:
+        """The flow key that keeps a runnable job from starting now (held, at its cap or
+        its rate); None when its keys let it run (only one's own jobs, as the views)."""
+        rows = self._db.rows("job_flow_waits", {"id": job_uuid(job_id)})
+        return None if not rows or rows[0][0] is None else str(rows[0][0])
+
     def traceparents(self, ids: Sequence[UUID]) -> dict[UUID, str]:
         """The enqueuers' trace contexts of these live jobs (the runner's, OpenTelemetry on:
         one read per batch)."""

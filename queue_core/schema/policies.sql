@@ -169,10 +169,34 @@ grant select, insert, delete on tickq.queue_depth_samples to tickq_worker;
 grant select on tickq.type_limits, tickq.queue_limits, tickq.queue_group_limits to tickq_app;
 grant select (queue) on tickq.queue_pauses to tickq_app;
 
+-- Flow limits and holds are the workers' (a handler holds its key); the starts of
+-- rate-limited keys are written by the claim, which runs as the worker. Applications read
+-- none of them (a hold names another owner's key): they learn only whether any limit or
+-- hold exists (tickq.flow_active), as the store's probe asks.
+grant select, insert, update, delete on tickq.flow_limits, tickq.flow_holds,
+    tickq.flow_starts to tickq_worker;
+revoke all on function tickq.flow_active(), tickq.flow_limit_of(text),
+    tickq.flow_blocked(timestamptz), tickq.flow_admit(uuid[], timestamptz),
+    tickq.flow_log(text[], timestamptz),
+    tickq.claim_flow(text[], integer, integer, timestamptz, uuid) from public;
+revoke all on function tickq.flow_job_waits(uuid) from public;
+grant execute on function tickq.flow_active(), tickq.flow_job_waits(uuid)
+    to tickq_app, tickq_worker;
+grant execute on function tickq.flow_limit_of(text), tickq.flow_blocked(timestamptz),
+    tickq.flow_admit(uuid[], timestamptz), tickq.flow_log(text[], timestamptz),
+    tickq.claim_flow(text[], integer, integer, timestamptz, uuid) to tickq_worker;
+
 -- The task catalogue: workers publish and read it; applications read it (the settings of
 -- the types they may enqueue are no secret, and their enqueues apply them).
 grant select, insert, update, delete on tickq.task_catalog to tickq_worker;
 grant select on tickq.task_catalog to tickq_app;
+
+-- Flow limits and holds are the workers' (a handler holds its key); the starts of
+-- rate-limited keys are written by the claim, which runs as the worker. Applications read
+-- none of them (a hold names another owner's key): they learn only whether any limit or
+-- hold exists (tickq.flow_active), as the store's probe asks.
+grant select, insert, update, delete on tickq.flow_limits, tickq.flow_holds,
+    tickq.flow_starts to tickq_worker;
 
 -- Each function's grants are in its own file (schema/functions/<name>.sql), after its
 -- CREATE: applied with it, so a function re-created by an upgrade gets them again.

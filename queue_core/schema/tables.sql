@@ -118,6 +118,10 @@ create table tickq.jobs (
     -- by the first step statement of a durable run (its load, or a suspension): a plain job
     -- keeps null. `tickq deploy check` and TICKQ_PIN_VERSION read it.
     code_version     text,
+    -- What the job touches, for the flow limits (tickq.flow_limits, tickq.flow_holds): the
+    -- keys the caller gave and its task's templates filled from the payload; an outside
+    -- caller's (the API's, the application login's) stored as '<owner>/key'.
+    flow_keys        text[] not null default '{}',
 
     -- Bounds on what a row may hold, for every role, the owner included, however the row is
     -- written (the API's enqueue, tickq.enqueue, plain SQL): nothing the engine cannot read
@@ -142,6 +146,14 @@ create table tickq.jobs (
     constraint jobs_timeout_seconds_check check (
         timeout_seconds is null or timeout_seconds between 1 and 43200),
     constraint jobs_code_version_check check (char_length(code_version) <= 200),
+    -- At most 8 keys of a plain alphabet (no comma), one dimension, no null or empty key: 200
+    -- characters as given, an owner's uuid and '/' more as stored (queue_core/flow.py).
+    constraint jobs_flow_keys_check check (
+        cardinality(flow_keys) <= 8
+        and (flow_keys = '{}'
+             or (array_ndims(flow_keys) = 1 and array_position(flow_keys, null) is null
+                 and array_to_string(flow_keys, ',') collate "C"
+                     ~ '^[A-Za-z0-9_.:/@=+-]{1,240}(,[A-Za-z0-9_.:/@=+-]{1,240})*$'))),
     -- backoff.Backoff's rules, so a retry delay always fits an interval.
     constraint jobs_backoff_check check (
         backoff_base > 0 and backoff_base <= 86400
@@ -698,3 +710,50 @@ create table tickq.outbox (
 create index outbox_pending_idx on tickq.outbox (id) where published_at is null;
 -- Retention deletes the events published before its cut-off.
 create index outbox_published_idx on tickq.outbox (published_at) where published_at is not null;
+
+-- Flow limits: per key prefix, at most max_running jobs of EACH key it governs running at
+-- once across every worker, and at most rate_limit starts of each key in any
+-- rate_period_seconds window. A key is governed by its longest limited prefix. Enforced in
+-- every claim while any limit or hold exists (tickq.flow_admit); running counts are read
+-- from the jobs themselves, so a reclaimed lease frees its key and nothing leaks.
+create table tickq.flow_limits (
+    prefix              text primary key,
+    max_running         integer,
+    rate_limit          integer,
+    rate_period_seconds double precision,
+    updated_at          timestamptz not null default now(),
+
+    constraint flow_limits_prefix_check check (
+        prefix collate "C" ~ '^[A-Za-z0-9_.:/@=+-]{1,240}$'),
+    constraint flow_limits_max_running_check check (
+        max_running is null or max_running between 1 and 100000),
+    constraint flow_limits_rate_check check (
+        (rate_limit is null) = (rate_period_seconds is null)
+        and (rate_limit is null or rate_limit between 1 and 10000)
+        and (rate_period_seconds is null
+             or (rate_period_seconds > 0 and rate_period_seconds <= 86400))),
+    constraint flow_limits_some_check check (max_running is not null or rate_limit is not null)
+);
+
+-- A key held (a handler told to back off, or an operator): no job of it starts before
+-- `until`, at most a day after the hold was set.
+create table tickq.flow_holds (
+    key        text primary key,
+    until      timestamptz not null,
+    set_at     timestamptz not null default now(),
+
+    constraint flow_holds_key_check check (key collate "C" ~ '^[A-Za-z0-9_.:/@=+-]{1,240}$'),
+    constraint flow_holds_until_check check (
+        until <= set_at + interval '1 day'
+        and until between '0001-01-02 00:00:00+00' and '9999-12-30 00:00:00+00')
+);
+
+-- The starts of rate-limited keys, one row per job started (appended by the claim, never
+-- updated: no row that every claim of a busy key rewrites), pruned past the key's period.
+create table tickq.flow_starts (
+    key text not null,
+    at  timestamptz not null
+);
+
+-- The claim counts a key's starts in its window.
+create index flow_starts_key_idx on tickq.flow_starts (key, at);

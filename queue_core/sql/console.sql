@@ -111,7 +111,7 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes, timeout_seconds, wait_kind
+    owner_priority, snoozes, timeout_seconds, wait_kind, flow_keys
 from {{search_page}}
 order by created_at desc, id desc;
 
@@ -132,6 +132,7 @@ select j.id, j.queue, j.type, j.user_id, j.status,
        j.lease_seconds, j.backoff_base, j.backoff_factor, j.backoff_max, j.backoff_jitter,
        j.cancel_requested, j.created_at, j.updated_at, j.started_at, j.finished_at,
        j.group_key, j.has_children, j.owner_priority, j.snoozes, j.timeout_seconds, j.wait_kind,
+       j.flow_keys,
        jsonb_strip_nulls(jsonb_build_object(
            'payload', b.payload, 'result', b.result, 'progress', b.progress,
            'errors', b.errors, 'error', b.error)) as truncated
@@ -139,7 +140,8 @@ from (select id, queue, type, user_id, status, payload, idempotency_key, attempt
              max_attempts, priority, run_after, lease_until, lease_token, progress, result,
              error, errors, lease_seconds, backoff_base, backoff_factor, backoff_max,
              backoff_jitter, cancel_requested, created_at, updated_at, started_at,
-             finished_at, group_key, has_children, owner_priority, snoozes, timeout_seconds, wait_kind
+             finished_at, group_key, has_children, owner_priority, snoozes, timeout_seconds, wait_kind,
+             flow_keys
       from {{search_page}}) j
 cross join lateral (
     select tickq.list_left_out(j.payload) as payload, tickq.list_left_out(j.result) as result,

@@ -28,10 +28,10 @@ with clock as materialized (
                 %(each_timeout_seconds)b::integer[],
                 %(each_backoff_base)b::float8[], %(each_backoff_factor)b::float8[],
                 %(each_backoff_max)b::float8[], %(each_backoff_jitter)b::float8[],
-                %(each_group_key)b::text[])
+                %(each_group_key)b::text[], %(each_flow_keys)b::text[])
         as i (id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
               run_after, delay, lease_seconds, timeout_seconds, backoff_base, backoff_factor,
-              backoff_max, backoff_jitter, group_key)
+              backoff_max, backoff_jitter, group_key, flow_keys)
 ), claimed as (
     -- The key table decides duplicates (tickq.job_keys), so concurrent enqueues of one key
     -- from many connections leave exactly one job: the losers wait for the winner, then
@@ -52,7 +52,7 @@ with clock as materialized (
     insert into tickq.jobs as j (
         id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
         run_after, lease_seconds, timeout_seconds, backoff_base, backoff_factor, backoff_max,
-        backoff_jitter, group_key, created_at, updated_at)
+        backoff_jitter, group_key, flow_keys, created_at, updated_at)
     select i.id,
            coalesce(i.queue, %(all_queue)s::text),
            coalesce(i.type, %(all_type)s::text),
@@ -70,6 +70,9 @@ with clock as materialized (
            coalesce(i.backoff_max, %(all_backoff_max)s::float8),
            coalesce(i.backoff_jitter, %(all_backoff_jitter)s::float8),
            coalesce(i.group_key, %(all_group_key)s::text),
+           -- A job's keys as one text, space-separated (a space is no key's character):
+           -- an array of arrays must be rectangular.
+           string_to_array(coalesce(i.flow_keys, %(all_flow_keys)s::text), ' '),
            clock.now, clock.now
     from input i, clock
     where i.key is null or i.id in (select c.job_id from claimed c)
@@ -106,7 +109,7 @@ with clock as materialized (
 insert into tickq.jobs as j (
     id, queue, type, user_id, payload, max_attempts, priority,
     run_after, lease_seconds, timeout_seconds, backoff_base, backoff_factor, backoff_max,
-    backoff_jitter, group_key, created_at, updated_at)
+    backoff_jitter, group_key, flow_keys, created_at, updated_at)
 select i.id,
        coalesce(i.queue, %(all_queue)s::text),
        coalesce(i.type, %(all_type)s::text),
@@ -123,6 +126,7 @@ select i.id,
        coalesce(i.backoff_max, %(all_backoff_max)s::float8),
        coalesce(i.backoff_jitter, %(all_backoff_jitter)s::float8),
        coalesce(i.group_key, %(all_group_key)s::text),
+       string_to_array(coalesce(i.flow_keys, %(all_flow_keys)s::text), ' '),
        clock.now, clock.now
 from unnest(%(each_id)b::uuid[], %(each_queue)b::text[], %(each_type)b::text[],
             %(each_user_id)b::uuid[], %(each_payload)b::text[],
@@ -132,10 +136,10 @@ from unnest(%(each_id)b::uuid[], %(each_queue)b::text[], %(each_type)b::text[],
                 %(each_timeout_seconds)b::integer[],
             %(each_backoff_base)b::float8[], %(each_backoff_factor)b::float8[],
             %(each_backoff_max)b::float8[], %(each_backoff_jitter)b::float8[],
-            %(each_group_key)b::text[])
+            %(each_group_key)b::text[], %(each_flow_keys)b::text[])
     as i (id, queue, type, user_id, payload, max_attempts, priority,
           run_after, delay, lease_seconds, timeout_seconds, backoff_base, backoff_factor,
-          backoff_max, backoff_jitter, group_key),
+          backoff_max, backoff_jitter, group_key, flow_keys),
     clock;
 
 -- name: jobs_enqueue_one
@@ -154,7 +158,7 @@ with claimed as (
     insert into tickq.jobs as j (
         id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
         run_after, lease_seconds, timeout_seconds, backoff_base, backoff_factor, backoff_max,
-        backoff_jitter, group_key, created_at, updated_at)
+        backoff_jitter, group_key, flow_keys, created_at, updated_at)
     select %(id)s::uuid, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
            %(key)s::text, %(max_attempts)s::integer, %(priority)s::integer,
            coalesce(%(run_after)s::timestamptz,
@@ -163,13 +167,14 @@ with claimed as (
            %(lease_seconds)s::integer, %(timeout_seconds)s::integer, %(backoff_base)s::float8,
            %(backoff_factor)s::float8,
            %(backoff_max)s::float8, %(backoff_jitter)s::float8, %(group_key)s::text,
+           %(flow_keys)s::text[],
            coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now())
     where exists (select from claimed)
     returning id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
         priority, run_after, lease_until, lease_token, progress, result, error, errors,
         lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
         cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-        owner_priority, snoozes, timeout_seconds, wait_kind, false as duplicate
+        owner_priority, snoozes, timeout_seconds, wait_kind, flow_keys, false as duplicate
 )
 select * from inserted;
 
@@ -182,7 +187,7 @@ select j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
     j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
     j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
     j.started_at, j.finished_at, j.group_key, j.has_children, j.owner_priority, j.snoozes,
-    j.timeout_seconds, j.wait_kind, true as duplicate
+    j.timeout_seconds, j.wait_kind, j.flow_keys, true as duplicate
 from tickq.job_keys k
 join tickq.jobs j on j.id = k.job_id
 where k.idempotency_key = %(key)s::text
@@ -198,7 +203,7 @@ where k.idempotency_key = %(key)s::text
 insert into tickq.jobs (
     id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
     run_after, lease_seconds, timeout_seconds, backoff_base, backoff_factor, backoff_max,
-    backoff_jitter, group_key, created_at, updated_at)
+    backoff_jitter, group_key, flow_keys, created_at, updated_at)
 values (%(id)s, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
         null, %(max_attempts)s, %(priority)s,
         coalesce(%(run_after)s::timestamptz,
@@ -206,7 +211,7 @@ values (%(id)s, %(queue)s, %(type)s, %(user_id)s::uuid, %(payload)s::jsonb,
                  + %(delay)s::float8 * interval '1 second'),
         %(lease_seconds)s::integer, %(timeout_seconds)s::integer, %(backoff_base)s,
         %(backoff_factor)s,
-        %(backoff_max)s, %(backoff_jitter)s, %(group_key)s::text,
+        %(backoff_max)s, %(backoff_jitter)s, %(group_key)s::text, %(flow_keys)s::text[],
         coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()))
 returning payload, run_after, created_at, priority, group_key;
 
@@ -327,7 +332,7 @@ id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attemp
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes, timeout_seconds, wait_kind
+    owner_priority, snoozes, timeout_seconds, wait_kind, flow_keys
 
 -- part: pick_runnable
 -- The plain claim's pick, but for its queue condition (each statement adds its own, and
@@ -383,6 +388,17 @@ claimed as materialized (
 {{finish}}, {{pick_runnable}}
       and queue = any(%(queues)s::text[])
 {{pick_in_claim_order}}, {{lease_picked}}
+{{finish_report}};
+
+-- name: jobs_finish_and_claim_flow
+-- jobs_finish_and_claim while any flow limit or hold exists: the pick is tickq.claim_flow's,
+-- which looks past blocked keys and keeps each key within its limits. Same parameters and
+-- rows as jobs_finish_and_claim (queues as a list).
+{{finish}}, claimed as (
+    select {{job_columns}}
+    from tickq.claim_flow(%(queues)s::text[], %(limit)s, %(lease_seconds)s,
+                          %(now)s::timestamptz, encode(%(seed)s::bytea, 'hex')::uuid)
+)
 {{finish_report}};
 
 -- name: jobs_claim_recover
@@ -481,7 +497,7 @@ with clock as materialized (
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
         j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at,
         j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children, j.owner_priority,
-        j.snoozes, j.timeout_seconds, j.wait_kind
+        j.snoozes, j.timeout_seconds, j.wait_kind, j.flow_keys
 ), begun as (
     select case when count(*) > 0
                 then tickq.job_compensations_record(array_agg(d.id), array_agg(d.ends),
@@ -501,7 +517,7 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes, timeout_seconds, wait_kind
+    owner_priority, snoozes, timeout_seconds, wait_kind, flow_keys
 from reclaimed cross join settled cross join begun;
 
 -- name: jobs_extend_lease
@@ -526,7 +542,7 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes, timeout_seconds, wait_kind
+    owner_priority, snoozes, timeout_seconds, wait_kind, flow_keys
 from tickq.jobs where id = %(id)s;
 
 -- name: jobs_list
@@ -535,7 +551,7 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes, timeout_seconds, wait_kind
+    owner_priority, snoozes, timeout_seconds, wait_kind, flow_keys
 from tickq.jobs
 where (%(statuses)s::text[] is null or status = any(%(statuses)s::text[]))
   and (%(types)s::text[] is null or type = any(%(types)s::text[]))
@@ -704,11 +720,12 @@ where name = %(name)s;
 -- name: limits_configured
 -- Whether any type limit, any queue limit and any cap per group exist: without them the
 -- plain claim and enqueue statements run. And whether this login may write the jobs itself,
--- or goes through the application login's functions (Executor.through_functions).
+-- or goes through the application login's functions (Executor.through_functions). And
+-- whether any flow limit or live hold exists: without one the claims never read flow keys.
 select exists (select from tickq.type_limits), exists (select from tickq.queue_limits),
        exists (select from tickq.type_limits where max_running_per_group is not null)
        or exists (select from tickq.queue_group_limits),
-       has_table_privilege('tickq.jobs', 'INSERT');
+       has_table_privilege('tickq.jobs', 'INSERT'), tickq.flow_active();
 
 -- name: jobs_claim_limited
 -- The claim of jobs_finish_and_claim under the type limits: see tickq.claim_limited
@@ -902,10 +919,12 @@ with clock as materialized (
                 %(lease_seconds)s::integer[], %(timeout_seconds)s::integer[], %(backoff_base)s::float8[],
                 %(backoff_factor)s::float8[], %(backoff_max)s::float8[],
                 %(backoff_jitter)s::float8[], %(group_key)s::text[], %(status)s::text[],
-                %(pending_parents)s::integer[], %(has_children)s::boolean[])
+                %(pending_parents)s::integer[], %(has_children)s::boolean[],
+                %(flow_keys)s::text[])
         as i (id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
               run_after, delay, lease_seconds, timeout_seconds, backoff_base, backoff_factor,
-              backoff_max, backoff_jitter, group_key, status, pending_parents, has_children)
+              backoff_max, backoff_jitter, group_key, status, pending_parents, has_children,
+              flow_keys)
 ), claimed as (
     -- The key table decides duplicates, keys in one global order, as in jobs_enqueue.
     insert into tickq.job_keys as k (idempotency_key, user_id, job_id)
@@ -919,13 +938,15 @@ with clock as materialized (
     insert into tickq.jobs as j (
         id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
         run_after, lease_seconds, timeout_seconds, backoff_base, backoff_factor, backoff_max,
-        backoff_jitter, group_key, status, pending_parents, has_children, created_at, updated_at)
+        backoff_jitter, group_key, status, pending_parents, has_children, flow_keys,
+        created_at, updated_at)
     select i.id, i.queue, i.type, i.user_id, i.payload::jsonb, i.idempotency_key,
            i.max_attempts, i.priority,
            coalesce(i.run_after, clock.now + i.delay * interval '1 second'),
            i.lease_seconds, i.timeout_seconds, i.backoff_base, i.backoff_factor, i.backoff_max,
            i.backoff_jitter,
-           i.group_key, i.status, i.pending_parents, i.has_children, clock.now, clock.now
+           i.group_key, i.status, i.pending_parents, i.has_children,
+           string_to_array(i.flow_keys, ' '), clock.now, clock.now
     from input i, clock
     where i.idempotency_key is null or i.id in (select c.job_id from claimed c)
     returning j.id, j.user_id
@@ -1178,3 +1199,77 @@ order by status;
       and (code_version is null or code_version = %(code_version)s::text)
 {{pick_in_claim_order}}, {{lease_picked}}
 {{finish_report}};
+
+-- name: flow_limits_set
+-- Create or change a key prefix's flow limits (queue_core/flow.py); the next claim applies
+-- them.
+insert into tickq.flow_limits as l (prefix, max_running, rate_limit, rate_period_seconds)
+values (%(prefix)s, %(max_running)s, %(rate_limit)s, %(rate_period_seconds)s)
+on conflict (prefix) do update
+    set max_running = excluded.max_running, rate_limit = excluded.rate_limit,
+        rate_period_seconds = excluded.rate_period_seconds, updated_at = now()
+returning prefix, max_running, rate_limit, rate_period_seconds;
+
+-- name: flow_limits_list
+-- Every limited key prefix.
+select prefix, max_running, rate_limit, rate_period_seconds
+from tickq.flow_limits
+order by prefix;
+
+-- name: flow_limits_clear
+-- Remove a prefix's limits (its keys fall to a shorter limited prefix, or go free).
+delete from tickq.flow_limits where prefix = %(prefix)s returning prefix;
+
+-- name: flow_keys_now
+-- The flow keys with live jobs or a live hold: jobs running and waiting (runnable now) of
+-- each, the hold's end, and the prefix that governs it (tickq.flow_limit_of).
+with counts as (
+    select k as key,
+           count(*) filter (where j.status = 'running') as running,
+           count(*) filter (where j.status in ('queued', 'retrying')
+                              and j.run_after <= coalesce(%(now)s::timestamptz, now()))
+               as waiting
+    from tickq.jobs j, unnest(j.flow_keys) k
+    where j.status in ('queued', 'running', 'retrying') and j.flow_keys <> '{}'
+    group by k
+), holds as (
+    select key, until from tickq.flow_holds
+    where until > coalesce(%(now)s::timestamptz, now())
+)
+select coalesce(c.key, h.key) as key, coalesce(c.running, 0) as running,
+       coalesce(c.waiting, 0) as waiting, h.until as held_until,
+       (select g.prefix from tickq.flow_limit_of(coalesce(c.key, h.key)) g) as prefix
+from counts c full join holds h on h.key = c.key
+order by 1
+limit %(limit)s;
+
+-- name: flow_hold
+-- Keep every job of a key from starting until %(seconds)s from now (at most a day, the
+-- table's check); a longer hold already set stands.
+insert into tickq.flow_holds as h (key, until, set_at)
+values (%(key)s, coalesce(%(now)s::timestamptz, now()) + %(seconds)s * interval '1 second',
+        coalesce(%(now)s::timestamptz, now()))
+on conflict (key) do update
+    set until = greatest(h.until, excluded.until), set_at = greatest(h.set_at, excluded.set_at)
+returning key, until;
+
+-- name: flow_hold_fenced
+-- flow_hold from a running handler (job.hold_flow): only while the job still holds its
+-- lease, so a handler whose job was taken over changes nothing.
+insert into tickq.flow_holds as h (key, until, set_at)
+select %(key)s, coalesce(%(now)s::timestamptz, now()) + %(seconds)s * interval '1 second',
+       coalesce(%(now)s::timestamptz, now())
+where exists (select from tickq.jobs j
+              where j.id = %(id)s and j.lease_token = %(lease_token)s
+                and j.status = 'running')
+on conflict (key) do update
+    set until = greatest(h.until, excluded.until), set_at = greatest(h.set_at, excluded.set_at)
+returning key, until;
+
+-- name: flow_hold_release
+-- End a key's hold at once.
+delete from tickq.flow_holds where key = %(key)s returning key;
+
+-- name: job_flow_waits
+-- The flow key a job waits for (tickq.flow_job_waits), for its views; null when none.
+select tickq.flow_job_waits(%(id)s::uuid);

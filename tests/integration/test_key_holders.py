@@ -125,7 +125,7 @@ def test_a_keyed_enqueue_reads_no_partition_of_finished_jobs(
         for column in ("queue", "type", "user_id", "payload", "idempotency_key",
                        "max_attempts", "priority", "run_after", "delay", "lease_seconds",
                        "backoff_base", "backoff_factor", "backoff_max", "backoff_jitter",
-                       "group_key", "timeout_seconds"):  # fmt: skip
+                       "group_key", "timeout_seconds", "flow_keys"):  # fmt: skip
             params[f"each_{column}"] = None
             params[f"all_{column}"] = None
         one = _one_job_params(spec, None)
@@ -134,7 +134,7 @@ def test_a_keyed_enqueue_reads_no_partition_of_finished_jobs(
                       all_priority=one["priority"], all_delay=0.0,
                       all_lease_seconds=one["lease_seconds"], all_backoff_base=1.0,
                       all_backoff_factor=2.0, all_backoff_max=60.0, all_backoff_jitter=0.0,
-                      all_group_key="")  # fmt: skip
+                      all_group_key="", all_flow_keys="")  # fmt: skip
     else:
         params = _one_job_params(job_spec("embed", idempotency_key="k"), None)
 

@@ -22,10 +22,13 @@ def deterministic_store(conn: psycopg.Connection[Any]) -> PostgresStore:
     return store
 
 
-# What other tests leave behind that changes what a store does: limits and pauses. A model
+# What other tests leave behind that changes what a store does: limits, holds and pauses. A model
 # test's database is shared with the tests that ran before it in its process, and the
 # fixtures empty tables before a test, not after.
-SETTINGS = "tickq.type_limits, tickq.queue_limits, tickq.queue_group_limits, tickq.queue_pauses"
+SETTINGS = (
+    "tickq.type_limits, tickq.queue_limits, tickq.queue_group_limits, tickq.queue_pauses,"
+    " tickq.flow_limits, tickq.flow_holds, tickq.flow_starts"
+)
 
 
 def empty(conn: psycopg.Connection[Any], tables: str = "tickq.jobs") -> None:

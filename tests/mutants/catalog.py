@@ -94,6 +94,8 @@ PINNED_CHOICE = (
     "            )\n"
 )
 PLAIN_CHOICE = "        # The plain claim, inline: it runs once per batch of every worker.\n"
+FLOW_TESTS = "tests/integration/test_flow_keys.py"
+FLOW_MODEL = "tests/model/test_flow_matches_model.py"
 
 
 def function(name: str) -> str:
@@ -2394,6 +2396,73 @@ MUTANTS: tuple[Mutant, ...] = (
         targeted=(
             f"{SUSPENDED_SHOWN}::test_a_suspended_job_shows_suspended_and_a_queued_one_queued",
             f"{SUSPENDED_SHOWN}::test_the_cli_lists_and_shows_a_suspended_job_as_suspended",
+        ),
+    ),
+    Mutant(
+        "flow-cap-counted-per-prefix",
+        "a flow cap counts the running jobs of every key of the governing prefix, not of each"
+        " key: one busy key holds back all the others",
+        (
+            Edit(
+                function("flow_admit"),
+                "where j.status = 'running' and j.flow_keys @> array[k.key]) r on true",
+                "where j.status = 'running' and exists (\n"
+                "                           select from unnest(j.flow_keys) x\n"
+                "                           where starts_with(x, (select g.prefix\n"
+                "                               from tickq.flow_limit_of(k.key) g)))) r on true",
+            ),
+        ),
+        targeted=(
+            f"{FLOW_TESTS}::test_a_running_job_of_one_key_holds_back_no_other_key_of_its_prefix",
+            FLOW_MODEL,
+        ),
+    ),
+    Mutant(
+        "flow-rate-window-off-by-one",
+        "a start exactly one period ago still counts against a key's rate: the window is one"
+        " instant too long, and a key runs below its rate",
+        (
+            Edit(
+                function("flow_admit"),
+                "and f.at > p_now - k.period * interval '1 second') s on true",
+                "and f.at >= p_now - k.period * interval '1 second') s on true",
+            ),
+        ),
+        targeted=(
+            f"{FLOW_TESTS}::test_every_claim_variant_keeps_each_key_within_its_rate",
+            FLOW_MODEL,
+        ),
+    ),
+    Mutant(
+        "flow-hold-ignored-by-the-fair-claim",
+        "the fair claim applies flow keys only while a flow limit exists: a key held without"
+        " one starts anyway when fairness is in play",
+        (
+            Edit(
+                function("claim_fair"),
+                "    v_flowing := exists (select from tickq.flow_limits)\n"
+                "                 or exists (select from tickq.flow_holds h"
+                " where h.until > v_now);",
+                "    v_flowing := exists (select from tickq.flow_limits);",
+            ),
+        ),
+        targeted=(f"{FLOW_TESTS}::test_every_claim_variant_honours_a_hold",),
+    ),
+    Mutant(
+        "outside-callers-flow-key-unprefixed",
+        "an application user's flow key is stored as given: a tenant can hold back another's"
+        " work by naming its key",
+        (
+            Edit(
+                function("enqueue_job"),
+                "select case when p_owner is null then e else p_owner::text || '/' || e end",
+                "select e",
+            ),
+        ),
+        targeted=(
+            f"{FLOW_TESTS}::test_an_outside_callers_keys_are_stored_under_its_owner",
+            "tests/functions/test_flow_key_functions.py::"
+            "test_the_api_stores_a_callers_keys_under_the_caller",
         ),
     ),
 )

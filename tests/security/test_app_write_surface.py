@@ -21,7 +21,7 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from queue_core import bounds, dependencies, jobs, json_text, steps, validation
+from queue_core import bounds, dependencies, flow, jobs, json_text, steps, validation
 from queue_core.batch import JobBatch
 from queue_core.outbox import _MAX_DETAIL_BYTES
 from queue_core.postgres import PostgresStore
@@ -93,6 +93,8 @@ def test_the_sql_bounds_are_the_python_bounds(conn: psycopg.Connection) -> None:
         "max_backoff_factor": bounds.MAX_BACKOFF_FACTOR,
         "max_backoff_max": bounds.MAX_BACKOFF_MAX,
         "max_parents": dependencies.MAX_PARENTS,
+        "max_flow_keys": flow.MAX_KEYS,
+        "max_flow_key": flow.MAX_KEY,
         "max_batch": 1000,
         "max_signal_bytes": steps.MAX_SIGNAL_BYTES,
         "max_signals": steps.MAX_SIGNALS,
@@ -129,6 +131,11 @@ def test_the_sql_bounds_are_the_python_bounds(conn: psycopg.Connection) -> None:
         " gen_random_uuid())",
         "select * from tickq.job_gate_turns",
         "select * from tickq.job_ids",
+        "insert into tickq.flow_holds (key, until) values ('k', now())",
+        "insert into tickq.flow_limits (prefix, max_running) values ('k', 1)",
+        "select * from tickq.flow_holds",
+        "select tickq.flow_log(array['k'], now())",
+        "select * from tickq.flow_admit(array[gen_random_uuid()], now())",
     ],
 )
 def test_the_application_login_writes_no_table_and_names_no_owner_or_clock(

@@ -32,8 +32,10 @@
 -- jobs. Every row looked up there is one this claim holds locked as queued or retrying, so
 -- the condition changes no result; the whole live list, not ('queued', 'retrying'), which
 -- would match the predicate of jobs_claim_idx and jobs_fair_idx and let the planner scan
--- one of them instead of the id index. p_seed: the leases' seed (see tickq.jobs_lease),
--- drawn there when null.
+-- one of them instead of the id index. While any flow limit or hold exists, each group's
+-- pick looks past the jobs of blocked keys and the candidates pass through
+-- tickq.flow_admit (as in tickq.claim_flow): fairness applies among the jobs their keys
+-- let through. p_seed: the leases' seed (see tickq.jobs_lease), drawn there when null.
 -- Its order and runnable condition are the plain claim's (queries.sql's pick_runnable and
 -- pick_in_claim_order), held to them by tests/unit/test_claim_order_shared.py.
 create or replace function tickq.claim_fair(
@@ -68,7 +70,17 @@ declare
     v_claimed   integer := 0;
     v_rows      integer;
     v_pass      integer := 0;
+    v_flowing   boolean;
+    v_keys_out  text[] := '{}';
+    v_flow      record;
 begin
+    -- Flow limits in play: their blocked keys are looked past, and the rest admitted below.
+    v_flowing := exists (select from tickq.flow_limits)
+                 or exists (select from tickq.flow_holds h where h.until > v_now);
+    if v_flowing then
+        v_keys_out := tickq.flow_blocked(v_now);
+    end if;
+
     while v_claimed < p_limit and v_pass < 8 loop
         v_pass := v_pass + 1;
         v_want := p_limit - v_claimed;
@@ -166,9 +178,22 @@ begin
                           and split_part(j.group_key, '/', 1) = v_tenants[g.tenant]
                           and j.group_key = g.group_key
                           and j.run_after <= v_now
+                          and not (j.flow_keys && v_keys_out)
                         order by j.owner_priority desc, j.run_after, j.created_at
                         limit g.quota
                         for update skip locked) y) x) c;
+
+        if v_flowing and cardinality(v_ids) > 0 then
+            -- The candidates their flow keys let start, in the same order, checked at the
+            -- claim's start: no later than any start it logs.
+            v_flow := tickq.flow_admit(v_ids, v_now);
+            v_keys_out := v_keys_out || v_flow.blocked;
+            select coalesce(array_agg(c.id order by c.ord), '{}'),
+                   coalesce(array_agg(c.type order by c.ord), '{}')
+            into v_ids, v_types
+            from unnest(v_ids, v_types) with ordinality c (id, type, ord)
+            where c.id = any(v_flow.admitted);
+        end if;
 
         select coalesce(array_agg(l.type), '{}'),
                (select q.max_running_per_group from tickq.queue_group_limits q
@@ -180,7 +205,14 @@ begin
             -- No limit concerns these candidates: lease the first v_want, as the plain claim
             -- does (the rest stay locked, unleased, until this transaction ends).
             return query
-            select * from tickq.jobs_lease(v_ids[1:v_want], p_lease_seconds, v_now, p_seed);
+            with claimed as materialized (
+                select * from tickq.jobs_lease(v_ids[1:v_want], p_lease_seconds, v_now, p_seed)
+            ), logged as (
+                -- One row, always: joined below, it runs once the jobs are claimed.
+                select case when v_flowing then tickq.flow_log(
+                    array(select k from claimed c, unnest(c.flow_keys) k), v_now) end
+            )
+            select c.* from claimed c cross join logged;
             get diagnostics v_rows = row_count;
             v_claimed := v_claimed + v_rows;
             if v_rows = 0 then
@@ -252,7 +284,9 @@ begin
                                           p_seed)
         ), logged as (
             -- One row, always: joined below, it runs once the jobs are claimed.
-            select tickq.type_limits_log(array(select type from claimed), v_start)
+            select tickq.type_limits_log(array(select type from claimed), v_start),
+                   case when v_flowing then tickq.flow_log(
+                       array(select k from claimed c, unnest(c.flow_keys) k), v_start) end
         )
         select c.* from claimed c cross join logged;
 

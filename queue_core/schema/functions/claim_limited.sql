@@ -11,8 +11,9 @@
 --      so running + claimed never exceeds the cap and the rate log never over-admits.
 -- The chosen jobs are leased by tickq.jobs_lease, the lease rule of every claim; what a
 -- type may start is tickq.type_allowance, its rate log tickq.type_limits_log (the rules
--- tickq.claim_fair applies too). p_seed: the lease's seed (see tickq.jobs_lease), drawn
--- there when null.
+-- tickq.claim_fair applies too). While any flow limit or hold exists, the candidates pass
+-- through tickq.flow_admit as well (as in tickq.claim_flow), looking past blocked keys.
+-- p_seed: the lease's seed (see tickq.jobs_lease), drawn there when null.
 -- Its order and runnable condition are the plain claim's (queries.sql's pick_runnable and
 -- pick_in_claim_order), held to them by tests/unit/test_claim_order_shared.py.
 create or replace function tickq.claim_limited(
@@ -32,7 +33,18 @@ declare
     v_claimed  integer := 0;
     v_rows     integer;
     v_pass     integer := 0;
+    v_flowing  boolean;
+    v_keys_out text[] := '{}';
+    v_flow     record;
+    v_admitted uuid[];
 begin
+    -- Flow limits in play: their blocked keys are looked past, like blocked types.
+    v_flowing := exists (select from tickq.flow_limits)
+                 or exists (select from tickq.flow_holds h where h.until > v_now);
+    if v_flowing then
+        v_keys_out := tickq.flow_blocked(v_now);
+    end if;
+
     -- The types at their limit now (none more of them may start).
     select coalesce(array_agg(a.type), '{}') into v_blocked
     from tickq.type_allowance(array(select type from tickq.type_limits), v_now, 1) a
@@ -47,6 +59,7 @@ begin
             from (select id, type from tickq.jobs
                   where status in ('queued', 'retrying') and queue = p_queues[1]
                     and run_after <= v_now and type <> all(v_blocked)
+                    and not (flow_keys && v_keys_out)
                   order by priority desc, owner_priority desc, run_after, created_at
                   limit p_limit - v_claimed
                   for update skip locked) c;
@@ -56,6 +69,7 @@ begin
             from (select id, type from tickq.jobs
                   where status in ('queued', 'retrying') and queue = any(p_queues)
                     and run_after <= v_now and type <> all(v_blocked)
+                    and not (flow_keys && v_keys_out)
                   order by priority desc, owner_priority desc, run_after, created_at
                   limit p_limit - v_claimed
                   for update skip locked) c;
@@ -75,6 +89,11 @@ begin
         end if;
         -- Read after the locks are held: the clock of the rate log only moves forward.
         v_start := coalesce(p_now, clock_timestamp());
+        if v_flowing then
+            v_flow := tickq.flow_admit(v_ids, v_start);
+            v_admitted := v_flow.admitted;
+            v_keys_out := v_keys_out || v_flow.blocked;
+        end if;
 
         return query
         with allowance as (
@@ -83,6 +102,7 @@ begin
             select c.id, c.type,
                    row_number() over (partition by c.type order by c.ord) as rank
             from unnest(v_ids, v_types) with ordinality c (id, type, ord)
+            where not v_flowing or c.id = any(v_admitted)
         ), chosen as (
             select r.id
             from ranked r left join allowance a on a.type = r.type
@@ -92,7 +112,9 @@ begin
                                           p_seed)
         ), logged as (
             -- One row, always: joined below, it runs once the jobs are claimed.
-            select tickq.type_limits_log(array(select type from claimed), v_start)
+            select tickq.type_limits_log(array(select type from claimed), v_start),
+                   case when v_flowing then tickq.flow_log(
+                       array(select k from claimed c, unnest(c.flow_keys) k), v_start) end
         )
         select c.* from claimed c cross join logged;
 
@@ -100,7 +122,10 @@ begin
         v_claimed := v_claimed + v_rows;
         -- Every candidate was taken: the queue has no more for us.
         exit when v_rows = cardinality(v_ids);
-        -- Some were held back by a limit: look past those types in the next pass.
-        v_blocked := v_blocked || v_limited;
+        -- Some were held back by a limit: look past those types in the next pass, unless
+        -- only their flow keys held them back (those keys are looked past already).
+        if not v_flowing or v_rows < cardinality(v_admitted) then
+            v_blocked := v_blocked || v_limited;
+        end if;
     end loop;
 end $$;

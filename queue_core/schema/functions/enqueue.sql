@@ -6,6 +6,8 @@
 -- (tickq.job_gate says which; neither goes with an idempotency key or the other, nor a
 -- debounce with run_after). `timeout`: seconds its handler may run before the runner stops
 -- it (1 to 43200, else the task's), the lease raised to at least it plus a margin.
+-- `flow_keys`: the job's own flow keys (a user's stored under it), besides those its task's
+-- templates give.
 --
 -- The request is checked and written by tickq.enqueue_job, the body of every SQL enqueue:
 -- each refusal is SQLSTATE 22023 (invalid_parameter_value) with the parameter as the error's
@@ -38,7 +40,8 @@ create or replace function tickq.enqueue(
     debounce_max_seconds double precision default null,
     throttle_key text default null,
     throttle_seconds double precision default null,
-    timeout integer default null
+    timeout integer default null,
+    flow_keys text[] default null
 ) returns uuid
     language plpgsql volatile
     set search_path = pg_catalog, pg_temp
@@ -98,7 +101,8 @@ begin
             'max_seconds', enqueue.debounce_max_seconds) end,
         'throttle', case when enqueue.throttle_key is not null then jsonb_build_object(
             'key', enqueue.throttle_key, 'seconds', enqueue.throttle_seconds) end,
-        'timeout', enqueue.timeout);
+        'timeout', enqueue.timeout,
+        'flow_keys', to_jsonb(enqueue.flow_keys));
     if v_owner is not null then
         select e.id into v_id from tickq.enqueue_many(jsonb_build_array(v_job), v_names) e;
     else
@@ -109,5 +113,5 @@ end $$;
 
 -- Enqueue from SQL (a trigger, an RPC, another language): applications and workers. It
 -- runs with the caller's own rights: a user's enqueue goes on through tickq.enqueue_many.
-revoke all on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer, text, text, double precision, double precision, text, double precision, integer) from public;
-grant execute on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer, text, text, double precision, double precision, text, double precision, integer) to tickq_app, tickq_worker;
+revoke all on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer, text, text, double precision, double precision, text, double precision, integer, text[]) from public;
+grant execute on function tickq.enqueue(text, jsonb, text, text, integer, timestamptz, integer, text, text, double precision, double precision, text, double precision, integer, text[]) to tickq_app, tickq_worker;

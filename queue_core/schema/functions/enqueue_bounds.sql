@@ -21,6 +21,8 @@ create or replace function tickq.enqueue_bounds() returns jsonb
         'max_backoff_factor', 100,
         'max_backoff_max', 604800,
         'max_parents', 100,
+        'max_flow_keys', 8,               -- flow keys of one job, its task's included
+        'max_flow_key', 200,              -- a flow key as given: characters
         'max_batch', 1000,                -- requests of one tickq.enqueue_many call
         'max_signal_bytes', 65536,        -- all of one job's signal payloads together
         'max_signals', 100,

@@ -7,12 +7,15 @@
 --
 -- p_job is one request as the HTTP API takes it: type, payload, queue, idempotency_key,
 -- priority, max_attempts, delay or run_after, lease_seconds, timeout, backoff {base, factor,
--- max, jitter}, group, debounce {key, seconds[, max_seconds]} or throttle {key, seconds}; p_after
--- the jobs it waits for (resolved by the caller). Every value is checked against
+-- max, jitter}, group, debounce {key, seconds[, max_seconds]} or throttle {key, seconds},
+-- flow_keys [...]; p_after the jobs it waits for (resolved by the caller). Every value is checked against
 -- tickq.enqueue_bounds() before anything is written; a refusal is SQLSTATE 22023
 -- (invalid_parameter_value) with the field as the error's column name, a parent that cannot
 -- be waited for TQ404 (its id as the detail). The time is the database's. A timeout raises
 -- the lease to at least the timeout plus timeout_lease_margin, as the Python enqueue does.
+-- The job's flow keys are its task's templates (the catalogue's flow_key_templates, not a
+-- request field) filled from the payload's top-level fields, then the request's own, an
+-- owner's stored as '<owner>/key' (queue_core/flow.py says the same in Python).
 --
 -- Returns the job's id, its status and the outcome: created, duplicate (an idempotency key's
 -- live or succeeded holder, or a throttle's job), debounced (a debounce's job, which took the
@@ -68,6 +71,8 @@ declare
     v_parents   record;
     v_pending   integer := 0;
     v_defaults  jsonb;
+    v_flow      text[] := '{}';
+    v_text      text;
 begin
     if jsonb_typeof(p_job) is distinct from 'object' then
         raise exception 'tickq: %a job request must be a JSON object, got %', v_where,
@@ -79,12 +84,12 @@ begin
     -- enqueue several times its inserts.
     if p_job - array['type', 'payload', 'queue', 'idempotency_key', 'priority', 'max_attempts',
                      'delay', 'run_after', 'lease_seconds', 'timeout', 'backoff', 'after',
-                     'group', 'debounce', 'throttle'] <> '{}' then
+                     'group', 'debounce', 'throttle', 'flow_keys'] <> '{}' then
         select string_agg(k, ', ' order by k) into v_field
         from jsonb_object_keys(p_job - array['type', 'payload', 'queue', 'idempotency_key',
                                               'priority', 'max_attempts', 'delay', 'run_after',
                                               'lease_seconds', 'timeout', 'backoff', 'after',
-                                              'group', 'debounce', 'throttle']) k;
+                                              'group', 'debounce', 'throttle', 'flow_keys']) k;
         raise exception 'tickq: %unknown fields: %', v_where, v_field
             using errcode = 'invalid_parameter_value',
                   column = split_part(v_field, ', ', 1);
@@ -156,6 +161,60 @@ begin
                       column = coalesce(p_names ->> ('idempotency_key'), 'idempotency_key');
         end if;
         v_key := v_value #>> '{}';
+    end if;
+    -- Flow keys: the task's templates filled from the payload, then the request's own.
+    for v_field in select t from jsonb_array_elements_text(
+                                 coalesce(v_defaults -> 'flow_key_templates', '[]')) t loop
+        v_text := v_field;
+        for v_value in select to_jsonb(m[1])
+                       from regexp_matches(v_field, '\{([A-Za-z_][A-Za-z0-9_]*)\}', 'g') m loop
+            if jsonb_typeof(v_payload -> (v_value #>> '{}')) is distinct from 'string'
+               and coalesce((v_payload -> (v_value #>> '{}')) #>> '{}', '') !~ '^-?[0-9]+$' then
+                raise exception 'tickq: %template % needs the payload''s top-level field % as a '
+                                'string or an integer', v_where, quote_literal(v_field),
+                    quote_literal(v_value #>> '{}')
+                    using errcode = 'invalid_parameter_value',
+                          column = coalesce(p_names ->> ('flow_keys'), 'flow_keys');
+            end if;
+            v_text := replace(v_text, '{' || (v_value #>> '{}') || '}',
+                              (v_payload -> (v_value #>> '{}')) #>> '{}');
+        end loop;
+        if char_length(v_text) > (b ->> 'max_flow_key')::integer
+           or v_text collate "C" !~ '^[A-Za-z0-9_.:/@=+-]+$' then
+            raise exception 'tickq: %template % gives the flow key %, not 1-% characters of '
+                            'letters, digits and _.:/@=+-', v_where, quote_literal(v_field),
+                quote_literal(left(v_text, 60)), b ->> 'max_flow_key'
+                using errcode = 'invalid_parameter_value',
+                      column = coalesce(p_names ->> ('flow_keys'), 'flow_keys');
+        end if;
+        v_flow := array_append(v_flow, v_text);
+    end loop;
+    v_value := p_job -> 'flow_keys';
+    if v_value is not null and jsonb_typeof(v_value) <> 'null' then
+        if jsonb_typeof(v_value) <> 'array'
+           or jsonb_array_length(v_value) > (b ->> 'max_flow_keys')::integer
+           or exists (select from jsonb_array_elements(v_value) e
+                      where jsonb_typeof(e) <> 'string'
+                         or char_length(e #>> '{}') > (b ->> 'max_flow_key')::integer
+                         or (e #>> '{}') collate "C" !~ '^[A-Za-z0-9_.:/@=+-]+$') then
+            raise exception 'tickq: %flow_keys must be a list of at most % keys of 1-% '
+                            'characters of letters, digits and _.:/@=+-, got %', v_where,
+                b ->> 'max_flow_keys', b ->> 'max_flow_key', left(v_value::text, 60)
+                using errcode = 'invalid_parameter_value',
+                      column = coalesce(p_names ->> ('flow_keys'), 'flow_keys');
+        end if;
+        -- An owner's keys are its own: no tenant can hold back another's by naming its key.
+        v_flow := v_flow || array(
+            select case when p_owner is null then e else p_owner::text || '/' || e end
+            from jsonb_array_elements_text(v_value) e);
+    end if;
+    v_flow := array(select k from unnest(v_flow) with ordinality f (k, n)
+                    group by k order by min(n));
+    if cardinality(v_flow) > (b ->> 'max_flow_keys')::integer then
+        raise exception 'tickq: %at most % flow keys per job, its task''s included, got %',
+            v_where, b ->> 'max_flow_keys', cardinality(v_flow)
+            using errcode = 'invalid_parameter_value',
+                  column = coalesce(p_names ->> ('flow_keys'), 'flow_keys');
     end if;
     v_priority := coalesce(tickq.request_number(p_job, 'priority', -(b ->> 'max_priority')::float8,
                                                 (b ->> 'max_priority')::float8, true, v_where),
@@ -383,6 +442,7 @@ begin
         deferred.backoff_max := v_max;
         deferred.backoff_jitter := v_jitter;
         deferred.group_key := v_group;
+        deferred.flow_keys := v_flow;
         deferred.created_at := v_now;
         deferred.updated_at := v_now;
         id := v_id;
@@ -410,12 +470,12 @@ begin
         insert into tickq.jobs as j (
             id, queue, type, user_id, payload, idempotency_key, max_attempts, priority,
             run_after, lease_seconds, timeout_seconds, backoff_base, backoff_factor,
-            backoff_max, backoff_jitter, group_key, status, pending_parents, created_at,
-            updated_at)
+            backoff_max, backoff_jitter, group_key, status, pending_parents, flow_keys,
+            created_at, updated_at)
         values (v_id, v_queue, v_type, p_owner, v_payload, v_key, v_attempts, v_priority,
                 coalesce(v_run, v_now), v_lease, v_timeout, v_base, v_factor, v_max,
                 v_jitter, v_group, case when v_pending > 0 then 'waiting' else 'queued' end,
-                v_pending, v_now, v_now)
+                v_pending, v_flow, v_now, v_now)
         returning j.id, j.status, 'created' into id, status, outcome;
         if cardinality(p_after) > 0 then
             insert into tickq.job_dependencies (child_id, parent_id, user_id, counted)

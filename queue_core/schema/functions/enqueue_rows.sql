@@ -9,11 +9,11 @@ begin
         insert into tickq.jobs (
             id, queue, type, user_id, payload, max_attempts, priority, run_after,
             lease_seconds, timeout_seconds, backoff_base, backoff_factor, backoff_max,
-            backoff_jitter, group_key, created_at, updated_at)
+            backoff_jitter, group_key, flow_keys, created_at, updated_at)
         select r.id, r.queue, r.type, r.user_id, r.payload, r.max_attempts, r.priority,
                r.run_after, r.lease_seconds, r.timeout_seconds, r.backoff_base,
-               r.backoff_factor, r.backoff_max, r.backoff_jitter, r.group_key, r.created_at,
-               r.updated_at
+               r.backoff_factor, r.backoff_max, r.backoff_jitter, r.group_key, r.flow_keys,
+               r.created_at, r.updated_at
         from unnest(p_rows) r;
     end if;
 end $$;
