@@ -347,14 +347,24 @@ def cmd_work(args: argparse.Namespace) -> int:
     emit(args, report.as_dict(), lambda: out.print(report_table(report)))
     if report.abandoned_past_bound:
         # Python cannot stop those threads; only a fresh process is rid of them. Every
-        # outcome is saved: whoever started this worker starts it again.
+        # outcome is saved: the worker starts afresh in place (the same command, the same
+        # process id, none of its threads), or exits for its supervisor to start it again.
+        restart = getattr(args, "restartable", False) and not args.exit_on_abandoned
         err.print(
             f"tickq work: {report.abandoned_handlers} handler thread(s) abandoned at their "
             "timeout still run, past TICKQ_MAX_ABANDONED_HANDLERS "
             f"({settings.max_abandoned_handlers}); claiming stopped and every outcome saved; "
-            f"exiting with code {EXIT_RESTART} to be started afresh",
+            + (
+                "starting afresh in place"
+                if restart
+                else f"exiting with code {EXIT_RESTART} to be started afresh"
+            ),
             highlight=False,
         )
+        if restart:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.execv(sys.executable, sys.orig_argv)
         return EXIT_RESTART
     return 0
 
@@ -859,7 +869,7 @@ RETRY_CHUNK = 100
 PROGRESS_THRESHOLD = 2
 EXIT_CODES = (
     "exit codes: 0 ok, 1 refused (not found, wrong state), 2 bad input, 3 database error, "
-    f"{EXIT_RESTART} restart (tickq work: too many handlers abandoned at their timeout)"
+    f"{EXIT_RESTART} restart (tickq work --exit-on-abandoned: handlers abandoned at their timeout)"
 )
 EXAMPLES = """\
 examples:
@@ -1015,6 +1025,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--poll-interval", type=_seconds, default=1.0, help="idle sleep, seconds")
     p.add_argument("--max-seconds", type=_seconds, help="stop after this long")
     p.add_argument("--until-empty", action="store_true", help="stop when nothing is left")
+    p.add_argument(
+        "--exit-on-abandoned",
+        action="store_true",
+        help="past TICKQ_MAX_ABANDONED_HANDLERS, exit with code 75 for a supervisor to start "
+        "it again, instead of starting afresh in place",
+    )
 
     for name, func, help in (
         ("jobs", cmd_jobs, "list jobs, newest first"),
@@ -1143,6 +1159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.json = bool(getattr(args, "json", False))
+    # A command line of its own (not a call from Python): `tickq work` may start afresh in
+    # place when it must be rid of handler threads.
+    args.restartable = argv is None
     _configure_logging(quiet=args.command == "demo")
     # As under `python -m`, the current directory comes first on the import path, so
     # TICKQ_TASK_MODULES=myapp.tasks finds ./myapp (a console script starts in bin/).

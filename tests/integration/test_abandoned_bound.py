@@ -1,7 +1,8 @@
 """`tickq work` as a process whose plain handlers hang past their timeout: once the threads
 it abandoned pass TICKQ_MAX_ABANDONED_HANDLERS it claims no more, lets the jobs it holds
-finish and persist, and exits with code 75 (EX_TEMPFAIL) for its supervisor to start it
-afresh, without waiting for the threads Python cannot stop."""
+finish and persist, and starts afresh in place (the same command in the same process, rid
+of the threads Python cannot stop), or, with --exit-on-abandoned, exits with code 75
+(EX_TEMPFAIL) for its supervisor to start it again."""
 
 from __future__ import annotations
 
@@ -40,9 +41,11 @@ def outcomes(conn: psycopg.Connection) -> list[tuple[str, str, str | None]]:
     return conn.execute("select type, status, error from tickq.jobs order by type").fetchall()
 
 
-def test_a_worker_past_its_abandoned_bound_saves_what_it_holds_and_exits_to_restart(
+def start_hanging_jobs(
     conn: psycopg.Connection, database_url: str, tmp_path: Path
-) -> None:
+) -> dict[str, str]:
+    """Two jobs that hang past their timeout and a slow one in the first batch, quick jobs
+    behind; the environment of a worker whose bound is one abandoned thread."""
     (tmp_path / "hanging_tasks.py").write_text(HANGING_TASKS)
     store = PostgresStore(conn)
     # One batch of two hanging jobs and a slow one (ranked first), then quick jobs behind.
@@ -56,9 +59,28 @@ def test_a_worker_past_its_abandoned_bound_saves_what_it_holds_and_exits_to_rest
         "TICKQ_MAX_ABANDONED_HANDLERS": "1",
         "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
     }
-    command = [sys.executable, "-m", "tickq.infra.cli", "work", "--json", "--until-empty"]
+    return env
+
+
+def documents(text: str) -> list[dict]:
+    """The JSON documents printed one after another (one per run of the command)."""
+    decoder, found, at = json.JSONDecoder(), [], 0
+    while (at := len(text) - len(text[at:].lstrip())) < len(text):
+        value, at = decoder.raw_decode(text, at)
+        found.append(value)
+    return found
+
+
+COMMAND = [sys.executable, "-m", "tickq.infra.cli", "work", "--json", "--until-empty"]
+OPTIONS = ["--tasks", "hanging_tasks", "--batch-size", "3", "--concurrency", "3"]
+
+
+def test_a_worker_past_its_abandoned_bound_saves_what_it_holds_and_exits_to_restart(
+    conn: psycopg.Connection, database_url: str, tmp_path: Path
+) -> None:
+    env = start_hanging_jobs(conn, database_url, tmp_path)
     worker = subprocess.run(
-        [*command, "--tasks", "hanging_tasks", "--batch-size", "3", "--concurrency", "3"],
+        [*COMMAND, *OPTIONS, "--exit-on-abandoned"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -76,5 +98,33 @@ def test_a_worker_past_its_abandoned_bound_saves_what_it_holds_and_exits_to_rest
         ("quick", "queued", None),
         ("quick", "queued", None),
         ("quick", "queued", None),
+        ("slow", "succeeded", None),
+    ]
+
+
+def test_a_worker_past_its_abandoned_bound_starts_afresh_in_place_and_goes_on(
+    conn: psycopg.Connection, database_url: str, tmp_path: Path
+) -> None:
+    env = start_hanging_jobs(conn, database_url, tmp_path)
+    worker = subprocess.run(
+        [*COMMAND, *OPTIONS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=60,  # the hung handlers sleep 120 s: the restart is rid of them
+    )
+
+    stderr = worker.stderr.decode()
+    assert worker.returncode == 0, stderr
+    assert stderr.count("starting afresh in place") == 1
+    first, second = documents(worker.stdout.decode())
+    assert first["abandoned_past_bound"] is True and first["succeeded"] == 1
+    assert second["abandoned_past_bound"] is False and second["succeeded"] == 3
+    assert outcomes(conn) == [
+        ("hang", "dead", "timed out after 1 s (abandoned)"),
+        ("hang", "dead", "timed out after 1 s (abandoned)"),
+        ("quick", "succeeded", None),
+        ("quick", "succeeded", None),
+        ("quick", "succeeded", None),
         ("slow", "succeeded", None),
     ]
