@@ -36,7 +36,7 @@ import psycopg
 
 from queue_core import PostgresStore, Registry, Runner
 from queue_core.migrate import migrate
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
 
 from .dependencies_cost import tree_at
 from .server import env_or_local_server, fresh_database

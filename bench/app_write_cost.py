@@ -80,7 +80,7 @@ from uuid import uuid4
 import psycopg
 import queue_core
 from queue_core import PostgresStore, Registry, Runner
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
 
 owner_url, app_url, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
 registry = Registry()

@@ -168,7 +168,7 @@ def init_app(wheel: Path, app: Path) -> Path:
         archive_.extractall(unpacked)
     code = (
         "import sys; wheel, app, *site = sys.argv[1:]; sys.path[:0] = site;"
-        "from tickq.infra.cli import main;"
+        "from tickq.infra.cli.program import main;"
         "raise SystemExit(main(['init', app, '--requirement', wheel]))"
     )
     folders = [str(wheel), str(app), str(unpacked), *site.getsitepackages()]

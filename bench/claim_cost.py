@@ -27,7 +27,8 @@ from typing import Any
 import psycopg
 
 import queue_core
-from queue_core import PostgresStore, transitions
+from queue_core import PostgresStore
+from queue_core.model import transitions
 
 from . import storage
 from .server import env_or_local_server, fresh_database

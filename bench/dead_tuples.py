@@ -34,7 +34,7 @@ from typing import IO
 
 import psycopg
 
-from tickq.infra.localdb import LocalPostgres
+from tickq.infra.local.postgres import LocalPostgres
 
 from .dependencies_cost import tree_at
 from .server import DURABLE_SETTINGS, benchmark_server, fresh_database, server_description

@@ -33,7 +33,8 @@ from typing import Any
 import psycopg
 
 import queue_core
-from queue_core import PostgresStore, transitions
+from queue_core import PostgresStore
+from queue_core.model import transitions
 
 from .server import benchmark_server, fresh_database, server_description
 from .systems import tickq_side

@@ -24,9 +24,10 @@ from typing import Any
 
 import psycopg
 
-from queue_core import PostgresStore, transitions
+from queue_core import PostgresStore
 from queue_core.migrate import migrate
-from queue_core.validation import job_spec
+from queue_core.model import transitions
+from queue_core.model.validation import job_spec
 
 from .server import benchmark_server, fresh_database
 

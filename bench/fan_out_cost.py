@@ -24,8 +24,9 @@ def child(url: str, children: int) -> dict[str, float]:
     """Milliseconds to finish the batch, with a parent of `children` children and of none."""
     import psycopg
 
-    from queue_core import PostgresStore, transitions
+    from queue_core import PostgresStore
     from queue_core.migrate import migrate
+    from queue_core.model import transitions
 
     found: dict[str, float] = {}
     with psycopg.connect(url, autocommit=True) as conn:

@@ -34,7 +34,7 @@ def child(url: str, jobs: int) -> dict[str, float]:
 
     from queue_core import PostgresStore
     from queue_core.migrate import migrate
-    from queue_core.validation import job_spec
+    from queue_core.model.validation import job_spec
 
     with psycopg.connect(url, autocommit=True) as conn:
         migrate(conn)
@@ -68,7 +68,7 @@ def child(url: str, jobs: int) -> dict[str, float]:
 
 
 def _succeeded(job: Any) -> Any:
-    from queue_core import transitions
+    from queue_core.model import transitions
 
     return transitions.succeeded(job, None)
 
@@ -77,10 +77,11 @@ def keyed_drain(url: str, jobs: int, keys: int, cap: int | None, claimers: int) 
     """Jobs per second of `claimers` threads draining `jobs` jobs over `keys` keys."""
     import psycopg
 
-    from queue_core import PostgresStore, transitions
-    from queue_core.flow import flow_limit
-    from queue_core.postgres.flow_limits import FlowLimits
-    from queue_core.validation import job_spec
+    from queue_core import PostgresStore
+    from queue_core.model import transitions
+    from queue_core.model.flow import flow_limit
+    from queue_core.model.validation import job_spec
+    from queue_core.policies.flow_limits import FlowLimits
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("truncate tickq.jobs, tickq.flow_limits, tickq.flow_starts cascade")
@@ -126,8 +127,8 @@ def claim_cpu(url: str, keys: int, backlog: int, samples: int) -> list[float]:
     import psycopg
 
     from queue_core import PostgresStore
-    from queue_core.flow import flow_limit
-    from queue_core.postgres.flow_limits import FlowLimits
+    from queue_core.model.flow import flow_limit
+    from queue_core.policies.flow_limits import FlowLimits
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("truncate tickq.jobs, tickq.flow_limits, tickq.flow_starts cascade")

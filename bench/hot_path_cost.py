@@ -40,8 +40,9 @@ def child(url: str, jobs: int) -> dict[str, list[float]]:
     engine is first on the path."""
     import psycopg
 
-    from queue_core import PostgresStore, Registry, Runner, pipeline
+    from queue_core import PostgresStore, Registry, Runner
     from queue_core.migrate import migrate
+    from queue_core.runner import pipeline
 
     from .roundtrips import count_round_trips
 

@@ -44,7 +44,7 @@ def one_round(url: str, jobs: int, singles: int, run: str) -> dict[str, float]:
     import psycopg
 
     from queue_core import PostgresStore
-    from queue_core.validation import job_spec
+    from queue_core.model.validation import job_spec
 
     rates: dict[str, float] = {}
     with psycopg.connect(url, autocommit=True) as conn:
@@ -79,7 +79,7 @@ def _drain(conn: Any, jobs: int, keyed: bool, run: str) -> float:
     """Jobs per second that one tick at batch 100 runs to success: the finish updates no
     longer maintain the jobs' unique key index."""
     from queue_core import PostgresStore, Registry, Runner
-    from queue_core.validation import job_spec
+    from queue_core.model.validation import job_spec
 
     conn.execute("truncate tickq.jobs cascade")
     registry = Registry()

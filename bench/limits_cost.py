@@ -22,10 +22,11 @@ from typing import Any
 
 import psycopg
 
-from queue_core import PostgresStore, transitions
-from queue_core.limits import Limits, type_limit
+from queue_core import PostgresStore
 from queue_core.migrate import migrate
-from queue_core.validation import job_spec
+from queue_core.model import transitions
+from queue_core.model.validation import job_spec
+from queue_core.policies.limits import Limits, type_limit
 
 from .server import env_or_local_server, fresh_database
 

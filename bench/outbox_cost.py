@@ -18,8 +18,9 @@ import time
 
 import psycopg
 
-from queue_core import PostgresStore, Registry, Runner, enqueue_many, queries
+from queue_core import PostgresStore, Registry, Runner, enqueue_many
 from queue_core.migrate import migrate
+from queue_core.postgres import statements as queries
 
 from .server import env_or_local_server, fresh_database
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tickq.infra.localdb import LocalPostgres
+from tickq.infra.local.postgres import LocalPostgres
 
 from .dependencies_cost import tree_at
 from .server import benchmark_server, fresh_database, server_description
@@ -73,7 +73,7 @@ def child(
     time is this process's, all its threads: the client's overhead); with `profile`, then
     pyinstrument's text of the drain."""
     if overlap_min != "default":
-        from queue_core import pipeline
+        from queue_core.runner import pipeline
 
         pipeline.OVERLAP_MIN_SECONDS = float(overlap_min)
     run = DRAINS[system](url, batch, "tick")

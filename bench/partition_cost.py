@@ -21,9 +21,9 @@ from typing import Any
 
 import psycopg
 
-from queue_core import partitions
 from queue_core.migrate import migrate
-from queue_core.retention import Retention, policy
+from queue_core.policies import partitions
+from queue_core.policies.retention import Retention, policy
 
 from .server import env_or_local_server, fresh_database
 

@@ -25,11 +25,12 @@ from typing import Any
 
 import psycopg
 
-from queue_core import PostgresStore, transitions
+from queue_core import PostgresStore
 from queue_core.migrate import migrate
-from queue_core.pause_probe import PausedQueues
-from queue_core.pauses import QueuePauses
-from queue_core.validation import job_spec
+from queue_core.model import transitions
+from queue_core.model.paused_queues import PausedQueues
+from queue_core.model.validation import job_spec
+from queue_core.policies.pauses import QueuePauses
 
 from .server import env_or_local_server, fresh_database
 

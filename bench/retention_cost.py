@@ -1,5 +1,5 @@
 """Retention: what pruning N finished jobs older than the policy costs, through the engine's
-own pruner (`queue_core.retention.Retention.prune`, the call MaintenanceFunction makes).
+own pruner (`queue_core.policies.retention.Retention.prune`, the call MaintenanceFunction makes).
 
     .venv/bin/python -m bench.retention_cost [--jobs 1000000] [--kept 10000] [--live 10000]
 
@@ -26,8 +26,8 @@ from typing import Any
 import psycopg
 
 import queue_core
-from queue_core import retention
-from queue_core.retention import Retention
+from queue_core.policies import retention
+from queue_core.policies.retention import Retention
 
 from . import storage
 from .server import env_or_local_server, fresh_database

@@ -28,8 +28,8 @@ from typing import Any
 
 import psycopg
 
-from queue_core import queries
 from queue_core.migrate import migrate
+from queue_core.postgres import statements as queries
 
 from .hot_path_cost import ROOT
 from .server import env_or_local_server, fresh_database

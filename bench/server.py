@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import psycopg
 
-from tickq.infra.localdb import LocalPostgres, create_database, database_url, drop_database
+from tickq.infra.local.postgres import LocalPostgres, create_database, database_url, drop_database
 
 # Stock durability: every commit waits for its WAL flush, as on a production server.
 # The other settings only size the server for a few dozen benchmark connections.

@@ -48,7 +48,7 @@ BASELINE_REF = "c0f9969"
 DRAIN = """
 import sys, time, psycopg
 from queue_core import PostgresStore, Registry, Runner
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
 url, jobs = sys.argv[1], int(sys.argv[2])
 registry = Registry()
 registry.task("noop")(lambda job: None)

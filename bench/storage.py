@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 
 import queue_core
-from queue_core import retention
+from queue_core.policies import retention
 
 LEAVES = """
 select relid from pg_partition_tree('tickq.jobs') where isleaf

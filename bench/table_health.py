@@ -22,7 +22,8 @@ from typing import Any
 
 import psycopg
 
-from queue_core import PostgresStore, transitions
+from queue_core import PostgresStore
+from queue_core.model import transitions
 
 from . import storage
 from .server import benchmark_server, fresh_database

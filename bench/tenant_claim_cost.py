@@ -36,7 +36,7 @@ def child(url: str, backlog: int, samples: int) -> dict[str, list[float]]:
 
     from queue_core import PostgresStore
     from queue_core.migrate import migrate
-    from queue_core.validation import job_spec
+    from queue_core.model.validation import job_spec
 
     found: dict[str, list[float]] = {}
     with psycopg.connect(url, autocommit=True) as conn:

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from queue_core import Registry, Runner
-from queue_core.memory_store import MemoryStore
+from queue_core.store.memory import MemoryStore
 
 CASES = {
     "plain call": {},

@@ -6,7 +6,7 @@ Environment:
   TICKQ_TASK_MODULES      handler modules, for per-type defaults and type checks (optional)
   TICKQ_PREPARE_THRESHOLD "off" behind RDS Proxy
   TICKQ_KICK_FUNCTION     TickFunction's name: start a tick right after an enqueue (optional)
-Routes live on Routers (functions/api_routes.py); another module adds its own by calling
+Routes live on Routers (functions/http/api_routes.py); another module adds its own by calling
 `app.include_router(...)` here.
 """
 
@@ -21,9 +21,15 @@ from aws_lambda_powertools.event_handler.exceptions import ServiceError
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from . import api_routes, console_routes, ui
-from .errors import Problem, problem
-from .observability import continue_trace, http_trace_headers, log_metrics, logger, tracer
+from tickq.functions.http import api_routes, console_routes, ui
+from tickq.functions.http.errors import Problem, problem
+from tickq.functions.observability import (
+    continue_trace,
+    http_trace_headers,
+    log_metrics,
+    logger,
+    tracer,
+)
 
 app = APIGatewayHttpResolver()
 app.include_router(api_routes.router)

@@ -15,9 +15,8 @@ import psycopg
 
 from queue_core import TickqError
 from queue_core.postgres import translate_errors
-from queue_core.queries import QUERIES
-
-from .observability import logger
+from queue_core.postgres.statements import QUERIES
+from tickq.functions.observability import logger
 
 # The connection whose login passed the check; a refused one is checked again next time,
 # so a grant takes effect without a redeploy.

@@ -23,9 +23,8 @@ import psycopg
 from botocore.config import Config  # type: ignore[import-untyped]
 from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
-from queue_core.outbox import Event, PublishReport, Send, publish_pending
-
-from .observability import logger
+from queue_core.policies.outbox import Event, PublishReport, Send, publish_pending
+from tickq.functions.observability import logger
 
 # Limits of one call when time is plentiful; a shorter budget shrinks them.
 CONNECT_SECONDS = 2.0
@@ -131,9 +130,9 @@ def publish_outbox(
     conn: psycopg.Connection[Any], *, time_left: TimeLeft | None = None
 ) -> PublishReport:
     """Publish the outbox's pending events to TICKQ_EVENT_BUS, each call within
-    `time_left()`, until none is left or the time is (queue_core/outbox.py: in order per job,
-    the owners sharing the calls, calls sized to EventBridge's limits, retried with backoff,
-    a refused event left pending for the next run). Without a bus, nothing."""
+    `time_left()`, until none is left or the time is (queue_core/policies/outbox.py: in
+    order per job, the owners sharing the calls, calls sized to EventBridge's limits, retried
+    with backoff, a refused event left pending for the next run). Without a bus, nothing."""
     bus = os.environ.get("TICKQ_EVENT_BUS")
     if not bus:
         return PublishReport()
@@ -151,7 +150,7 @@ def publish_outbox(
 
 def eventbridge_sender(bus: str, time_left: TimeLeft | None = None) -> Send:
     """Put events on `bus`, one call for the events given (the publisher sizes its calls to
-    EventBridge's limits, queue_core/outbox.py): per event, None when EventBridge accepted
+    EventBridge's limits, queue_core/policies/outbox.py): per event, None when EventBridge accepted
     it, else its reason. The event's stable id rides in its detail (`event_id`): a
     PutEvents entry has no id field of its own. The entries carry no Time and no Resources,
     which `Event.size` would have to count."""

@@ -136,14 +136,14 @@ def with_iam_token(conninfo: str, token: Any) -> str:
 
 
 def _rds_token(host: str, port: int, user: str) -> str:
-    from .aws import clients
+    from tickq.functions.aws import clients
 
     token: str = clients("rds").generate_db_auth_token(DBHostname=host, Port=port, DBUsername=user)
     return token
 
 
 def _conninfo_from_secret(arn: str, *, fresh: bool = False) -> str:
-    from .aws import secrets
+    from tickq.functions.aws import secrets
 
     secret = secrets().get(arn, transform="json", max_age=SECRET_MAX_AGE, force_fetch=fresh)
     if not isinstance(secret, dict):

@@ -26,14 +26,14 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from queue_core import DatabaseError, InvalidJob, JobBatch, JobSpec, dependencies, telemetry
-
-from . import db
-from .aws import RETURN_RESERVE_MS, time_left_of
-from .errors import BadRequest, problem
-from .observability import continue_trace, log_metrics, logger, metrics, tracer
-from .requests import TrustedEnqueueRequest, parse
-from .runtime import kick_tick, store, task_catalog, tasks
+from queue_core import DatabaseError, InvalidJob, JobBatch, JobSpec, telemetry
+from queue_core.model import dependencies
+from tickq.functions import db
+from tickq.functions.aws import RETURN_RESERVE_MS, time_left_of
+from tickq.functions.http.errors import BadRequest, problem
+from tickq.functions.http.requests import TrustedEnqueueRequest, parse
+from tickq.functions.observability import continue_trace, log_metrics, logger, metrics, tracer
+from tickq.functions.runtime import kick_tick, store, task_catalog, tasks
 
 MAX_JOBS_PER_EVENT = 1000
 # The event key under which an invoking function passes its trace context (W3C traceparent).

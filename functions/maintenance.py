@@ -1,8 +1,8 @@
 """MaintenanceFunction: a reclaim pass, so expired leases come back even while no tick
 runs (a lost connection is reopened while time is left, as a tick does); the outbox's
-pending events published (queue_core/outbox.py), its published ones pruned and its
+pending events published (queue_core/policies/outbox.py), its published ones pruned and its
 backlog's size and age as metrics; the partitions of finished jobs for the
-next days (queue_core/partitions.py), and a partition for any day found in the default
+next days (queue_core/policies/partitions.py), and a partition for any day found in the default
 one; retention pruning by the stored policies, within the invocation's time; queue depth
 and oldest-runnable-age metrics per queue and type, and the oldest-runnable age of the most
 starved fairness group; the depth is also kept as a sample per queue for the operator
@@ -25,15 +25,15 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from queue_core import Runner, TickReport, partitions
+from queue_core import Runner, TickReport
 from queue_core.config import env_int
-from queue_core.history import QueueHistory
-from queue_core.outbox import Outbox, outbox_retention_seconds
-from queue_core.retention import Retention
-
-from . import db
-from .aws import publish_outbox, time_left_of
-from .observability import (
+from queue_core.console.charts import QueueHistory
+from queue_core.policies import partitions
+from queue_core.policies.outbox import Outbox, outbox_retention_seconds
+from queue_core.policies.retention import Retention
+from tickq.functions import db
+from tickq.functions.aws import publish_outbox, time_left_of
+from tickq.functions.observability import (
     log_metrics,
     logger,
     metrics,
@@ -42,7 +42,7 @@ from .observability import (
     record_starved,
     tracer,
 )
-from .runtime import store, tasks
+from tickq.functions.runtime import store, tasks
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -23,10 +23,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from queue_core.migrate import migrate
 from queue_core.postgres import catalog
-
-from . import db
-from .observability import logger
-from .runtime import tasks
+from tickq.functions import db
+from tickq.functions.observability import logger
+from tickq.functions.runtime import tasks
 
 PHYSICAL_ID = "tickq-schema"
 RESPONSE_TIMEOUT = 10

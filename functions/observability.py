@@ -18,10 +18,10 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from queue_core import TickReport, telemetry
-from queue_core.fairness import GroupStats, most_starved
-from queue_core.outbox import Backlog
-from queue_core.ports import StatsRow
-from queue_core.report import TICK_COUNTERS
+from queue_core.model.fairness import GroupStats, most_starved
+from queue_core.policies.outbox import Backlog
+from queue_core.runner.report import TICK_COUNTERS
+from queue_core.store.port import StatsRow
 
 NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "tickq"
 

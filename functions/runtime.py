@@ -10,11 +10,10 @@ from uuid import UUID
 
 from queue_core import PostgresStore, Registry, registry
 from queue_core.config import Settings
-from queue_core.ports import Store
 from queue_core.postgres.probes import LIMITS_TTL_SECONDS
-
-from . import app_role, db
-from .aws import TimeLeft, invoke_async
+from queue_core.store.port import Store
+from tickq.functions import app_role, db
+from tickq.functions.aws import TimeLeft, invoke_async
 
 
 def settings() -> Settings:

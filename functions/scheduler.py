@@ -17,12 +17,11 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from queue_core.schedules import Schedules
-
-from . import db
-from .aws import RETURN_RESERVE_MS, time_left_of
-from .observability import log_metrics, logger, metrics, tracer
-from .runtime import kick_tick
+from queue_core.policies.schedules import Schedules
+from tickq.functions import db
+from tickq.functions.aws import RETURN_RESERVE_MS, time_left_of
+from tickq.functions.observability import log_metrics, logger, metrics, tracer
+from tickq.functions.runtime import kick_tick
 
 COUNTERS = ("due", "fired", "skipped", "passed_over", "failed", "busy")
 

@@ -27,18 +27,17 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from queue_core import ConfigurationError, InvalidJob, Registry, Runner, TickReport
-from queue_core.catalog import pinned_version
 from queue_core.config import env_int
 from queue_core.errors import DatabaseError
+from queue_core.model.catalog import pinned_version
+from queue_core.model.validation import integer, name
 from queue_core.postgres import catalog
 from queue_core.postgres.transactional import HandlerConnections
-from queue_core.validation import integer, name
-
-from . import db
-from .aws import RETURN_RESERVE_MS, invoke_async, publish_outbox, time_left_of
-from .errors import BadRequest, problem
-from .observability import log_metrics, logger, record_tick, tracer
-from .runtime import settings, store, tasks
+from tickq.functions import db
+from tickq.functions.aws import RETURN_RESERVE_MS, invoke_async, publish_outbox, time_left_of
+from tickq.functions.http.errors import BadRequest, problem
+from tickq.functions.observability import log_metrics, logger, record_tick, tracer
+from tickq.functions.runtime import settings, store, tasks
 
 # Transactional handlers' connections, one per handler running at a time, opened as the
 # environment's own (the current secret, a fresh IAM token) on the first such job and kept
@@ -55,7 +54,7 @@ class TickRequest:
     max_batches: int | None = None
 
 
-# Whether this container has published its registry's task settings (queue_core.catalog):
+# Whether this container has published its registry's task settings (queue_core.model.catalog):
 # once, on its first tick, so a deploy's settings reach every enqueuer.
 _published: list[bool] = []
 

@@ -21,7 +21,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from .cli_common import UsageError, emit, out
+from tickq.infra.cli.common import UsageError, emit, out
 
 # Package data -> where it goes in DIR.
 FILES = {

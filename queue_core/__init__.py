@@ -18,11 +18,7 @@ from uuid import UUID
 
 import psycopg
 
-from . import dependencies
-from .backoff import Backoff
-from .batch import JobBatch
-from .context import JobContext
-from .errors import (
+from queue_core.errors import (
     ConfigurationError,
     DatabaseError,
     InvalidJob,
@@ -37,16 +33,20 @@ from .errors import (
     TickqError,
     UnknownJobType,
 )
-from .gates import Debounce, Throttle
-from .handler_batch import HandlerBatch
-from .jobs import EnqueueResult, Job, JobSpec, Status
-from .outbox import publish
-from .partitions import ensure_partitions
-from .postgres import PostgresStore, StepStore
-from .postgres.transactional import complete_in
-from .registry import Registry, Task, registry, task
-from .steps import ChildFailed, InvalidStep, Retry, WaitTimeout
-from .tick import Runner, TickReport
+from queue_core.model import dependencies
+from queue_core.model.backoff import Backoff
+from queue_core.model.gates import Debounce, Throttle
+from queue_core.model.job_batch import JobBatch
+from queue_core.model.jobs import EnqueueResult, Job, JobSpec, Status
+from queue_core.model.steps import ChildFailed, InvalidStep, Retry, WaitTimeout
+from queue_core.policies.outbox import publish
+from queue_core.policies.partitions import ensure_partitions
+from queue_core.postgres import PostgresStore, StepStore
+from queue_core.postgres.transactional import complete_in
+from queue_core.runner.batch_handler import HandlerBatch
+from queue_core.runner.context import JobContext
+from queue_core.runner.registry import Registry, Task, registry, task
+from queue_core.runner.runner import Runner, TickReport
 
 # Libraries stay quiet unless the application configures logging.
 logging.getLogger("tickq").addHandler(logging.NullHandler())

@@ -21,15 +21,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from .jobs import ERROR_HISTORY
-from .json_text import MAX_JSON_DEPTH, MAX_PAYLOAD_BYTES
-from .limits import MAX_PERIOD_SECONDS, MAX_RATE
-from .outbox import _MAX_DETAIL_BYTES
-from .pauses import MAX_PAUSED_BY, MAX_REASON
-from .retention import MAX_AGE_SECONDS
-from .steps import MAX_SIGNAL_BYTES, MAX_SIGNALS, MAX_STEP_BYTES
-from .transitions import MAX_ERROR
-from .validation import (
+from queue_core.model.jobs import ERROR_HISTORY
+from queue_core.model.json_text import MAX_JSON_DEPTH, MAX_PAYLOAD_BYTES
+from queue_core.model.steps import MAX_SIGNAL_BYTES, MAX_SIGNALS, MAX_STEP_BYTES
+from queue_core.model.transitions import MAX_ERROR
+from queue_core.model.validation import (
     EARLIEST_TIME,
     LATEST_TIME,
     MAX_KEY,
@@ -37,6 +33,10 @@ from .validation import (
     MAX_NAME,
     MAX_RESULT_BYTES,
 )
+from queue_core.policies.limits import MAX_PERIOD_SECONDS, MAX_RATE
+from queue_core.policies.outbox import _MAX_DETAIL_BYTES
+from queue_core.policies.pauses import MAX_PAUSED_BY, MAX_REASON
+from queue_core.policies.retention import MAX_AGE_SECONDS
 
 __all__ = [
     "EARLIEST",

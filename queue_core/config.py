@@ -6,9 +6,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .errors import ConfigurationError
-from .jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE
-from .timeouts import DEFAULT_MAX_ABANDONED
+from queue_core.errors import ConfigurationError
+from queue_core.model.jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE
+from queue_core.runner.timeouts import DEFAULT_MAX_ABANDONED
 
 
 @dataclass(frozen=True, slots=True)

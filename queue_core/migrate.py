@@ -23,8 +23,8 @@ from typing import Any
 
 import psycopg
 
-from . import partitions
-from .errors import SchemaError
+from queue_core.errors import SchemaError
+from queue_core.policies import partitions
 
 # Any stable 64-bit number; it serialises concurrent migrators across the whole cluster.
 _LOCK_KEY = 0x7469636B71  # "tickq"

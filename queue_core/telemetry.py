@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, TypeGuard
 
-from .errors import ConfigurationError, InvalidJob
+from queue_core.errors import ConfigurationError, InvalidJob
 
 __all__ = ["Telemetry", "active", "check_traceparent", "get", "reset", "valid_traceparent"]
 

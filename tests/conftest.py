@@ -24,8 +24,13 @@ from tests.model import profiles  # noqa: F401  (loads the hypothesis profile fo
 # OpenTelemetry stays off unless a test turns it on (tests/otel_sdk.py): its default, `auto`,
 # would turn it on for every later test of a process once one test imported the SDK.
 os.environ.setdefault("TICKQ_OTEL", "off")
-from tickq.infra import localdb
-from tickq.infra.localdb import LocalPostgres, LocalPostgresError, create_database, drop_database
+from tickq.infra.local import postgres as localdb
+from tickq.infra.local.postgres import (
+    LocalPostgres,
+    LocalPostgresError,
+    create_database,
+    drop_database,
+)
 
 Connect = Callable[[], psycopg.Connection]
 
@@ -155,7 +160,7 @@ def new_database(pg_admin_url: str) -> Iterator[Callable[[], str]]:
 def _isolated_task_registry() -> Iterator[None]:
     """Handlers registered by one test (or an imported task module) never leak into the next:
     the process-wide registry refuses types it does not know once it knows any."""
-    from queue_core.registry import registry
+    from queue_core.runner.registry import registry
 
     saved = dict(registry.tasks)
     try:
@@ -168,7 +173,7 @@ def _isolated_task_registry() -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def _isolated_task_catalogue(request: pytest.FixtureRequest) -> Iterator[None]:
     """The task catalogue a test's workers or ticks published never reaches the next test:
-    once it knows any type, enqueues of others are refused (queue_core/catalog.py). Only
+    once it knows any type, enqueues of others are refused (queue_core/model/catalog.py). Only
     for tests on the shared database, emptied after each, so a test that never touches the
     database starts none."""
     cleaner = None

@@ -11,7 +11,7 @@ import psycopg
 
 import queue_core
 from queue_core import PostgresStore, StepStore
-from queue_core.steps import FOREVER, WaitKind
+from queue_core.model.steps import FOREVER, WaitKind
 
 # One marker per place that holds the user's data; none may reach an operator.
 SECRETS = {

@@ -3,13 +3,13 @@ through, and PostgresStore composed of its parts (enqueue, claim, leases, reads,
 
 Only this package and the modules that keep their own tables (schedules, limits,
 retention, partitions, pauses, the console and its history) know SQL; the runner, the
-handler context and the steps know the port (queue_core.ports) alone.
+handler context and the steps know the port (queue_core.store.port) alone.
 """
 
 from __future__ import annotations
 
-from .executor import Executor, translate_errors
-from .steps import StepStore
-from .store import PostgresStore
+from queue_core.postgres.executor import Executor, translate_errors
+from queue_core.postgres.steps import StepStore
+from queue_core.postgres.store import PostgresStore
 
 __all__ = ["Executor", "PostgresStore", "StepStore", "translate_errors"]

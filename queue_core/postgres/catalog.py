@@ -1,4 +1,4 @@
-"""The task catalogue's table (queue_core/catalog.py says what it is for): publishing a
+"""The task catalogue's table (queue_core/model/catalog.py says what it is for): publishing a
 registry's tasks, and reading the catalogue back for `tickq tasks`."""
 
 from __future__ import annotations
@@ -8,12 +8,11 @@ from typing import Any
 
 import psycopg
 
-from ..catalog import code_version, defaults_of, settings_of
-from ..registry import Registry
-from .executor import Executor
+from queue_core.model.catalog import Tasks, code_version, defaults_of, settings_of
+from queue_core.postgres.executor import Executor
 
 
-def publish(conn: psycopg.Connection[Any], registry: Registry) -> list[str]:
+def publish(conn: psycopg.Connection[Any], registry: Tasks) -> list[str]:
     """Publish the registry's tasks to the catalogue; returns the types published."""
     tasks = [registry.tasks[name] for name in registry.names()]
     if not tasks:

@@ -20,15 +20,22 @@ from uuid import UUID
 
 import psycopg
 
-from .. import transitions
-from ..errors import ConfigurationError
-from ..fairness import FairState
-from ..jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, job_from_row
-from ..pause_probe import PausedQueues, claimable
-from ..ports import NO_JOBS, ClaimedBatch, JobList
-from ..queries import QUERIES
-from .executor import Executor, ids_and_jobs, job_columns_at, jobs, rerun, translate_errors
-from .probes import LimitsProbe
+from queue_core.errors import ConfigurationError
+from queue_core.model import transitions
+from queue_core.model.fairness import FairState
+from queue_core.model.jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome, job_from_row
+from queue_core.model.paused_queues import PausedQueues, claimable
+from queue_core.postgres.executor import (
+    Executor,
+    ids_and_jobs,
+    job_columns_at,
+    jobs,
+    rerun,
+    translate_errors,
+)
+from queue_core.postgres.probes import LimitsProbe
+from queue_core.postgres.statements import QUERIES
+from queue_core.store.port import NO_JOBS, ClaimedBatch, JobList
 
 # The seed of a statement that leases nothing (its value is never used).
 NO_SEED = bytes(16)
@@ -58,7 +65,7 @@ class Claims:
         claimed rows unparsed until `jobs()`, so a caller can parse them while the
         connection runs its next statement. Every lease of the call derives its token from
         `seed` (tickq.jobs_lease; none: the database draws one)."""
-        if limit:  # paused queues are left out of the claim (queue_core/pauses.py)
+        if limit:  # paused queues are left out of the claim (queue_core/policies/pauses.py)
             queues, limit = claimable(queues, limit, self.paused.current(self._paused_queues))
         if limit and self.pin_version is not None:
             return self._finish_and_claim_pinned(

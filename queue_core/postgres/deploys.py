@@ -1,21 +1,20 @@
 """What `tickq deploy` reads: the stored histories of unfinished durable jobs, for the
-replay of queue_core/replay.py, in a read-only transaction (a check must write nothing)."""
+replay of queue_core/runner/replay.py, in a read-only transaction (a check must write nothing)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
 import psycopg
 
-from ..jobs import JOB_COLUMNS, job_from_row
-from ..replay import DeployCheck, History, check
-from ..steps import FOREVER, Durable, Wait, WaitKind, frontier
-from .executor import Executor
+from queue_core.model.jobs import JOB_COLUMNS, job_from_row
+from queue_core.model.steps import FOREVER, Durable, Wait, WaitKind, frontier
+from queue_core.postgres.executor import Executor
 
 
-def histories(executor: Executor, types: Iterable[str]) -> list[History]:
+def histories(executor: Executor, types: Iterable[str]) -> list[dict[str, Any]]:
     """The unfinished durable jobs of `types`, each with its steps in stored order."""
     rows = executor.rows("job_histories_unfinished", {"types": sorted(set(types))})
     width = len(JOB_COLUMNS)
@@ -29,30 +28,20 @@ def histories(executor: Executor, types: Iterable[str]) -> list[History]:
             tries={f"step:{step}": {"tries": 1} for step in retrying},
         )
         found.append(
-            History(
-                job=job_from_row(row[:width]),
-                code_version=version,
-                steps=tuple((step, result) for step, result in stored),
-                patches=frozenset(patches),
-                frontier=tuple(frontier(state)),
-            )
+            {
+                "job": job_from_row(row[:width]),
+                "code_version": version,
+                "steps": tuple((step, result) for step, result in stored),
+                "patches": frozenset(patches),
+                "frontier": tuple(frontier(state)),
+            }
         )
     return found
 
 
-def deploy_check(conn: psycopg.Connection[Any], tasks: Mapping[str, Any]) -> DeployCheck:
-    """Replay the stored histories of every unfinished durable job of `tasks`' types
-    against `tasks`' handlers, in one read-only transaction (every read, the parents'
-    results the handlers ask for included, sees one snapshot and nothing can be written)."""
-    executor = Executor(conn)
-    with conn.transaction():
-        conn.execute("set transaction read only")
-        found = histories(executor, tasks)
-
-        def parent_results(job_id: UUID) -> dict[UUID, Any]:
-            return dict(executor.rows("job_parent_results", {"id": job_id}))
-
-        return check(tasks, found, parent_results=parent_results)
+def parent_results(executor: Executor, job_id: UUID) -> dict[UUID, Any]:
+    """The results of a job's parents, as its handler reads them."""
+    return dict(executor.rows("job_parent_results", {"id": job_id}))
 
 
 def unfinished_of_version(conn: psycopg.Connection[Any], version: str) -> dict[str, int]:

@@ -16,13 +16,13 @@ from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
-from .. import dependencies, telemetry, transitions, validation
-from ..batch import JobBatch
-from ..errors import DatabaseError, QueueFull, TickqError
-from ..ids import new_id, new_ids
-from ..jobs import EnqueueResult, Job, JobSpec, Status
-from ..queries import QUERIES
-from .executor import (
+from queue_core import telemetry
+from queue_core.errors import DatabaseError, QueueFull, TickqError
+from queue_core.model import dependencies, transitions, validation
+from queue_core.model.ids import new_id, new_ids
+from queue_core.model.job_batch import JobBatch
+from queue_core.model.jobs import EnqueueResult, Job, JobSpec, Status
+from queue_core.postgres.executor import (
     Executor,
     job_columns_at,
     jobs,
@@ -30,7 +30,8 @@ from .executor import (
     rerun,
     translate_errors,
 )
-from .probes import LimitsProbe
+from queue_core.postgres.probes import LimitsProbe
+from queue_core.postgres.statements import QUERIES
 
 # A key whose holder commits between an insert and its lookup makes the request go again.
 ENQUEUE_ROUNDS = 10

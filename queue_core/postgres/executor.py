@@ -25,7 +25,7 @@ from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.rows import dict_row
 
-from ..errors import (
+from queue_core.errors import (
     DatabaseError,
     InvalidJob,
     InvalidParent,
@@ -34,8 +34,8 @@ from ..errors import (
     QueueFull,
     TickqError,
 )
-from ..jobs import JOB_COLUMNS, Job, job_from_row
-from ..queries import QUERIES
+from queue_core.model.jobs import JOB_COLUMNS, Job, job_from_row
+from queue_core.postgres.statements import QUERIES
 
 __all__ = [
     "MOVED_ROW_ATTEMPTS",

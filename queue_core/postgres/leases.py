@@ -7,13 +7,13 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from .. import flow, json_text
-from ..dependencies import SETTLE_BUDGET
-from ..errors import LeaseLost
-from ..jobs import Job
-from ..ports import LeaseState
-from .executor import Executor, jobs
-from .probes import LimitsProbe
+from queue_core.errors import LeaseLost
+from queue_core.model import flow, json_text
+from queue_core.model.dependencies import SETTLE_BUDGET
+from queue_core.model.jobs import Job
+from queue_core.postgres.executor import Executor, jobs
+from queue_core.postgres.probes import LimitsProbe
+from queue_core.store.port import LeaseState
 
 
 class Leases:

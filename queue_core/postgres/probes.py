@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..ports import LimitsConfigured
-from .executor import Executor
+from queue_core.postgres.executor import Executor
+from queue_core.store.port import LimitsConfigured
 
 # How long a store trusts its last look at the limit tables: a limit set or cleared takes
 # effect on running workers within this time, and without limits no statement reads them.
@@ -38,7 +38,7 @@ class LimitsProbe:
 
 
 class CatalogProbe:
-    """The task catalogue's defaults by type (queue_core.catalog), re-read every
+    """The task catalogue's defaults by type (queue_core.model.catalog), re-read every
     LIMITS_TTL_SECONDS: a deploy's publication reaches running enqueuers within that time,
     and an enqueue pays no read for it in between."""
 

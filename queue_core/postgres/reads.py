@@ -8,14 +8,14 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from ..dependencies import Relative
-from ..errors import InvalidJob, InvalidTransition, JobNotFound
-from ..fairness import GroupStats
-from ..gates import GateView
-from ..jobs import JOB_COLUMNS, Job, Status, job_from_row
-from ..pages import check_page_limit, decode_cursor, encode_cursor, fit_page
-from ..ports import Listing, Page, StatsRow
-from .executor import Executor, jobs
+from queue_core.errors import InvalidJob, InvalidTransition, JobNotFound
+from queue_core.model.dependencies import Relative
+from queue_core.model.fairness import GroupStats
+from queue_core.model.gates import GateView
+from queue_core.model.jobs import JOB_COLUMNS, Job, Status, job_from_row
+from queue_core.model.pages import check_page_limit, decode_cursor, encode_cursor, fit_page
+from queue_core.postgres.executor import Executor, jobs
+from queue_core.store.port import Listing, Page, StatsRow
 
 
 class Reads:
@@ -85,7 +85,7 @@ class Reads:
     def search_listed(
         self, filters: Mapping[str, Any], *, limit: int = 50, cursor: str | None = None
     ) -> Listing:
-        """search_jobs as lists show the jobs (queue_core/pages.py): the database leaves out
+        """search_jobs as lists show the jobs (queue_core/model/pages.py): the database leaves out
         the large values, so a page never reads one, and the page stops at MAX_PAGE_BYTES."""
         check_page_limit(limit)
         after_created, after_id = decode_cursor(cursor) if cursor else (None, None)

@@ -1,4 +1,4 @@
-"""Durable steps on PostgreSQL: each operation is one named statement of sql/steps.sql, run
+"""Durable steps on PostgreSQL: each operation is one named statement of steps.sql, run
 on the store's executor (so user scope and error translation are the store's own)."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ from datetime import datetime
 from typing import Any, NoReturn
 from uuid import UUID
 
-from .. import steps, validation
-from ..errors import (
+from queue_core.errors import (
     InvalidJob,
     InvalidTransition,
     JobCancelled,
@@ -17,11 +16,12 @@ from ..errors import (
     LeaseLost,
     QueueFull,
 )
-from ..ids import new_ids
-from ..jobs import Job, JobSpec, Status, is_suspended
-from ..steps import Durable, DurableView, Wait, WaitKind
-from .enqueue import Enqueues
-from .reads import Reads, job_uuid
+from queue_core.model import steps, validation
+from queue_core.model.ids import new_ids
+from queue_core.model.jobs import Job, JobSpec, Status, is_suspended
+from queue_core.model.steps import Durable, DurableView, Wait, WaitKind
+from queue_core.postgres.enqueue import Enqueues
+from queue_core.postgres.reads import Reads, job_uuid
 
 # The parameters of jobs_suspend that count a failed try, for a suspension that counts none.
 NO_TRY: dict[str, Any] = {"try_kind": None, "try_name": None, "try_error": None, "try_add": 0}

@@ -16,18 +16,18 @@ from uuid import UUID
 
 import psycopg
 
-from ..derived import DerivedOperations
-from ..fairness import GROUPS_TTL_SECONDS, FairState
-from ..pause_probe import PausedQueues
-from ..ports import LimitsConfigured, Store
-from .claim import Claims
-from .enqueue import Enqueues
-from .executor import Executor
-from .leases import Leases
-from .probes import CatalogProbe, LimitsProbe
-from .reads import Reads
-from .steps import StepStore
-from .transactional import Handling
+from queue_core.model.fairness import GROUPS_TTL_SECONDS, FairState
+from queue_core.model.paused_queues import PausedQueues
+from queue_core.postgres.claim import Claims
+from queue_core.postgres.enqueue import Enqueues
+from queue_core.postgres.executor import Executor
+from queue_core.postgres.leases import Leases
+from queue_core.postgres.probes import CatalogProbe, LimitsProbe
+from queue_core.postgres.reads import Reads
+from queue_core.postgres.steps import StepStore
+from queue_core.postgres.transactional import Handling
+from queue_core.store.derived import DerivedOperations
+from queue_core.store.port import LimitsConfigured, Store
 
 
 class PostgresStore(Enqueues, Claims, Leases, Reads, Handling, DerivedOperations):
@@ -36,7 +36,7 @@ class PostgresStore(Enqueues, Claims, Leases, Reads, Handling, DerivedOperations
     With an autocommit connection each operation is one statement, one round trip, its own
     transaction. With a connection inside the caller's transaction, operations join it.
     `user_id` scopes every operation to that user's rows through row-level security.
-    `groups_ttl_seconds` and `rand` tune the fair claim (see queue_core.fairness).
+    `groups_ttl_seconds` and `rand` tune the fair claim (see queue_core.model.fairness).
     """
 
     def __init__(
@@ -80,7 +80,7 @@ class PostgresStore(Enqueues, Claims, Leases, Reads, Handling, DerivedOperations
         return StepStore(self)
 
     def task_catalog(self) -> dict[str, dict[str, Any]]:
-        """The task catalogue's defaults by type (queue_core.catalog), cached a few seconds:
+        """The task catalogue's defaults by type (queue_core.model.catalog), cached a few seconds:
         what `Registry.spec(..., catalog=...)` fills a request from when this process does
         not have the handler's module."""
         return self._catalog.current()

@@ -25,13 +25,13 @@ from uuid import UUID
 import psycopg
 from psycopg import pq
 
-from .. import transitions
-from ..errors import ConfigurationError, HandlerConnectionLost, LeaseLost
-from ..events import event_statuses, with_opted_event
-from ..jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome
-from ..ports import CompletableJob
-from .claim import outcome_params
-from .executor import Executor
+from queue_core.errors import ConfigurationError, HandlerConnectionLost, LeaseLost
+from queue_core.model import transitions
+from queue_core.model.events import event_statuses, with_opted_event
+from queue_core.model.jobs import DEFAULT_LEASE_SECONDS, DEFAULT_QUEUE, Job, Outcome
+from queue_core.postgres.claim import outcome_params
+from queue_core.postgres.executor import Executor
+from queue_core.store.port import CompletableJob
 
 # How long a transactional handler waits between tries of a refused connection.
 RETRY_CONNECT = timedelta(seconds=0.25)

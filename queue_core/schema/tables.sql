@@ -67,7 +67,7 @@ create table tickq.jobs (
     updated_at       timestamptz not null default now(),
     started_at       timestamptz,
     finished_at      timestamptz,
-    -- Durable steps (queue_core/steps.py), read only by the step statements and the views
+    -- Durable steps (queue_core/model/steps.py), read only by the step statements and the views
     -- of one job, never by the claim: a plain job stores nulls here (one bit each in the
     -- row's null bitmap) and no statement of its life reads them.
     resumes          integer,           -- times the job suspended and came back (null: 0)
@@ -78,14 +78,14 @@ create table tickq.jobs (
     -- suspension racing a signal sees it: both write this row, and PostgreSQL re-reads the
     -- row (not other tables) when an update waits for another's lock.
     signals          text[],
-    -- Dependencies (queue_core/dependencies.py). pending_parents: parents not yet
+    -- Dependencies (queue_core/model/dependencies.py). pending_parents: parents not yet
     -- succeeded; the last success brings it to 0 and releases the job, so a release costs
     -- one decrement per finished parent, never a recount. has_children: set on a parent
     -- when a dependent job is enqueued; finishing a job looks for children only when it is
     -- set, so jobs without children (nearly all) pay one boolean test and no index probe.
     pending_parents  integer not null default 0,
     has_children     boolean not null default false,
-    -- Fairness (queue_core/fairness.py): every job belongs to one group, the group given at
+    -- Fairness (queue_core/model/fairness.py): every job belongs to one group, the group given at
     -- enqueue, else its user_id as text, else the shared group ''. Stored (not computed at
     -- claim time) so that an index can deliver the groups in order. Collation "C": byte
     -- order, the order in which the claim sweeps groups and workers remember where they
@@ -96,7 +96,7 @@ create table tickq.jobs (
     -- level (priority), which is 0 for every job such a caller enqueues (tickq.jobs_app_own).
     -- Jobs of trusted enqueuers keep 0 here and their level in priority.
     owner_priority   integer not null default 0,
-    -- Handler semantics (queue_core/handler_batch.py, queue_core/postgres/transactional.py),
+    -- Handler semantics (queue_core/runner/batch_handler.py, queue_core/postgres/transactional.py),
     -- read only by the views of one job, never by the claim: a plain job keeps nulls here.
     -- batch_id: the batch handler call the job's last persisted attempt ran in, stored by
     -- the finish with that outcome; completed_in_transaction: its success committed in the
@@ -114,7 +114,7 @@ create table tickq.jobs (
     -- Seconds the handler may run before the runner stops it (null: no limit of its own).
     -- An enqueue stores a lease of at least this plus a margin (TIMEOUT_LEASE_MARGIN).
     timeout_seconds  integer,
-    -- The code version its last run ran under (queue_core/catalog.py's code_version), set
+    -- The code version its last run ran under (queue_core/model/catalog.py's code_version), set
     -- by the first step statement of a durable run (its load, or a suspension): a plain job
     -- keeps null. `tickq deploy check` and TICKQ_PIN_VERSION read it.
     code_version     text,
@@ -147,7 +147,7 @@ create table tickq.jobs (
         timeout_seconds is null or timeout_seconds between 1 and 43200),
     constraint jobs_code_version_check check (char_length(code_version) <= 200),
     -- At most 8 keys of a plain alphabet (no comma), one dimension, no null or empty key: 200
-    -- characters as given, an owner's uuid and '/' more as stored (queue_core/flow.py).
+    -- characters as given, an owner's uuid and '/' more as stored (queue_core/model/flow.py).
     constraint jobs_flow_keys_check check (
         cardinality(flow_keys) <= 8
         and (flow_keys = '{}'
@@ -308,7 +308,7 @@ create table tickq.job_keys (
     constraint job_keys_key unique nulls not distinct (idempotency_key, user_id)
 );
 
--- Debounce and throttle (queue_core/gates.py, tickq.job_gate): one row per job a gate
+-- Debounce and throttle (queue_core/model/gates.py, tickq.job_gate): one row per job a gate
 -- created, the key's latest job being the one an enqueue of the key may land on. A deleted
 -- job takes its row with it (tickq.jobs_forget, jobs_forget_all, jobs_partition_drop): no
 -- foreign key, as for tickq.job_keys.
@@ -352,7 +352,7 @@ create table tickq.job_ids (
     id uuid primary key
 );
 
--- Durable steps (queue_core/steps.py): one row per completed step, the primary key making
+-- Durable steps (queue_core/model/steps.py): one row per completed step, the primary key making
 -- a step's result stored at most once; and the signals sent to a job.
 create table tickq.job_steps (
     job_id      uuid not null,
@@ -363,7 +363,7 @@ create table tickq.job_steps (
     -- Stored with an undo (a saga's step): a job that ends dead or cancelled away from its
     -- handler (the reclaim, a cancel while not running) compensates when it has one.
     compensable boolean not null default false,
-    -- The code version of the run that stored it (queue_core/catalog.py's code_version).
+    -- The code version of the run that stored it (queue_core/model/catalog.py's code_version).
     code_version text,
     primary key (job_id, name),
     -- The bounds of queue_core/bounds.py, as on tickq.jobs: a job's replay reads them all.
@@ -399,7 +399,7 @@ create table tickq.job_signals (
             payload, 'strict $.**{64} ? (@.type() == "array" || @.type() == "object")'))
 );
 
--- Durable workflows (queue_core/steps.py): the tries of steps that retry on their own, the
+-- Durable workflows (queue_core/model/steps.py): the tries of steps that retry on their own, the
 -- undos that compensated a job's completed steps, and the job's compensation itself (the
 -- status it ends in and the error that ended it, kept while its undos run). One row per
 -- (job, kind, name), so each try count and each undo is stored once.
@@ -489,7 +489,7 @@ create table tickq.job_settlements (
 -- ones, however many.
 create index job_settlements_created_idx on tickq.job_settlements (created_at, parent_id);
 
--- The task catalogue (queue_core/catalog.py): each job type's settings as the workers'
+-- The task catalogue (queue_core/model/catalog.py): each job type's settings as the workers'
 -- code declares them, published by every worker and tick when it starts and by `tickq tasks
 -- sync` (a deploy step), so an enqueue by a process without the handler's module (a web
 -- process, the CLI, SQL, another language) gets the task's own settings for what it leaves
@@ -673,7 +673,7 @@ create table tickq.queue_depth_samples (
     primary key (sampled_at, queue)
 );
 
--- The outbox (queue_core/outbox.py): lifecycle events of jobs (`Job Dead` always, written by
+-- The outbox (queue_core/policies/outbox.py): lifecycle events of jobs (`Job Dead` always, written by
 -- the trigger jobs_outbox_dead on every path to dead; others a type opts into, written by
 -- the finish) and applications' own events (queue_core.publish), each inserted in the
 -- transaction of the change it reports, then published to EventBridge by ticks and

@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tickq.infra import serve
+from tickq.infra.local import serve
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 CHROMIUM_NAMES = ("chromium", "chromium-browser")

@@ -23,7 +23,7 @@ import psycopg
 import pytest
 from playwright.sync_api import Page, expect
 
-from tickq.infra.serve import DevIdentity
+from tickq.infra.local.serve import DevIdentity
 
 from .conftest import ARTIFACTS, Serve
 

@@ -11,7 +11,7 @@ from playwright.sync_api import Page, expect
 
 import queue_core
 from queue_core import PostgresStore, Registry, Status
-from tickq.infra.serve import DevIdentity
+from tickq.infra.local.serve import DevIdentity
 
 from .conftest import ARTIFACTS, ConsoleLog, Serve
 

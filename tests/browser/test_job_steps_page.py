@@ -6,7 +6,7 @@ import psycopg
 from playwright.sync_api import Page, expect
 
 from queue_core import PostgresStore, Registry, StepStore
-from queue_core.steps import FOREVER, WaitKind
+from queue_core.model.steps import FOREVER, WaitKind
 
 from .conftest import Serve
 from .test_job_list_page import ALICE, open_page

@@ -11,9 +11,9 @@ import psycopg
 from playwright.sync_api import Page, expect
 
 from queue_core import PostgresStore, Status
-from queue_core.history import QueueHistory
-from queue_core.validation import job_spec
-from tickq.infra.serve import DevIdentity
+from queue_core.console.charts import QueueHistory
+from queue_core.model.validation import job_spec
+from tickq.infra.local.serve import DevIdentity
 
 from .conftest import ARTIFACTS, ConsoleLog, Serve
 

@@ -15,10 +15,10 @@ import pytest
 from playwright.sync_api import Browser, Page, Response, expect
 
 from queue_core import PostgresStore
-from queue_core.timed_out import timed_out_error
-from queue_core.validation import job_spec
+from queue_core.model.timed_out import timed_out_error
+from queue_core.model.validation import job_spec
 from tests.operator_scenes import Pipeline, durable_pipeline, leaked
-from tickq.infra.serve import DevIdentity
+from tickq.infra.local.serve import DevIdentity
 
 from .conftest import TIMEOUT_MS, ConsoleLog, Serve
 

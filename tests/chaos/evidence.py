@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 
 from queue_core import JobCancelled, JobContext, PermanentError, RetryAfter
-from queue_core.step_context import Suspended
+from queue_core.runner.durable_context import Suspended
 from tests.chaos.limits import EVIDENCE_LOST_EXIT_CODE
 
 START = """

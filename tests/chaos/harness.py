@@ -23,11 +23,11 @@ from uuid import UUID
 import psycopg
 
 from queue_core.errors import DatabaseError, TickqError
-from queue_core.jobs import JobSpec
 from queue_core.migrate import migrate
+from queue_core.model.jobs import JobSpec
 from queue_core.postgres import PostgresStore
 from tests.chaos import invariants, limits, workload
-from tickq.infra.localdb import LocalPostgres, create_database
+from tickq.infra.local.postgres import LocalPostgres, create_database
 
 ROOT = Path(__file__).resolve().parents[2]
 DATABASE = "chaos"
@@ -117,7 +117,7 @@ class Supervisor:
             "--concurrency",
             "8",
         ]
-        base = [sys.executable, "-m", "tickq.infra.cli", kind, "--json", *common]
+        base = [sys.executable, "-m", "tickq.infra.cli.program", kind, "--json", *common]
         return [*base, "--poll-interval", "0.2"] if kind == "work" else base
 
     def spawn(self, kind: str) -> None:

@@ -19,10 +19,10 @@ from typing import Any
 
 import psycopg
 
-from queue_core import validation
-from queue_core.flow import flow_limit
+from queue_core.model import validation
+from queue_core.model.flow import flow_limit
+from queue_core.policies.flow_limits import FlowLimits
 from queue_core.postgres import PostgresStore
-from queue_core.postgres.flow_limits import FlowLimits
 from tests.chaos import invariants
 from tests.chaos.harness import Database, Supervisor, unfinished
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import psycopg
 
-from queue_core import validation
-from queue_core.limits import Limits, type_limit
+from queue_core.model import validation
+from queue_core.policies.limits import Limits, type_limit
 from queue_core.postgres import PostgresStore
 from tests.chaos import invariants
 from tests.chaos.harness import Database, Supervisor, unfinished

@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from queue_core import validation
+from queue_core.model import validation
 from queue_core.postgres import PostgresStore
 from tests.chaos import harness, invariants
 from tests.chaos.harness import (

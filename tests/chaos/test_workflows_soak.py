@@ -26,9 +26,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from queue_core import validation
-from queue_core.console import BulkAction, OperatorConsole
+from queue_core.console.jobs import BulkAction, OperatorConsole
 from queue_core.errors import InvalidTransition
+from queue_core.model import validation
 from queue_core.postgres import PostgresStore
 from tests.chaos import harness
 from tests.chaos.harness import Database, Supervisor, unfinished

@@ -8,8 +8,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from queue_core import validation
-from queue_core.jobs import JobSpec
+from queue_core.model import validation
+from queue_core.model.jobs import JobSpec
 from tests.chaos.limits import BACKOFF, HANG_TIMEOUT_SECONDS, MAX_ATTEMPTS
 
 # Keys drawn from a small pool repeat often, so duplicates of live jobs (and reuses of

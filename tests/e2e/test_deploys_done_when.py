@@ -40,7 +40,7 @@ class Tickq:
         command = [
             sys.executable,
             "-m",
-            "tickq.infra.cli",
+            "tickq.infra.cli.program",
             *(["--json"] if json_out else []),
             *args,
         ]

@@ -37,7 +37,15 @@ class Workers:
         self.env.update(TICKQ_DATABASE_URL=url, TICKQ_HANDLER_MARKS=str(marks))
 
     def start(self, *args: str) -> subprocess.Popen[str]:
-        command = [sys.executable, "-m", "tickq.infra.cli", "--json", *args, "--tasks", TASKS]
+        command = [
+            sys.executable,
+            "-m",
+            "tickq.infra.cli.program",
+            "--json",
+            *args,
+            "--tasks",
+            TASKS,
+        ]
         return subprocess.Popen(
             command,
             cwd=ROOT,
@@ -54,7 +62,7 @@ class Workers:
         return json.loads(out)
 
     def tickq(self, *args: str) -> Any:
-        command = [sys.executable, "-m", "tickq.infra.cli", *args]
+        command = [sys.executable, "-m", "tickq.infra.cli.program", *args]
         done = subprocess.run(
             command, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=60
         )

@@ -164,13 +164,15 @@ def test_the_wheel_adds_no_generic_top_level_name(app: App) -> None:
 
     assert tops == {"queue_core", "tickq", "tickq-0.1.0.dist-info"}
     assert "tickq/__init__.py" not in names  # a namespace: nothing of tickq's own at the top
-    assert {"tickq/functions/tick.py", "tickq/infra/cli.py", "tickq/infra/app/template.yaml"} <= (
-        names
-    )
+    assert {
+        "tickq/functions/tick.py",
+        "tickq/infra/cli/program.py",
+        "tickq/infra/app/template.yaml",
+    } <= (names)
     for generic in ("functions", "infra"):
         done = app.python(f"import {generic}")
         assert done.returncode == 1 and f"No module named '{generic}'" in done.stderr
-    done = app.python("import tickq.functions.tick, tickq.infra.cli, queue_core")
+    done = app.python("import tickq.functions.tick, tickq.infra.cli.program, queue_core")
     assert done.returncode == 0, done.stderr
 
 

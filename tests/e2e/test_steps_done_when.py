@@ -41,7 +41,7 @@ class Ticks:
         self.env.update(TICKQ_DATABASE_URL=url, TICKQ_STEP_RUNS=str(runs))
 
     def tickq(self, *args: str) -> Any:
-        command = [sys.executable, "-m", "tickq.infra.cli", "--json", *args]
+        command = [sys.executable, "-m", "tickq.infra.cli.program", "--json", *args]
         done = subprocess.run(
             command, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=120
         )

@@ -34,7 +34,7 @@ class Ticks:
         self.runs = runs
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "tickq.infra.cli", "--json", *args]
+        command = [sys.executable, "-m", "tickq.infra.cli.program", "--json", *args]
         return subprocess.run(
             command, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=120
         )

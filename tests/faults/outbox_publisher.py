@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import psycopg
 
-from queue_core.outbox import Event, publish_pending
+from queue_core.policies.outbox import Event, publish_pending
 
 
 def main(url: str, bus_file: str) -> None:

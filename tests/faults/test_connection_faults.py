@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psycopg
 
-from queue_core import validation
+from queue_core.model import validation
 from queue_core.postgres import PostgresStore
 from tests.chaos.harness import Database
 from tests.conftest import Connect
@@ -45,7 +45,7 @@ def worker_process(url: str, log: Path, tmp: Path, handler_seconds: float) -> It
         "TICKQ_FAULT_LOG": str(log),
         "TICKQ_FAULT_HANDLER_SECONDS": str(handler_seconds),
     }
-    command = [sys.executable, "-m", "tickq.infra.cli", "work", "--json", "--tasks"]
+    command = [sys.executable, "-m", "tickq.infra.cli.program", "work", "--json", "--tasks"]
     command += ["tests.faults.fault_tasks", "--batch-size", "8", "--concurrency", "8"]
     command += ["--lease-seconds", "10", "--poll-interval", "1"]
     stderr = tmp / "worker.err"

@@ -17,7 +17,8 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from queue_core import DatabaseError, JobContext, Registry, Runner, Status, validation
+from queue_core import DatabaseError, JobContext, Registry, Runner, Status
+from queue_core.model import validation
 from queue_core.postgres import PostgresStore
 from tests.conftest import Connect
 
@@ -200,7 +201,7 @@ def test_claimers_reclaimers_and_finishers_racing_lose_nothing(connect: Connect)
 
 
 def _succeed(job: Any) -> Any:
-    from queue_core import transitions
+    from queue_core.model import transitions
 
     return transitions.succeeded(job, {"ok": True})
 

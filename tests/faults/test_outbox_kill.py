@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psycopg
 
-from queue_core.outbox import Event, Outbox, publish_pending
+from queue_core.policies.outbox import Event, Outbox, publish_pending
 
 ROOT = Path(__file__).resolve().parents[2]
 

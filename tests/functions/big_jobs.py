@@ -7,10 +7,10 @@ from uuid import UUID
 
 import psycopg
 
-from queue_core.jobs import ERROR_HISTORY
-from queue_core.json_text import MAX_PAYLOAD_BYTES
-from queue_core.transitions import MAX_ERROR
-from queue_core.validation import MAX_RESULT_BYTES
+from queue_core.model.jobs import ERROR_HISTORY
+from queue_core.model.json_text import MAX_PAYLOAD_BYTES
+from queue_core.model.transitions import MAX_ERROR
+from queue_core.model.validation import MAX_RESULT_BYTES
 
 # JSON's escaping makes the most of these in a response: "é" (2 bytes of UTF-8) becomes the
 # 6 bytes of \u00e9, and an emoji (4 bytes, one character) the 12 of a surrogate pair.

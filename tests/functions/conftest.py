@@ -21,7 +21,7 @@ from queue_core import Registry, registry
 from tickq.functions import db
 from tickq.functions.aws import reset as reset_aws_clients
 from tickq.functions.aws import session
-from tickq.infra.lambda_context import LocalContext
+from tickq.infra.local.lambda_context import LocalContext
 
 EVENTS = Path(__file__).resolve().parents[2] / "infra" / "events"
 # The sample events' issuer (infra/events/api-*.json). The handler tests run as a deployment

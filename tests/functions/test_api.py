@@ -12,12 +12,12 @@ import psycopg
 import pytest
 
 from queue_core import JobContext, PostgresStore, Registry, Runner
-from queue_core.json_text import MAX_PAYLOAD_BYTES
-from queue_core.limits import Limits, queue_limit
+from queue_core.model.json_text import MAX_PAYLOAD_BYTES
+from queue_core.model.steps import FOREVER, WaitKind
+from queue_core.policies.limits import Limits, queue_limit
 from queue_core.postgres import StepStore
-from queue_core.steps import FOREVER, WaitKind
 from tickq.functions import api
-from tickq.functions.identity import OWNER_NAMESPACE, caller_id
+from tickq.functions.http.identity import OWNER_NAMESPACE, caller_id
 
 from .big_jobs import EMOJI, RESULT_CHARS, TEXT_CHARS, WIDE, big_jobs
 from .conftest import FakeContext, Invoke, http_event, lambda_function, record_invokes, sample_event
@@ -340,7 +340,7 @@ def test_database_down_is_503_without_internals(
 def test_unexpected_failure_is_500_naming_only_the_request(
     call_api: Invoke, monkeypatch: pytest.MonkeyPatch, lambda_context: FakeContext
 ) -> None:
-    from tickq.functions import api_routes
+    from tickq.functions.http import api_routes
 
     def explode(**_: object) -> None:
         raise RuntimeError("secret internals")

@@ -7,8 +7,9 @@ from uuid import uuid4
 
 import psycopg
 
-from queue_core import PostgresStore, StepStore, validation
-from queue_core.steps import FOREVER, WaitKind
+from queue_core import PostgresStore, StepStore
+from queue_core.model import validation
+from queue_core.model.steps import FOREVER, WaitKind
 
 from .conftest import Invoke
 

@@ -17,7 +17,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from queue_core import PostgresStore
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
 from tests.operator_scenes import durable_pipeline, leaked
 from tickq.functions import api
 

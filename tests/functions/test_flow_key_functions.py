@@ -10,7 +10,7 @@ from uuid import uuid4
 import psycopg
 import pytest
 
-from queue_core.postgres.flow_limits import FlowLimits
+from queue_core.policies.flow_limits import FlowLimits
 from tickq.functions import enqueue
 
 from .conftest import FakeContext, Invoke

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from cfnlint.api import lint_file
 
-from tickq.infra.cli import main
-from tickq.infra.cli_common import EXIT_INPUT
+from tickq.infra.cli.common import EXIT_INPUT
+from tickq.infra.cli.program import main
 from tickq.infra.init_app import FILES, MANIFEST, REQUIREMENTS
-from tickq.infra.local_invoke import function_config, load_template
+from tickq.infra.local.invoke import function_config, load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITTEN = sorted([*FILES.values(), REQUIREMENTS, MANIFEST])
@@ -89,7 +89,7 @@ def test_the_sample_module_registers_its_task(app: Path) -> None:
     exec(compile((app / "tasks.py").read_text(), "tasks.py", "exec"), namespace)
 
     assert namespace["hello"].__name__ == "hello"
-    from queue_core.registry import registry
+    from queue_core.runner.registry import registry
 
     assert "hello" in registry.tasks
 

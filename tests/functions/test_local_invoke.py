@@ -15,14 +15,14 @@ import pytest
 from queue_core import Registry, enqueue
 from tickq.functions import db
 from tickq.infra.init_app import write_app
-from tickq.infra.lambda_context import LocalContext
-from tickq.infra.local_invoke import (
+from tickq.infra.local.invoke import (
     LocalInvokeError,
     _Resolver,
     function_config,
     invoke,
     load_template,
 )
+from tickq.infra.local.lambda_context import LocalContext
 
 from .conftest import EVENTS
 
@@ -74,7 +74,15 @@ def tickq_invoke(
 ) -> Any:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("TICKQ_")}
     environ["TICKQ_DATABASE_URL"] = url
-    command = [sys.executable, "-m", "tickq.infra.cli", "invoke", function, "--event", str(event)]
+    command = [
+        sys.executable,
+        "-m",
+        "tickq.infra.cli.program",
+        "invoke",
+        function,
+        "--event",
+        str(event),
+    ]
     if template is not None:
         command += ["--template", str(template)]
     for pair in env:

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from queue_core import DatabaseError, PostgresStore, enqueue
-from queue_core.retention import Retention, policy
+from queue_core.policies.retention import Retention, policy
 from tests.conftest import Connect
 from tests.faults.backends import terminated_while_writing_live_jobs
 from tickq.functions import db, maintenance

@@ -14,9 +14,9 @@ import psycopg
 import pytest
 from botocore.awsrequest import AWSResponse
 
-import queue_core.outbox
+import queue_core.policies.outbox
 from queue_core import PermanentError, Registry, enqueue_many
-from queue_core.outbox import Outbox
+from queue_core.policies.outbox import Outbox
 from tickq.functions import maintenance, tick
 from tickq.functions.aws import session
 
@@ -87,7 +87,7 @@ def test_an_outage_delays_the_events_of_1000_dead_jobs_and_loses_none(
     monkeypatch.setenv("TICKQ_EVENT_BUS", "jobs")
     monkeypatch.setenv("TICKQ_BATCH_SIZE", "100")
     monkeypatch.setenv("TICKQ_LEASE_SECONDS", "120")
-    monkeypatch.setattr(queue_core.outbox, "BACKOFF_BASE", 0.001)
+    monkeypatch.setattr(queue_core.policies.outbox, "BACKOFF_BASE", 0.001)
 
     def broken(job: Any) -> None:
         raise PermanentError("bad input")
@@ -151,7 +151,7 @@ def test_tickq_events_publish_sends_the_backlog_where_no_tick_runs(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from tickq.infra.cli import main
+    from tickq.infra.cli.program import main
 
     conn.execute(
         "insert into tickq.outbox (job_id, detail_type, detail)"

@@ -19,7 +19,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from queue_core import publish
-from queue_core.outbox import Outbox, publish_pending
+from queue_core.policies.outbox import Outbox, publish_pending
 from tickq.functions.aws import eventbridge_sender, session
 
 CALL_BYTES = 256 * 1024
@@ -183,7 +183,7 @@ def test_an_event_too_big_for_any_call_goes_out_reduced_and_the_rest_in_the_same
     assert stored["detail"] == {"report": 7, "title": "Q3", "summary": summary}
     assert stored["published_at"] is not None
 
-    from tickq.infra.cli import main
+    from tickq.infra.cli.program import main
 
     monkeypatch.setenv("TICKQ_DATABASE_URL", database_url)
     capsys.readouterr()

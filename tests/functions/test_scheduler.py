@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from queue_core import PostgresStore
-from queue_core.schedules import Schedules
+from queue_core.policies.schedules import Schedules
 from tickq.functions import scheduler
 
 from .conftest import FakeContext, sample_event

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from cfnlint.api import lint_file
 
-from tickq.infra.local_invoke import load_template, resolve_handler
+from tickq.infra.local.invoke import load_template, resolve_handler
 
 from .conftest import EVENTS
 

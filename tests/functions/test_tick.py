@@ -12,7 +12,7 @@ import boto3
 import psycopg
 import pytest
 
-import queue_core.pipeline
+import queue_core.runner.pipeline
 from queue_core import (
     ConfigurationError,
     JobContext,
@@ -22,7 +22,7 @@ from queue_core import (
     enqueue,
     enqueue_many,
 )
-from queue_core.outbox import Outbox
+from queue_core.policies.outbox import Outbox
 from tickq.functions import tick
 from tickq.functions.aws import session
 
@@ -65,7 +65,7 @@ def test_stops_before_the_remaining_time_runs_out(
     tasks.task("slow")(slow)
     # Batches of 8 s are slow ones, never leased ahead; the runner judges that by the real
     # clock, which this fake budget does not move, so say it here.
-    monkeypatch.setattr(queue_core.pipeline, "QUICK_BATCH_SECONDS", 0.0)
+    monkeypatch.setattr(queue_core.runner.pipeline, "QUICK_BATCH_SECONDS", 0.0)
     monkeypatch.setenv("TICKQ_BATCH_SIZE", "2")
     monkeypatch.setenv("TICKQ_CONCURRENCY", "1")
     for _ in range(30):
@@ -381,7 +381,7 @@ def test_the_time_a_fan_out_took_counts_against_the_drain(
     context = FakeContext(remaining_ms=60_000, name="tickq-tick")
     lambda_function("tickq-tick")
     session().events.register("before-call.lambda.Invoke", lambda **_: context.spend(52_000))
-    monkeypatch.setattr(queue_core.pipeline, "QUICK_BATCH_SECONDS", 0.0)
+    monkeypatch.setattr(queue_core.runner.pipeline, "QUICK_BATCH_SECONDS", 0.0)
     monkeypatch.setenv("TICKQ_MAX_FANOUT", "1")
     monkeypatch.setenv("TICKQ_BATCH_SIZE", "5")
     tasks.task("t")(lambda job: None)

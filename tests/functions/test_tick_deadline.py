@@ -15,7 +15,7 @@ import pytest
 
 from queue_core import JobContext, PermanentError, Registry, enqueue, enqueue_many
 from tickq.functions import aws, tick
-from tickq.infra.lambda_context import LocalContext
+from tickq.infra.local.lambda_context import LocalContext
 
 DEADLINE_SECONDS = 10.0
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tests.fuzz import strategies as bad
 from tests.fuzz.test_python_api import snapshot
 from tests.model.profiles import budget
-from tickq.infra import cli
+from tickq.infra.cli import program as cli
 
 # Invalid UTF-8 in argv reaches Python as lone surrogates (surrogateescape).
 arg = st.one_of(bad.sql_injection, bad.bad_text, st.text(max_size=30), bad.huge_int.map(str))

@@ -12,11 +12,12 @@ import psycopg
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from queue_core import Registry, TickqError, enqueue, transitions
+from queue_core import Registry, TickqError, enqueue
 from queue_core.errors import InvalidJob, JobNotFound
-from queue_core.jobs import DEFAULT_MAX_ATTEMPTS, Job, Status
+from queue_core.model import transitions
+from queue_core.model.jobs import DEFAULT_MAX_ATTEMPTS, Job, Status
+from queue_core.model.validation import job_spec
 from queue_core.postgres import PostgresStore
-from queue_core.validation import job_spec
 from tests.fuzz import strategies as bad
 from tests.model.profiles import budget
 

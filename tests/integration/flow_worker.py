@@ -10,7 +10,7 @@ import time
 
 import psycopg
 
-from queue_core.jobs import Outcome, Status
+from queue_core.model.jobs import Outcome, Status
 from queue_core.postgres import PostgresStore
 
 PROBE = "flow_probe"

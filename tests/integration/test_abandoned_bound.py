@@ -14,8 +14,8 @@ from pathlib import Path
 
 import psycopg
 
+from queue_core.model.validation import job_spec
 from queue_core.postgres import PostgresStore
-from queue_core.validation import job_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 HANGING_TASKS = """
@@ -71,7 +71,7 @@ def documents(text: str) -> list[dict]:
     return found
 
 
-COMMAND = [sys.executable, "-m", "tickq.infra.cli", "work", "--json", "--until-empty"]
+COMMAND = [sys.executable, "-m", "tickq.infra.cli.program", "work", "--json", "--until-empty"]
 OPTIONS = ["--tasks", "hanging_tasks", "--batch-size", "3", "--concurrency", "3"]
 
 

@@ -20,7 +20,7 @@ from queue_core import (
     Status,
     UnknownJobType,
 )
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
 
 UNKNOWN = UUID("0190c0de-0000-7000-8000-0000000000ff")
 

@@ -10,8 +10,9 @@ from uuid import UUID
 
 import psycopg
 
-from queue_core import PostgresStore, Status, transitions
-from queue_core.validation import job_spec
+from queue_core import PostgresStore, Status
+from queue_core.model import transitions
+from queue_core.model.validation import job_spec
 
 Connect = Callable[[], psycopg.Connection]
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

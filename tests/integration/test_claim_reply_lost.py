@@ -18,12 +18,13 @@ from uuid import UUID
 
 import psycopg
 
-from queue_core import Registry, Runner, validation
-from queue_core.jobs import Outcome
-from queue_core.ports import ClaimedBatch
+from queue_core import Registry, Runner
+from queue_core.model import validation
+from queue_core.model.jobs import Outcome
 from queue_core.postgres import PostgresStore
-from queue_core.queries import QUERIES
-from queue_core.report import TickReport
+from queue_core.postgres.statements import QUERIES
+from queue_core.runner.report import TickReport
+from queue_core.store.port import ClaimedBatch
 from tests.conftest import Connect
 from tests.integration.test_runner_reconnect import attempts, enqueue, terminate
 

@@ -15,11 +15,12 @@ from uuid import UUID, uuid4
 import psycopg
 import pytest
 
-from queue_core import PostgresStore, Registry, Runner, TickReport, transitions
-from queue_core.jobs import Status
-from queue_core.limits import Limits, type_limit
-from queue_core.pauses import QueuePauses
-from queue_core.validation import job_spec
+from queue_core import PostgresStore, Registry, Runner, TickReport
+from queue_core.model import transitions
+from queue_core.model.jobs import Status
+from queue_core.model.validation import job_spec
+from queue_core.policies.limits import Limits, type_limit
+from queue_core.policies.pauses import QueuePauses
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 LEASE = 30

@@ -14,9 +14,9 @@ import pytest
 
 from queue_core import PostgresStore, Status, publish
 from queue_core.migrate import versions as migrate_versions
-from queue_core.registry import registry as process_registry
-from queue_core.validation import job_spec
-from tickq.infra.cli import main
+from queue_core.model.validation import job_spec
+from queue_core.runner.registry import registry as process_registry
+from tickq.infra.cli.program import main
 
 UNKNOWN = "0190c0de-0000-7000-8000-0000000000ff"
 

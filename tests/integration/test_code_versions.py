@@ -12,9 +12,10 @@ import psycopg
 import pytest
 
 from queue_core import JobContext, PostgresStore, Registry, Runner, Status
+from queue_core.deploys import deploy_check
 from queue_core.errors import ConfigurationError
-from queue_core.limits import Limits, type_limit
-from queue_core.postgres.deploys import deploy_check, unfinished_of_version
+from queue_core.policies.limits import Limits, type_limit
+from queue_core.postgres.deploys import unfinished_of_version
 
 Handler = Callable[[JobContext], Any]
 

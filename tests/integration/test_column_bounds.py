@@ -27,10 +27,11 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from queue_core import bounds, json_text, validation
-from queue_core.backoff import Backoff
+from queue_core import bounds
 from queue_core.errors import InvalidJob
-from queue_core.steps import MAX_STEPS, UNDO_TRIES
+from queue_core.model import json_text, validation
+from queue_core.model.backoff import Backoff
+from queue_core.model.steps import MAX_STEPS, UNDO_TRIES
 from tests.conftest import connection_factory
 
 CHECK_VIOLATION = "23514"

@@ -9,7 +9,8 @@ from uuid import UUID, uuid4
 import psycopg
 import pytest
 
-from queue_core.console import (
+from queue_core.console.charts import QueueHistory
+from queue_core.console.jobs import (
     BulkAction,
     CountChanged,
     JobFilter,
@@ -17,10 +18,9 @@ from queue_core.console import (
     act_as_user,
 )
 from queue_core.errors import InvalidJob
-from queue_core.history import QueueHistory
-from queue_core.pauses import QueueNotPaused, QueuePauses
+from queue_core.model.validation import job_spec
+from queue_core.policies.pauses import QueueNotPaused, QueuePauses
 from queue_core.postgres import PostgresStore
-from queue_core.validation import job_spec
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 ALICE = UUID("00000000-0000-0000-0000-00000000a11c")

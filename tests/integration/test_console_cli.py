@@ -10,10 +10,10 @@ import psycopg
 import pytest
 
 from queue_core import PostgresStore
-from queue_core.history import QueueHistory
-from queue_core.registry import registry as process_registry
-from queue_core.validation import job_spec
-from tickq.infra.cli import main
+from queue_core.console.charts import QueueHistory
+from queue_core.model.validation import job_spec
+from queue_core.runner.registry import registry as process_registry
+from tickq.infra.cli.program import main
 
 
 @pytest.fixture(autouse=True)

@@ -22,8 +22,8 @@ from queue_core import (
     Runner,
     Status,
 )
-from queue_core.dependencies import MAX_PARENTS
-from queue_core.retention import Retention, policy
+from queue_core.model.dependencies import MAX_PARENTS
+from queue_core.policies.retention import Retention, policy
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ import psycopg
 import pytest
 
 import queue_core
-from queue_core import EnqueueResult, Job, PostgresStore, Status, transitions
+from queue_core import EnqueueResult, Job, PostgresStore, Status
+from queue_core.model import transitions
 
 Connect = Callable[[], psycopg.Connection]
 

@@ -16,7 +16,7 @@ from psycopg import sql
 
 import queue_core
 from queue_core import EnqueueResult, PostgresStore, Registry, Status
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
 
 Connect = Callable[[], psycopg.Connection]
 

@@ -12,9 +12,9 @@ from uuid import uuid4
 import pytest
 
 from queue_core.errors import InvalidJob
-from queue_core.limits import Limits, queue_group_limit, type_limit
+from queue_core.model.validation import job_spec
+from queue_core.policies.limits import Limits, queue_group_limit, type_limit
 from queue_core.postgres import PostgresStore
-from queue_core.validation import job_spec
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 

@@ -9,8 +9,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from queue_core.registry import registry as process_registry
-from tickq.infra.cli import main
+from queue_core.runner.registry import registry as process_registry
+from tickq.infra.cli.program import main
 
 
 @pytest.fixture(autouse=True)

@@ -27,10 +27,10 @@ import psycopg
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queue_core.fairness import tenant_of
-from queue_core.jobs import Job
+from queue_core.model.fairness import tenant_of
+from queue_core.model.jobs import Job
+from queue_core.model.validation import job_spec
 from queue_core.postgres import PostgresStore
-from queue_core.validation import job_spec
 from tests.model.profiles import budget
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)

@@ -12,7 +12,7 @@ import psycopg
 
 import queue_core
 from queue_core import JobBatch, PostgresStore, Registry, Runner, Status
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
 
 BUDGET = 300
 CHILDREN = 5000

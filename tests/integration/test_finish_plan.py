@@ -16,9 +16,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from queue_core import PostgresStore, Registry, Runner, transitions
+from queue_core import PostgresStore, Registry, Runner
+from queue_core.model import transitions
 from queue_core.postgres.claim import outcome_params
-from queue_core.queries import QUERIES
+from queue_core.postgres.statements import QUERIES
 
 FINISHES = ("jobs_finish_and_claim", "jobs_finish_and_claim_queues", "jobs_finish_and_claim_fair")
 

@@ -13,10 +13,10 @@ import pytest
 import queue_core
 from queue_core import PostgresStore, Registry
 from queue_core.errors import InvalidJob
-from queue_core.flow import FlowLimit, flow_limit
-from queue_core.limits import Limits, parse_rate, type_limit
-from queue_core.postgres.flow_limits import FlowLimits
-from queue_core.validation import job_spec
+from queue_core.model.flow import FlowLimit, flow_limit
+from queue_core.model.validation import job_spec
+from queue_core.policies.flow_limits import FlowLimits
+from queue_core.policies.limits import Limits, parse_rate, type_limit
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 VARIANTS = ("plain", "queues", "limited", "fair")

@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from queue_core.flow import flow_limit
+from queue_core.model.flow import flow_limit
+from queue_core.model.validation import job_spec
+from queue_core.policies.flow_limits import FlowLimits
 from queue_core.postgres import PostgresStore
-from queue_core.postgres.flow_limits import FlowLimits
-from queue_core.validation import job_spec
 from tests.integration.flow_worker import PROBE
 
 ROOT = Path(__file__).resolve().parents[2]

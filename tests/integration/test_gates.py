@@ -14,8 +14,8 @@ import pytest
 
 import queue_core
 from queue_core import Debounce, InvalidJob, PostgresStore, QueueFull, Status, Throttle
-from queue_core.limits import Limits, queue_limit
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
+from queue_core.policies.limits import Limits, queue_limit
 from tests.integration.test_dependency_races import blocked_on_locks, wait_until
 
 Connect = Callable[[], psycopg.Connection]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from queue_core.console import OperatorConsole
+from queue_core.console.jobs import OperatorConsole
 from tests.integration.test_cli import Cli, cli, environment
 
 __all__ = ["cli", "environment"]

@@ -16,11 +16,11 @@ import pytest
 
 import queue_core
 from queue_core import EnqueueResult, JobBatch, PostgresStore, Status
-from queue_core.console import BulkAction, OperatorConsole
+from queue_core.console.jobs import BulkAction, OperatorConsole
 from queue_core.errors import InvalidJob, InvalidTransition
+from queue_core.model.validation import job_spec
+from queue_core.policies.retention import Retention, policy
 from queue_core.postgres import translate_errors
-from queue_core.retention import Retention, policy
-from queue_core.validation import job_spec
 from tests.chaos.invariants import ALWAYS
 
 Connect = Callable[[], psycopg.Connection]

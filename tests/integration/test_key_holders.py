@@ -17,10 +17,10 @@ import psycopg
 import pytest
 
 from queue_core import EnqueueResult, PostgresStore, Status
-from queue_core.ids import new_ids
+from queue_core.model.ids import new_ids
+from queue_core.model.validation import job_spec
 from queue_core.postgres.enqueue import _one_job_params
-from queue_core.queries import QUERIES
-from queue_core.validation import job_spec
+from queue_core.postgres.statements import QUERIES
 
 ALICE, BOB = uuid4(), uuid4()
 

@@ -13,8 +13,9 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from queue_core import PostgresStore, transitions
-from queue_core.validation import job_spec
+from queue_core import PostgresStore
+from queue_core.model import transitions
+from queue_core.model.validation import job_spec
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 LEASE = 30

@@ -8,9 +8,10 @@ from uuid import uuid4
 import psycopg
 import pytest
 
-from queue_core import JobCancelled, JobContext, LeaseLost, PostgresStore, Status, transitions
-from queue_core.jobs import ERROR_HISTORY
-from queue_core.validation import job_spec
+from queue_core import JobCancelled, JobContext, LeaseLost, PostgresStore, Status
+from queue_core.model import transitions
+from queue_core.model.jobs import ERROR_HISTORY
+from queue_core.model.validation import job_spec
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 LEASE = 30

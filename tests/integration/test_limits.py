@@ -10,9 +10,9 @@ import pytest
 
 from queue_core import JobBatch
 from queue_core.errors import InvalidJob, QueueFull
-from queue_core.limits import LimitNotFound, Limits, parse_rate, queue_limit, type_limit
+from queue_core.model.validation import job_spec
+from queue_core.policies.limits import LimitNotFound, Limits, parse_rate, queue_limit, type_limit
 from queue_core.postgres import PostgresStore
-from queue_core.validation import job_spec
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 

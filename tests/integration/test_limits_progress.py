@@ -8,10 +8,10 @@ import threading
 import time
 
 from queue_core import JobCancelled, Registry, Runner
-from queue_core.limits import Limits, type_limit
+from queue_core.model.validation import job_spec
+from queue_core.policies.limits import Limits, type_limit
 from queue_core.postgres import PostgresStore
-from queue_core.validation import job_spec
-from tickq.infra.cli import main
+from tickq.infra.cli.program import main
 
 
 def test_progress_is_shown_and_a_cancel_is_seen_at_the_next_progress_call(

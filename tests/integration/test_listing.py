@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from queue_core import PostgresStore, Status
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -134,8 +134,8 @@ def test_a_listing_shows_small_values_and_leaves_out_large_ones_by_their_stored_
     (a number of 4,001 digits) as null, named in "truncated" with their stored bytes; the
     error cut to 200 characters. The operator's list (tickq.operator_jobs) follows the same
     rule for what it shows."""
-    from queue_core.console import JobFilter, OperatorConsole
-    from queue_core.pages import LIST_ERROR_CHARS
+    from queue_core.console.jobs import JobFilter, OperatorConsole
+    from queue_core.model.pages import LIST_ERROR_CHARS
 
     small = store.enqueue(job_spec("t", {"text": "a" * 500}), now=at(0)).id
     large = store.enqueue(job_spec("t", {"text": "ü" * 5000}), now=at(1)).id

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 from queue_core import PostgresStore, Registry, Runner
-from queue_core.limits import Limits, type_limit
 from queue_core.migrate import migrate
+from queue_core.policies.limits import Limits, type_limit
 
 BACKLOG = 3000  # 300 batches of 10: far past the sixth run, where generic plans start
 

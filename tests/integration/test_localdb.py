@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tickq.infra.localdb import LocalPostgres, LocalPostgresError
+from tickq.infra.local.postgres import LocalPostgres, LocalPostgresError
 
 
 def _alive(pid: int) -> bool:
@@ -72,7 +72,7 @@ def test_server_dies_when_its_owner_is_sigkilled() -> None:
     script = textwrap.dedent(
         """
         import json, time
-        from tickq.infra.localdb import LocalPostgres
+        from tickq.infra.local.postgres import LocalPostgres
         pg = LocalPostgres().start()
         print(json.dumps({"pid": pg.pid, "dir": str(pg.data_dir.parent)}), flush=True)
         time.sleep(120)

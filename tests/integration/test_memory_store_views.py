@@ -8,11 +8,12 @@ from typing import Any
 
 import psycopg
 
-from queue_core import PostgresStore, transitions
-from queue_core.console import JobFilter
-from queue_core.memory_store import MemoryStore
-from queue_core.ports import Page, Store
-from queue_core.validation import job_spec
+from queue_core import PostgresStore
+from queue_core.console.jobs import JobFilter
+from queue_core.model import transitions
+from queue_core.model.validation import job_spec
+from queue_core.store.memory import MemoryStore
+from queue_core.store.port import Page, Store
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 

@@ -20,7 +20,7 @@ import pytest
 
 from queue_core import InvalidTransition, LeaseLost, PostgresStore, Status
 from queue_core.errors import DatabaseError
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
 
 Connect = Callable[[], psycopg.Connection]
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)

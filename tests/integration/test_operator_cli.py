@@ -11,8 +11,9 @@ import psycopg
 import pytest
 
 from queue_core import PostgresStore, Registry, Status
-from tickq.infra import cli
-from tickq.infra.serve import DevIdentity, LocalContext, handler_database_url, http_api_event
+from tickq.infra.cli import jobs as cli_jobs
+from tickq.infra.cli import program as cli
+from tickq.infra.local.serve import DevIdentity, LocalContext, handler_database_url, http_api_event
 
 
 @pytest.fixture
@@ -55,7 +56,7 @@ def test_bulk_retry_takes_every_dead_job_in_chunks(
     # Given 5 dead embed jobs, 1 dead reindex job, and chunks of 2
     make_dead(conn, 5)
     make_dead(conn, 1, "reindex")
-    monkeypatch.setattr(cli, "RETRY_CHUNK", 2)
+    monkeypatch.setattr(cli_jobs, "RETRY_CHUNK", 2)
 
     # When the dead embed jobs are retried in bulk
     code = tickq(["--json", "retry", "--dead", "--type", "embed"])
@@ -72,7 +73,7 @@ def test_bulk_retry_stops_at_the_limit(
     tickq: Any, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_dead(conn, 4)
-    monkeypatch.setattr(cli, "RETRY_CHUNK", 3)
+    monkeypatch.setattr(cli_jobs, "RETRY_CHUNK", 3)
 
     assert tickq(["retry", "--dead", "--limit", "2"]) == 0
 
@@ -121,7 +122,7 @@ def test_operator_endpoint_is_only_for_operators(
     status: int,
 ) -> None:
     from tickq.functions import db
-    from tickq.infra.serve import api_handler
+    from tickq.infra.local.serve import api_handler
 
     make_dead(conn, 2)
     monkeypatch.setenv("TICKQ_DATABASE_URL", handler_database_url(conn, database_url, "tickq_app"))
@@ -157,7 +158,7 @@ def test_operator_endpoint_needs_only_tickq_operator_and_the_login_cannot_become
     from psycopg.conninfo import make_conninfo
 
     from tickq.functions import db
-    from tickq.infra.serve import api_handler
+    from tickq.infra.local.serve import api_handler
 
     make_dead(conn, 2)
     login = f"tickq_api_{secrets.token_hex(4)}"

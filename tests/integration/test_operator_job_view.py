@@ -14,9 +14,9 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from queue_core import PostgresStore
-from queue_core.console import OperatorConsole
-from queue_core.dependencies import family
+from queue_core.console.jobs import OperatorConsole
 from queue_core.errors import InvalidJob, JobNotFound
+from queue_core.model.dependencies import family
 from tests.operator_scenes import durable_pipeline, leaked
 
 ALICE = UUID("00000000-0000-0000-0000-00000000a11c")

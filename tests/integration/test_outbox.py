@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from queue_core import InvalidJob, PermanentError, Registry, Runner, enqueue, publish
-from queue_core.outbox import LOCK_KEY, Event, Outbox, publish_pending
+from queue_core.policies.outbox import LOCK_KEY, Event, Outbox, publish_pending
 from queue_core.postgres import PostgresStore
 
 INSTANT = {"base": 0.001, "max": 0.001}
@@ -308,7 +308,7 @@ def test_owners_share_the_calls_past_a_page_and_each_jobs_events_stay_in_order(
     conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Few events read per owner at a time, so owners known in part are read again.
-    monkeypatch.setattr("queue_core.outbox._HEADS", 30)
+    monkeypatch.setattr("queue_core.policies.outbox._HEADS", 30)
     flooder, small, late = UUID(int=1), UUID(int=2), UUID(int=3)
     written: dict[UUID, list[str]] = {}
     for owner, jobs in ((flooder, 60), (small, 6), (late, 4)):  # 210 events, owner by owner

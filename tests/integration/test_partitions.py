@@ -15,11 +15,12 @@ from datetime import UTC, date, datetime, timedelta
 import psycopg
 import pytest
 
-from queue_core import PostgresStore, partitions
+from queue_core import PostgresStore
 from queue_core.migrate import migrate
-from queue_core.queries import QUERIES
-from queue_core.retention import Retention, policy
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
+from queue_core.policies import partitions
+from queue_core.policies.retention import Retention, policy
+from queue_core.postgres.statements import QUERIES
 
 NOW = datetime(2030, 6, 1, tzinfo=UTC)
 OLD_DAY = date(2030, 5, 1)  # a month before NOW: past a week's retention

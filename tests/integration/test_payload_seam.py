@@ -1,4 +1,4 @@
-"""Every payload passes through one encode/decode seam (queue_core/payloads.py).
+"""Every payload passes through one encode/decode seam (queue_core/model/payloads.py).
 
 The seam is swapped for one that seals each payload (the row keeps {"sealed": <text
 reversed>}), as a payload store elsewhere or encryption at rest would: each enqueue path
@@ -18,8 +18,9 @@ import psycopg
 import pytest
 
 import queue_core
-from queue_core import JobContext, PostgresStore, Registry, Runner, payloads
-from queue_core.schedules import Schedules
+from queue_core import JobContext, PostgresStore, Registry, Runner
+from queue_core.model import payloads
+from queue_core.policies.schedules import Schedules
 
 
 def seal(payload: Any, max_bytes: int = payloads.MAX_PAYLOAD_BYTES) -> str:

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from queue_core import PostgresStore, Status
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
 from tests.integration.test_job_keys import assert_in_step, keys
 
 Connect = Callable[[], psycopg.Connection]

@@ -7,12 +7,13 @@ import re
 import psycopg
 import pytest
 
-from queue_core import PostgresStore, queries
+from queue_core import PostgresStore
 from queue_core.errors import DatabaseError
-from queue_core.jobs import JOB_COLUMNS
+from queue_core.model.jobs import JOB_COLUMNS
+from queue_core.model.validation import job_spec
 from queue_core.postgres import executor as executor_module
-from queue_core.queries import QUERIES
-from queue_core.validation import job_spec
+from queue_core.postgres import statements as queries
+from queue_core.postgres.statements import QUERIES
 
 
 def test_every_statement_is_plain_sql_with_psycopg_parameters_only() -> None:

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from queue_core.errors import InvalidJob
-from queue_core.retention import PolicyNotFound, Retention, parse_age, policy
-from tickq.infra.cli import main
+from queue_core.policies.retention import PolicyNotFound, Retention, parse_age, policy
+from tickq.infra.cli.program import main
 
 NOW = datetime(2030, 6, 1, tzinfo=UTC)
 
@@ -137,8 +137,8 @@ def test_jobs_finishing_between_pruning_batches_are_kept_and_the_newest_n_surviv
 
 
 def test_the_idempotency_key_of_a_succeeded_job_frees_up_once_it_is_pruned(conn):
+    from queue_core.model.validation import job_spec
     from queue_core.postgres import PostgresStore
-    from queue_core.validation import job_spec
 
     store = PostgresStore(conn)
     first = store.enqueue(job_spec("t", idempotency_key="k"))

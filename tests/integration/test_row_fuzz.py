@@ -44,7 +44,7 @@ from hypothesis.control import currently_in_test_context
 from psycopg import sql
 
 from queue_core import Backoff, JobContext, PostgresStore, Registry, Runner, bounds
-from queue_core.jobs import Status
+from queue_core.model.jobs import Status
 from tests.model.profiles import budget
 from tests.model.stores import deterministic_store, empty
 

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from queue_core import JobContext, PostgresStore, Registry, Runner
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
 
 LEASE = 2
 

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from queue_core import JobContext, PostgresStore, Registry, RetryAfter, Runner
-from queue_core import pipeline as pipeline_module
+from queue_core.runner import pipeline as pipeline_module
 
 
 @pytest.fixture

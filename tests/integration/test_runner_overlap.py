@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from queue_core import JobContext, PostgresStore, Registry, RetryAfter, Runner, Status
-from queue_core import pipeline as pipeline_module
+from queue_core.runner import pipeline as pipeline_module
 
 INSTANT = {"base": 0.001, "max": 0.001}
 

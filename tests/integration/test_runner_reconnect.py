@@ -11,10 +11,11 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from queue_core import DatabaseError, JobContext, Registry, Runner, validation
-from queue_core import pipeline as pipeline_module
-from queue_core.ports import Store
+from queue_core import DatabaseError, JobContext, Registry, Runner
+from queue_core.model import validation
 from queue_core.postgres import PostgresStore
+from queue_core.runner import pipeline as pipeline_module
+from queue_core.store.port import Store
 from tests.conftest import Connect
 from tests.faults.backends import terminated_while_writing_live_jobs
 from tests.faults.test_database_faults import wait_for_lease_expiry

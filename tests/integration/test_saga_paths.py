@@ -22,8 +22,8 @@ from queue_core import (
     StepStore,
     TickReport,
 )
-from queue_core.console import BulkAction, OperatorConsole
-from queue_core.transitions import compensating
+from queue_core.console.jobs import BulkAction, OperatorConsole
+from queue_core.model.transitions import compensating
 
 INSTANT = {"base": 0.001, "max": 0.001}
 ALICE = UUID("0190c0de-0000-7000-8000-00000000a11c")
@@ -179,7 +179,7 @@ def test_the_cli_cancel_of_a_suspended_saga_says_it_compensates(
     monkeypatch: pytest.MonkeyPatch,
     database_url: str,
 ) -> None:
-    from tickq.infra.cli import main
+    from tickq.infra.cli.program import main
 
     undone: list[str] = []
     saga(registry, undone, lambda job: job.sleep("nap", 3600))

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from queue_core.errors import InvalidJob
-from queue_core.schedules import Missed, ScheduleExists, ScheduleNotFound, Schedules
-from tickq.infra.cli import main
+from queue_core.policies.schedules import Missed, ScheduleExists, ScheduleNotFound, Schedules
+from tickq.infra.cli.program import main
 
 
 def utc(*args: int) -> datetime:
@@ -180,7 +180,7 @@ def test_names_are_unique_unless_replaced_and_removal_is_checked(conn):
 
 
 def test_a_schedule_into_a_full_queue_fails_alone_and_retries_next_run(conn):
-    from queue_core.limits import Limits, queue_limit
+    from queue_core.policies.limits import Limits, queue_limit
 
     Limits(conn).set_queue(queue_limit("full", max_depth=1))
     schedules = Schedules(conn)

@@ -15,7 +15,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from queue_core import InvalidTransition, JobNotFound, PostgresStore, Status, TickqError
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
 
 Login = Callable[[str], psycopg.Connection]
 ALICE = UUID("0190c0de-0000-7000-8000-00000000a11c")

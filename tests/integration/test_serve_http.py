@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from tickq.functions import db
-from tickq.infra import serve
+from tickq.infra.local import serve
 
 ALICE = serve.DevIdentity("alice")
 

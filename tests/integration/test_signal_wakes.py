@@ -12,9 +12,10 @@ from uuid import UUID, uuid4
 import psycopg
 import pytest
 
-from queue_core import PostgresStore, StepStore, validation
-from queue_core.steps import FOREVER, WaitKind
-from tickq.infra.cli import main
+from queue_core import PostgresStore, StepStore
+from queue_core.model import validation
+from queue_core.model.steps import FOREVER, WaitKind
+from tickq.infra.cli.program import main
 
 ALICE = uuid4()
 WAYS = ("store", "cli", "app store", "app sql")

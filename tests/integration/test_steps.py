@@ -16,7 +16,7 @@ import pytest
 import queue_core
 from queue_core import JobContext, PostgresStore, Registry, Runner, Status, StepStore
 from queue_core.errors import InvalidJob, InvalidTransition, JobNotFound, LeaseLost
-from queue_core.steps import MAX_SIGNAL_BYTES, WaitTimeout
+from queue_core.model.steps import MAX_SIGNAL_BYTES, WaitTimeout
 
 Connect = Callable[[], psycopg.Connection]
 INSTANT = {"base": 0.001, "max": 0.001}  # retries become runnable at once
@@ -342,7 +342,7 @@ def test_a_misused_step_is_a_clear_error_on_the_job_that_stores_nothing_more(
 def test_a_job_stores_at_most_the_step_limit(
     store: PostgresStore, registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("queue_core.steps.MAX_STEPS", 3)
+    monkeypatch.setattr("queue_core.model.steps.MAX_STEPS", 3)
 
     @registry.task("many")
     def many(job: JobContext) -> None:

@@ -10,9 +10,9 @@ import psycopg
 import pytest
 
 from queue_core import PostgresStore, Registry, StepStore
-from queue_core.registry import registry as process_registry
-from tickq.infra.cli import main
-from tickq.infra.cli_common import EXIT_INPUT, EXIT_REFUSED
+from queue_core.runner.registry import registry as process_registry
+from tickq.infra.cli.common import EXIT_INPUT, EXIT_REFUSED
+from tickq.infra.cli.program import main
 
 UNKNOWN = "0190c0de-0000-7000-8000-0000000000ff"
 

@@ -9,7 +9,7 @@ import json
 import psycopg
 import pytest
 
-from tickq.infra.cli import main
+from tickq.infra.cli.program import main
 
 
 def test_the_demo_runs_a_job_across_ticks_and_one_through_an_approval(

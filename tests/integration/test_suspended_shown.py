@@ -11,14 +11,14 @@ import psycopg
 import pytest
 
 from queue_core import PostgresStore
-from queue_core.console import JobFilter, OperatorConsole
-from queue_core.history import depth_by_queue
-from queue_core.jobs import Status
+from queue_core.console.charts import depth_by_queue
+from queue_core.console.jobs import JobFilter, OperatorConsole
+from queue_core.model.jobs import Status
+from queue_core.model.steps import FOREVER, WaitKind
+from queue_core.model.validation import job_spec
 from queue_core.postgres import StepStore
-from queue_core.steps import FOREVER, WaitKind
-from queue_core.validation import job_spec
 from tickq.functions.observability import record_depth
-from tickq.infra.cli import main
+from tickq.infra.cli.program import main
 
 
 @pytest.fixture(autouse=True)

@@ -21,10 +21,11 @@ import psycopg.errors
 import pytest
 
 import queue_core
-from queue_core import Backoff, JobContext, PostgresStore, Registry, catalog
+from queue_core import Backoff, JobContext, PostgresStore, Registry
 from queue_core.errors import InvalidJob, UnknownJobType
+from queue_core.model import catalog
+from queue_core.policies.schedules import Schedules
 from queue_core.postgres import catalog as task_catalog
-from queue_core.schedules import Schedules
 
 PROBE = {"max_attempts": 7, "lease_seconds": 120, "backoff": (5.0, 3.0, 600.0, 0.25)}
 
@@ -171,7 +172,7 @@ def test_the_cli_syncs_and_lists_the_catalogue_and_enqueues_with_it(
 
     def tickq(*args: str) -> Any:
         done = subprocess.run(
-            [sys.executable, "-m", "tickq.infra.cli", "--json", *args],
+            [sys.executable, "-m", "tickq.infra.cli.program", "--json", *args],
             env=env,
             capture_output=True,
             text=True,

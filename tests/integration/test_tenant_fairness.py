@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 
 from queue_core import PostgresStore
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 

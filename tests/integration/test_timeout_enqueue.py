@@ -7,7 +7,7 @@ import psycopg
 
 import queue_core
 from queue_core import PostgresStore, Registry
-from queue_core.jobs import TIMEOUT_LEASE_MARGIN
+from queue_core.model.jobs import TIMEOUT_LEASE_MARGIN
 
 
 def test_each_enqueue_path_stores_the_timeout_and_its_lease(conn: psycopg.Connection) -> None:

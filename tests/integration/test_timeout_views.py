@@ -12,9 +12,9 @@ import psycopg
 import pytest
 
 from queue_core import JobContext, PostgresStore, Registry, Runner
-from queue_core.console import OperatorConsole
-from queue_core.jobs import TIMEOUT_LEASE_MARGIN
-from tickq.infra.cli import main
+from queue_core.console.jobs import OperatorConsole
+from queue_core.model.jobs import TIMEOUT_LEASE_MARGIN
+from tickq.infra.cli.program import main
 
 LATER = {"base": 600, "max": 600}  # the retry stays out of the tick
 

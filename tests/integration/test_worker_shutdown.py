@@ -13,8 +13,8 @@ from pathlib import Path
 
 import psycopg
 
+from queue_core.model.validation import job_spec
 from queue_core.postgres import PostgresStore
-from queue_core.validation import job_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW_TASKS = """
@@ -42,7 +42,15 @@ def test_sigterm_mid_batch_persists_the_batch_and_exits_cleanly(
         "TICKQ_DATABASE_URL": database_url,
         "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
     }
-    command = [sys.executable, "-m", "tickq.infra.cli", "work", "--json", "--tasks", "slow_tasks"]
+    command = [
+        sys.executable,
+        "-m",
+        "tickq.infra.cli.program",
+        "work",
+        "--json",
+        "--tasks",
+        "slow_tasks",
+    ]
     worker = subprocess.Popen(
         [*command, "--batch-size", "4", "--concurrency", "4"],
         cwd=ROOT,

@@ -24,8 +24,8 @@ from queue_core import (
     TickReport,
 )
 from queue_core.errors import InvalidJob
-from queue_core.retention import Retention, RetentionPolicy
-from queue_core.step_context import UNDO_TRIES
+from queue_core.policies.retention import Retention, RetentionPolicy
+from queue_core.runner.durable_context import UNDO_TRIES
 
 INSTANT = {"base": 0.001, "max": 0.001}
 QUICK = Retry(3, base=0.001, max=0.001)
@@ -303,7 +303,7 @@ def test_a_map_that_would_overflow_its_queue_waits_for_room_without_spending_an_
     """The parent's queue has a maximum depth: the children are admitted as one enqueue in
     their statement's transaction, so a map that does not fit enqueues none, and the parent
     snoozes (its attempt given back) until there is room."""
-    from queue_core.limits import Limits, queue_limit
+    from queue_core.policies.limits import Limits, queue_limit
 
     @registry.task("part")
     def part(job: JobContext) -> int:
@@ -346,7 +346,7 @@ def test_maps_of_one_batch_are_admitted_side_by_side_on_the_runners_connection(
     statement, with no transaction of their own to interleave with another's."""
     import threading
 
-    from queue_core.limits import Limits, queue_limit
+    from queue_core.policies.limits import Limits, queue_limit
 
     owners = [uuid4() for _ in range(4)]
     together = threading.Barrier(8)
@@ -386,7 +386,7 @@ def test_a_map_counts_its_children_against_the_owners_depth_cap_of_its_queue(
     owner's, counted in their statement's transaction with the parent itself, so a map
     that would pass the cap enqueues none and its parent snoozes (its attempt given back);
     another owner's jobs leave room for it, and a map of a job without an owner pays none."""
-    from queue_core.limits import Limits, queue_limit
+    from queue_core.policies.limits import Limits, queue_limit
 
     alice, bob = uuid4(), uuid4()
 

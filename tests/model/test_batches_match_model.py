@@ -23,8 +23,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from queue_core import HandlerBatch, JobContext, PermanentError, Registry, RetryAfter, Runner
-from queue_core.jobs import Status
-from queue_core.tick import TickReport
+from queue_core.model.jobs import Status
+from queue_core.runner.runner import TickReport
 from tests.model.profiles import budget
 from tests.model.stores import deterministic_store, empty
 

@@ -3,8 +3,8 @@
 A hypothesis state machine builds graphs (chains, fan-out, fan-in, diamonds) one enqueue or
 one enqueue_many call at a time, then drives them with random outcomes (success, failure,
 permanent failure, lease expiry, cancellation, operator retry) on a real database, and
-applies the same steps to a dict of `Job` values through `queue_core.transitions` and
-`queue_core.dependencies`. After every step the two must agree, and no waiting job may be
+applies the same steps to a dict of `Job` values through `queue_core.model.transitions` and
+`queue_core.model.dependencies`. After every step the two must agree, and no waiting job may be
 stuck: a waiting job always has a parent that is not finished yet.
 """
 
@@ -26,9 +26,9 @@ from hypothesis.stateful import (
 )
 
 import queue_core
-from queue_core import dependencies, transitions, validation
 from queue_core.errors import InvalidParent, InvalidTransition
-from queue_core.jobs import TERMINAL, Job, Status
+from queue_core.model import dependencies, transitions, validation
+from queue_core.model.jobs import TERMINAL, Job, Status
 from tests.model import test_store_matches_transitions as base
 from tests.model.profiles import budget
 from tests.model.stores import deterministic_store, empty

@@ -1,4 +1,4 @@
-"""Flow limits: the claim on PostgreSQL and the pure model (queue_core.flow.admit) agree.
+"""Flow limits: the claim on PostgreSQL and the pure model (queue_core.model.flow.admit) agree.
 
 Hypothesis draws limits per key prefix (a cap per key, a rate per key, or both, prefixes
 nested so the longest one must govern), maybe a hold, jobs with up to two keys each, and a
@@ -21,11 +21,11 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from queue_core import flow
-from queue_core.jobs import Outcome, Status
-from queue_core.limits import Limits, type_limit
-from queue_core.postgres.flow_limits import FlowLimits
-from queue_core.validation import job_spec
+from queue_core.model import flow
+from queue_core.model.jobs import Outcome, Status
+from queue_core.model.validation import job_spec
+from queue_core.policies.flow_limits import FlowLimits
+from queue_core.policies.limits import Limits, type_limit
 from tests.model.profiles import budget
 from tests.model.stores import deterministic_store, empty
 

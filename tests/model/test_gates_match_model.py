@@ -1,4 +1,4 @@
-"""Debounce and throttle: PostgreSQL and the pure model (queue_core.gates.model) agree.
+"""Debounce and throttle: PostgreSQL and the pure model (queue_core.model.gates.model) agree.
 
 Hypothesis draws a gate (seconds, a bound or none) and a sequence of enqueues of one key at
 random times, with claims in between (a worker starting whatever is runnable then); the
@@ -15,8 +15,8 @@ import psycopg
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from queue_core import gates
-from queue_core.validation import job_spec
+from queue_core.model import gates
+from queue_core.model.validation import job_spec
 from tests.model.profiles import budget
 from tests.model.stores import deterministic_store, empty
 

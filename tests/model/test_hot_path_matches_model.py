@@ -6,7 +6,7 @@ arrive in batches (`enqueue_many`) for several owners and queues, with explicit 
 and backoff policies with jitter; leases are extended, progress is reported, jobs are
 cancelled while running and retried. The model is plain Python over `Job` values: it
 decides retry or dead, backoff delays and claim order from its own state, not through
-`queue_core.transitions`, so a shared mistake cannot hide. Every column is compared after
+`queue_core.model.transitions`, so a shared mistake cannot hide. Every column is compared after
 every step, and the reach of the rare paths (stale leases, retries, jitter) is counted and
 asserted over the run.
 """
@@ -33,9 +33,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from queue_core import transitions, validation
 from queue_core.errors import InvalidTransition, LeaseLost
-from queue_core.jobs import KEY_HOLDING, Job, Outcome, Status
+from queue_core.model import transitions, validation
+from queue_core.model.jobs import KEY_HOLDING, Job, Outcome, Status
 from tests.model.profiles import budget
 from tests.model.stores import deterministic_store, empty
 
@@ -346,7 +346,7 @@ class HotPathVersusModel(RuleBasedStateMachine):
         order = {j.id: (-j.priority, j.run_after, j.created_at) for j in runnable}
         assert taken <= set(order), "claimed a job that is not runnable in this queue"
         # With one fairness group the claim is strictly best first; with several, the fair
-        # claim (queue_core.fairness) chooses among groups, which this model leaves alone.
+        # claim (queue_core.model.fairness) chooses among groups, which this model leaves alone.
         if len({j.group_key for j in runnable}) <= 1:
             worst = max((order[i] for i in taken), default=None)
             assert all(worst is None or order[j.id] >= worst for j in runnable if j.id not in taken)

@@ -6,8 +6,8 @@ stale lease), suspension, signals, clock advances and the durable workflows' ope
 (a map step's children enqueued with their parent's suspension, released, counting the
 parent down and woken or cancelled with it; failed tries of retried steps; compensations
 begun and undos counted and recorded) to both: the store on a real database, and `Job`
-and `Durable` values driven by `queue_core.transitions`, `queue_core.steps` and
-`queue_core.workflows`, with the same explicit `now`. After every step the job fields that
+and `Durable` values driven by `queue_core.model.transitions`, `queue_core.model.steps` and
+`queue_core.model.workflows`, with the same explicit `now`. After every step the job fields that
 decide a job's fate (the children's among them), and its stored steps, signals, resumes,
 wait and tries, must be equal.
 The job lifecycle without steps is held to the model by test_store_matches_transitions.
@@ -33,15 +33,15 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from queue_core import steps, transitions, validation, workflows
-from queue_core.console import BulkAction, OperatorConsole
+from queue_core.console.jobs import BulkAction, OperatorConsole
 from queue_core.errors import InvalidJob, InvalidTransition, JobCancelled, LeaseLost
-from queue_core.jobs import KEY_HOLDING, Job, Status
+from queue_core.model import steps, transitions, validation, workflows
+from queue_core.model.jobs import KEY_HOLDING, Job, Status
+from queue_core.model.steps import Durable, Wait, WaitKind
+from queue_core.model.workflows import Link, Waiting
 from queue_core.postgres import StepStore
 from queue_core.postgres import enqueue as postgres_enqueue
 from queue_core.postgres import steps as postgres_steps
-from queue_core.steps import Durable, Wait, WaitKind
-from queue_core.workflows import Link, Waiting
 from tests.model.profiles import budget
 from tests.model.stores import deterministic_store, empty
 

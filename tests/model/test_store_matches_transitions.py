@@ -3,7 +3,7 @@
 A hypothesis state machine applies random sequences of enqueue (and plain SQL inserts of
 keyed jobs), claim, complete, fail, snooze, reclaim, cancel, retry, lease extension and
 clock advances to all three: the store on a real database, the `MemoryStore` (the same
-port, in this process), and a dict of `Job` values driven by `queue_core.transitions`,
+port, in this process), and a dict of `Job` values driven by `queue_core.model.transitions`,
 with the same explicit `now`. After every step
 the fields that decide a job's fate must be equal. The two stores make their own ids and
 lease tokens, so the test keeps each Postgres job's twin in memory; every enqueue happens
@@ -33,12 +33,13 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from queue_core import partitions, transitions, validation
 from queue_core.errors import InvalidTransition, LeaseLost
-from queue_core.ids import new_id
-from queue_core.jobs import DEFAULT_QUEUE, KEY_HOLDING, Job, Status
-from queue_core.memory_store import MemoryStore
-from queue_core.pauses import QueueNotPaused, QueuePauses
+from queue_core.model import transitions, validation
+from queue_core.model.ids import new_id
+from queue_core.model.jobs import DEFAULT_QUEUE, KEY_HOLDING, Job, Status
+from queue_core.policies import partitions
+from queue_core.policies.pauses import QueueNotPaused, QueuePauses
+from queue_core.store.memory import MemoryStore
 from tests.model.profiles import budget
 from tests.model.stores import deterministic_store, empty
 

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.mutants.catalog import MUTANTS, Mutant
+from tests.mutants.catalog import MUTANTS, Edit, Mutant
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-x"]
@@ -79,9 +79,21 @@ def copy_tree(destination: Path) -> None:
             shutil.copy2(source, target)
 
 
+def edited_file(edit: Edit, tree: Path) -> Path:
+    """The file an edit changes: its path, or, for a glob (the statement files), the one file
+    of it that holds the edit's text."""
+    if "*" not in edit.path:
+        return tree / edit.path
+    holding = [p for p in sorted(tree.glob(edit.path)) if edit.before in p.read_text()]
+    if len(holding) != 1:
+        names = ", ".join(str(p.relative_to(tree)) for p in holding) or "none"
+        raise MutantDoesNotApply(f"{edit.path} holds the text in one file, not in: {names}")
+    return holding[0]
+
+
 def apply(mutant: Mutant, tree: Path) -> None:
     for edit in mutant.edits:
-        path = tree / edit.path
+        path = edited_file(edit, tree)
         text = path.read_text()
         count = text.count(edit.before)
         if count != edit.count:

@@ -35,13 +35,15 @@ class Mutant:
     equivalent: str = ""
 
 
-QUERIES = "queue_core/sql/queries.sql"
+# The statement files (one per module that runs them): an edit of a statement names them
+# all, and the one that holds its text is edited (tests/mutants/__main__.py, `apply`).
+QUERIES = "queue_core/*/*.sql"
 CLAIM = "queue_core/postgres/claim.py"
-STEPS = "queue_core/sql/steps.sql"
+STEPS = "queue_core/postgres/steps.sql"
 TRIGGERS = "queue_core/schema/triggers.sql"
-RUNNER = "queue_core/tick.py"
-TRANSITIONS = "queue_core/transitions.py"
-WORKER = "queue_core/worker.py"
+RUNNER = "queue_core/runner/runner.py"
+TRANSITIONS = "queue_core/model/transitions.py"
+WORKER = "queue_core/runner/worker_rule.py"
 RECONNECT_TESTS = "tests/integration/test_runner_reconnect.py"
 CONNECTION_FAULTS = "tests/faults/test_connection_faults.py"
 # Every claim variant (the plain claim of one queue and of several, the limited claim, the
@@ -52,7 +54,7 @@ LEASE = "queue_core/schema/functions/jobs_lease.sql"
 VARIANTS = "tests/integration/test_claim_variants.py"
 # Handler semantics: transactional completion and batch consume.
 TRANSACTIONAL = "queue_core/postgres/transactional.py"
-HANDLER_BATCH = "queue_core/handler_batch.py"
+HANDLER_BATCH = "queue_core/runner/batch_handler.py"
 TRANSACTIONAL_TESTS = "tests/integration/test_transactional.py"
 TRANSACTIONAL_EVENTS = "tests/integration/test_transactional_events.py"
 BATCH_TESTS = "tests/integration/test_handler_batches.py"
@@ -67,8 +69,8 @@ WORKFLOWS_E2E = "tests/e2e/test_workflows_done_when.py"
 CLAIM_REPLY_LOST = "tests/integration/test_claim_reply_lost.py"
 SAGA_PATHS = "tests/integration/test_saga_paths.py"
 # Safe deploys: job.patched, and the replay of `tickq deploy check`.
-STEP_CONTEXT = "queue_core/step_context.py"
-REPLAY = "queue_core/replay.py"
+STEP_CONTEXT = "queue_core/runner/durable_context.py"
+REPLAY = "queue_core/runner/replay.py"
 CODE_VERSIONS = "tests/integration/test_code_versions.py"
 DEPLOYS_E2E = "tests/e2e/test_deploys_done_when.py"
 SIGNAL_WAKES = "tests/integration/test_signal_wakes.py"
@@ -77,7 +79,7 @@ SIGNAL_API = "tests/functions/test_api_steps.py"
 # The claim's choice of variant (queue_core/postgres/claim.py), after paused queues are left
 # out of it.
 PAUSE_FILTER = (
-    "        if limit:  # paused queues are left out of the claim (queue_core/pauses.py)\n"
+    "        if limit:  # paused queues are left out of the claim (queue_core/policies/pauses.py)\n"
     "            queues, limit = claimable("
     "queues, limit, self.paused.current(self._paused_queues))\n"
 )
@@ -196,7 +198,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "the Python backoff (used when a handler fails) skips its maximum",
         (
             Edit(
-                "queue_core/backoff.py",
+                "queue_core/model/backoff.py",
                 "else min(self.base * self.factor**exponent, self.max)",
                 "else self.base * self.factor**exponent",
             ),
@@ -457,7 +459,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "the outcomes a failed persist carried are forgotten, left to expire and run again",
         (
             Edit(
-                "queue_core/pipeline.py",
+                "queue_core/runner/pipeline.py",
                 "        self.owed += [batch for batch in batches if batch is not None]\n",
                 "        self.owed = []\n",
             ),
@@ -829,7 +831,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "outcome-after-commit",
         "the worker sends a second outcome for a job its handler's transaction completed",
-        (Edit("queue_core/jobs.py", "            and not self.in_transaction\n", ""),),
+        (Edit("queue_core/model/jobs.py", "            and not self.in_transaction\n", ""),),
         targeted=(
             f"{TRANSACTIONAL_TESTS}::test_a_transactional_handlers_row_and_its_jobs_success_commit_together",
         ),
@@ -967,7 +969,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "the publisher marks every event of a call published, those the bus refused too",
         (
             Edit(
-                "queue_core/outbox.py",
+                "queue_core/policies/outbox.py",
                 "        accepted = [e.id for e, answer in zip(todo, answers, strict=True)"
                 " if answer is None]\n",
                 "        accepted = [e.id for e in todo]\n",
@@ -984,7 +986,7 @@ MUTANTS: tuple[Mutant, ...] = (
         " next one",
         (
             Edit(
-                "queue_core/outbox.py",
+                "queue_core/policies/outbox.py",
                 "        if event.order_key in seen:\n            continue\n",
                 "",
             ),
@@ -999,12 +1001,12 @@ MUTANTS: tuple[Mutant, ...] = (
         " over EventBridge's 256 KB is refused whole and stops the publisher for everyone",
         (
             Edit(
-                "queue_core/outbox.py",
+                "queue_core/policies/outbox.py",
                 "        if picked and stored + event.stored > CALL_BYTES:\n            continue\n",
                 "",
             ),
             Edit(
-                "queue_core/outbox.py",
+                "queue_core/policies/outbox.py",
                 "        if total + size > CALL_BYTES:\n            continue\n",
                 "",
             ),
@@ -1019,7 +1021,7 @@ MUTANTS: tuple[Mutant, ...] = (
         " backlog past a page holds every other tenant's events back",
         (
             Edit(
-                "queue_core/outbox.py",
+                "queue_core/policies/outbox.py",
                 "        if len(page) < _PAGE:\n",
                 "        if len(page) <= _PAGE:\n",
             ),
@@ -1090,7 +1092,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "tickq jobs shows a succeeded job's earlier failure as its error",
         (
             Edit(
-                "queue_core/jobs.py",
+                "queue_core/model/jobs.py",
                 "        return None if self.status is Status.SUCCEEDED else self.error\n",
                 "        return self.error\n",
             ),
@@ -1148,7 +1150,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "a resumed map step does not look for the children it enqueued and enqueues again",
         (
             Edit(
-                "queue_core/step_context.py",
+                "queue_core/runner/durable_context.py",
                 "        children = self._db().children(self.job.id, name)\n",
                 "        children = []\n",
             ),
@@ -1164,7 +1166,7 @@ MUTANTS: tuple[Mutant, ...] = (
         " children to the next tick",
         (
             Edit(
-                "queue_core/pipeline.py",
+                "queue_core/runner/pipeline.py",
                 "            if outcome.spawned or (job.has_children"
                 " and outcome.status in TERMINAL):\n",
                 "            if job.has_children and outcome.status in TERMINAL:\n",
@@ -1179,7 +1181,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "undos run in the order their steps completed instead of the reverse",
         (
             Edit(
-                "queue_core/step_context.py",
+                "queue_core/runner/durable_context.py",
                 "        for name, undo, result in reversed(self.undos):\n",
                 "        for name, undo, result in self.undos:\n",
             ),
@@ -1194,7 +1196,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "a compensation resumed after a crash runs again the undos it had already recorded",
         (
             Edit(
-                "queue_core/step_context.py",
+                "queue_core/runner/durable_context.py",
                 "            if state.undone(name):\n                continue\n",
                 "",
             ),
@@ -1284,7 +1286,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "a handler replayed to compensate runs on past its stored steps (what killed its worker)",
         (
             Edit(
-                "queue_core/step_context.py",
+                "queue_core/runner/durable_context.py",
                 "            if self.names.issuperset(self.state.steps):\n",
                 "            if False:\n",
             ),
@@ -1298,7 +1300,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "a step's failed try goes to the job's own retry (an attempt spent) instead of suspending",
         (
             Edit(
-                "queue_core/step_context.py",
+                "queue_core/runner/durable_context.py",
                 "        delay = retry.delay(tries)\n",
                 "        delay = None  # every failed try goes on to the job\n",
             ),
@@ -1373,7 +1375,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "a failed claim statement's seed is not kept: its jobs wait out their lease",
         (
             Edit(
-                "queue_core/pipeline.py",
+                "queue_core/runner/pipeline.py",
                 "        if seed is not None:\n            self.lost_claims.append(seed)\n",
                 "",
             ),
@@ -1482,7 +1484,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "a map step's children are enqueued past their queue's maximum depth",
         (
             Edit(
-                "queue_core/step_context.py",
+                "queue_core/runner/durable_context.py",
                 "                queue=self.job.queue,\n",
                 "                queue=None,\n",
             ),
@@ -1541,7 +1543,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "a job whose handler ended waits for its batch-mates, its lease running down",
         (
             Edit(
-                "queue_core/tick.py",
+                "queue_core/runner/runner.py",
                 "            if not async_:\n"
                 "                self._keep_ended_leased(jobs, futures)\n",
                 "            if not async_:\n                pass\n",
@@ -1572,7 +1574,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "a Python enqueue without the handler's module takes the library's defaults",
         (
             Edit(
-                "queue_core/registry.py",
+                "queue_core/runner/registry.py",
                 "        elif catalog and isinstance(type, str) and type in catalog:\n",
                 "        elif False:\n",
             ),
@@ -1586,7 +1588,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "an ended job's outcome waits for its slowest batch-mate (its lease is kept alive)",
         (
             Edit(
-                "queue_core/tick.py",
+                "queue_core/runner/runner.py",
                 "        saving = True\n",
                 "        saving = False\n",
             ),
@@ -1871,7 +1873,7 @@ MUTANTS: tuple[Mutant, ...] = (
         " fails in the database instead of saying what is wrong",
         (
             Edit(
-                "queue_core/json_text.py",
+                "queue_core/model/json_text.py",
                 "> MAX_JSON_DEPTH and _too_deep(value):",
                 "> MAX_JSON_DEPTH and False:",
             ),
@@ -1953,7 +1955,7 @@ MUTANTS: tuple[Mutant, ...] = (
         " timeout runs, and its late result is stored",
         (
             Edit(
-                "queue_core/timeouts.py",
+                "queue_core/runner/timeouts.py",
                 "if not receiver.poll(timeout):",
                 "if not receiver.poll(None):",
             ),
@@ -2180,7 +2182,7 @@ MUTANTS: tuple[Mutant, ...] = (
         " transaction of its own: a run stopped between the two leaves the occurrence due",
         (
             Edit(
-                "queue_core/schedules.py",
+                "queue_core/policies/schedules.py",
                 "                report.skipped += 1\n"
                 '            params = {"name": name, "fired": firing.fire,'
                 ' "next_at": firing.next_at, "now": now}\n'
@@ -2310,7 +2312,7 @@ MUTANTS: tuple[Mutant, ...] = (
         " worker never exits to be rid of them, a tick keeps claiming",
         (
             Edit(
-                "queue_core/timeouts.py",
+                "queue_core/runner/timeouts.py",
                 "        return bound is not None and len(self._threads) > bound"
                 " and self.running > bound\n",
                 "        return False\n",
@@ -2344,7 +2346,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "tickq show and the API's job view leave out how a timed-out attempt was stopped",
         (
             Edit(
-                "queue_core/jobs.py",
+                "queue_core/model/jobs.py",
                 '        out["timed_out"] = timed_out_view(self.error)\n',
                 '        out["timed_out"] = None\n',
             ),
@@ -2360,7 +2362,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "the operator console's job view leaves out how a timed-out attempt was stopped",
         (
             Edit(
-                "queue_core/console.py",
+                "queue_core/console/jobs.py",
                 '            "timed_out": timed_out_view(job["error"]),\n',
                 '            "timed_out": None,\n',
             ),
@@ -2376,7 +2378,7 @@ MUTANTS: tuple[Mutant, ...] = (
         " metric, its alarms and the console's chart count jobs no worker may claim",
         (
             Edit(
-                "queue_core/ports.py",
+                "queue_core/store/port.py",
                 "        return self.count - self.suspended if self.status in RUNNABLE else 0\n",
                 "        return self.count if self.status in RUNNABLE else 0\n",
             ),
@@ -2388,7 +2390,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "the CLI and the API show a suspended job as queued, like a job a worker may claim",
         (
             Edit(
-                "queue_core/jobs.py",
+                "queue_core/model/jobs.py",
                 '        return "suspended" if self.is_suspended else self.status.value\n',
                 "        return self.status.value\n",
             ),

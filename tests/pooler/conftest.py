@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from tickq.infra.pgbouncer import LocalPgBouncer, PgBouncerError, pgbouncer_binary
+from tickq.infra.local.pgbouncer import LocalPgBouncer, PgBouncerError, pgbouncer_binary
 
 POOL_SIZE = 3  # server connections per (login, database): fewer than the clients
 

@@ -20,8 +20,8 @@ import psycopg
 import pytest
 
 from queue_core import PostgresStore, Registry
-from queue_core.schedules import Schedules
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
+from queue_core.policies.schedules import Schedules
 
 from .conftest import POOL_SIZE
 

@@ -31,9 +31,13 @@ def file_problems(files: list[tuple[str, str]]) -> list[str]:
         expected = "tickq." + path.removeprefix("functions/").removesuffix(".sql")
         defined = [code(s) for s in statements(text) if code(s)]
         names = [function_name(s) for s in statements(text) if code(s)]
-        if not defined or names[0] != expected or any(
-            not _GRANT.match(other) or _GRANT.match(other)[1] != expected
-            for other in defined[1:]
+        if (
+            not defined
+            or names[0] != expected
+            or any(
+                not _GRANT.match(other) or _GRANT.match(other)[1] != expected
+                for other in defined[1:]
+            )
         ):
             found.append(
                 f"{path} must hold the CREATE FUNCTION of {expected}, then only REVOKE and"

@@ -16,12 +16,13 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from queue_core import PostgresStore, validation
+from queue_core import PostgresStore
 from queue_core.migrate import migrate
+from queue_core.model import validation
 from tests.functions.conftest import FakeContext, http_event
 from tickq.functions import api, db
-from tickq.infra import localdb
-from tickq.infra.localdb import create_database, drop_database
+from tickq.infra.local import postgres as localdb
+from tickq.infra.local.postgres import create_database, drop_database
 
 ALICE, BOB = str(uuid4()), str(uuid4())
 

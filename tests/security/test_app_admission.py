@@ -12,8 +12,8 @@ import psycopg
 import pytest
 
 from queue_core import PostgresStore, QueueFull
-from queue_core.limits import Limits, queue_limit
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
+from queue_core.policies.limits import Limits, queue_limit
 from tests.functions.conftest import FakeContext, http_event
 from tests.security.conftest import RoleConnect
 from tickq.functions import api

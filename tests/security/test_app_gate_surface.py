@@ -14,8 +14,8 @@ import psycopg
 import psycopg.errors
 import pytest
 
+from queue_core.model.validation import job_spec
 from queue_core.postgres import PostgresStore
-from queue_core.validation import job_spec
 from tests.security.conftest import RoleConnect
 from tests.security.test_row_level_security import scoped
 

@@ -10,9 +10,10 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from queue_core import StepStore, partitions
+from queue_core import StepStore
+from queue_core.model.validation import job_spec
+from queue_core.policies import partitions
 from queue_core.postgres import PostgresStore
-from queue_core.validation import job_spec
 from tests.security.conftest import RoleConnect
 from tests.security.test_row_level_security import scoped
 from tests.security.test_steps_security import job_with_a_step

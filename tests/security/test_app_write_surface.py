@@ -21,9 +21,10 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from queue_core import bounds, dependencies, flow, jobs, json_text, steps, validation
-from queue_core.batch import JobBatch
-from queue_core.outbox import _MAX_DETAIL_BYTES
+from queue_core import bounds
+from queue_core.model import dependencies, flow, jobs, json_text, steps, validation
+from queue_core.model.job_batch import JobBatch
+from queue_core.policies.outbox import _MAX_DETAIL_BYTES
 from queue_core.postgres import PostgresStore
 from tests.security.conftest import RoleConnect
 

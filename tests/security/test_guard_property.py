@@ -20,7 +20,8 @@ import psycopg.errors
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queue_core import JobBatch, PostgresStore, validation
+from queue_core import JobBatch, PostgresStore
+from queue_core.model import validation
 from tests.model.profiles import budget
 
 LIVE = ("waiting", "queued", "running", "retrying")

@@ -19,8 +19,9 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from queue_core import JobContext, PostgresStore, Registry, Runner, json_text, validation
-from queue_core.batch import JobBatch
+from queue_core import JobContext, PostgresStore, Registry, Runner
+from queue_core.model import json_text, validation
+from queue_core.model.job_batch import JobBatch
 from tests.security.conftest import RoleConnect
 
 BIG = "x" * (json_text.MAX_PAYLOAD_BYTES - 64)

@@ -10,7 +10,7 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from queue_core import validation
+from queue_core.model import validation
 from queue_core.postgres import PostgresStore
 from tests.security.conftest import RoleConnect
 from tests.security.test_row_level_security import scoped, seed

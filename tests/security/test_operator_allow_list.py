@@ -14,8 +14,8 @@ import pytest
 
 from queue_core import ConfigurationError
 from tests.functions.conftest import FakeContext, http_event
-from tickq.functions.ui import Operators, caller_is_operator, is_operator, operators
-from tickq.infra.serve import DEV_ISSUER, DevIdentity
+from tickq.functions.http.ui import Operators, caller_is_operator, is_operator, operators
+from tickq.infra.local.serve import DEV_ISSUER, DevIdentity
 
 ROOT = Path(__file__).resolve().parents[2]
 A, B = "https://a.example", "https://b.example"

@@ -15,7 +15,8 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from queue_core import InvalidParent, JobBatch, validation
+from queue_core import InvalidParent, JobBatch
+from queue_core.model import validation
 from queue_core.postgres import PostgresStore
 from tests.security.conftest import RoleConnect
 

@@ -12,7 +12,7 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from queue_core import validation
+from queue_core.model import validation
 from queue_core.postgres import PostgresStore
 from tests.security.conftest import RoleConnect
 

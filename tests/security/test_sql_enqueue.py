@@ -15,8 +15,8 @@ import psycopg.errors
 import pytest
 
 from queue_core import PostgresStore
-from queue_core.limits import Limits, queue_limit
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
+from queue_core.policies.limits import Limits, queue_limit
 from tests.security.conftest import RoleConnect
 from tests.security.test_row_level_security import scoped
 

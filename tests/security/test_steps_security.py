@@ -10,10 +10,11 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from queue_core import LeaseLost, StepStore, validation
+from queue_core import LeaseLost, StepStore
 from queue_core.errors import JobNotFound
+from queue_core.model import validation
+from queue_core.model.steps import FOREVER, WaitKind
 from queue_core.postgres import PostgresStore
-from queue_core.steps import FOREVER, WaitKind
 from tests.security.conftest import RoleConnect
 from tests.security.test_row_level_security import scoped
 

@@ -17,8 +17,9 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from queue_core import JobBatch, JobContext, PostgresStore, Registry, Runner, validation
-from queue_core.limits import Limits, queue_limit
+from queue_core import JobBatch, JobContext, PostgresStore, Registry, Runner
+from queue_core.model import validation
+from queue_core.policies.limits import Limits, queue_limit
 from tests.functions.conftest import FakeContext, http_event
 from tests.security.conftest import RoleConnect
 from tickq.functions import api

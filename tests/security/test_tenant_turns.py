@@ -11,7 +11,8 @@ from uuid import UUID, uuid4
 import psycopg
 import pytest
 
-from queue_core import PostgresStore, validation
+from queue_core import PostgresStore
+from queue_core.model import validation
 from tests.functions.conftest import FakeContext, http_event
 from tests.security.conftest import RoleConnect
 from tests.security.test_tenancy_bounds import Api, scoped

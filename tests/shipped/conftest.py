@@ -453,7 +453,7 @@ WITH_TRACEBACKS = (
     "import logging, sys; handler = logging.StreamHandler(sys.stderr); "
     "handler.setFormatter(logging.Formatter('%(levelname)s %(name)s: %(message)s')); "
     "logging.getLogger('tickq').addHandler(handler); "
-    "from tickq.infra.cli import main; sys.exit(main(sys.argv[1:]))"
+    "from tickq.infra.cli.program import main; sys.exit(main(sys.argv[1:]))"
 )
 
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
-from queue_core import transitions
-from queue_core.jobs import Job
-from queue_core.validation import job_spec
+from queue_core.model import transitions
+from queue_core.model.jobs import Job
+from queue_core.model.validation import job_spec
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 LEASE = 30

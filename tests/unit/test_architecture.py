@@ -23,19 +23,40 @@ FORBIDDEN = {
 # The runner, the handler context, the steps and the in-memory store know the store port
 # alone: nothing they import, however indirectly, is PostgreSQL.
 PORT_ONLY = (
-    "queue_core.tick",
-    "queue_core.pipeline",
-    "queue_core.worker",
-    "queue_core.context",
-    "queue_core.step_context",
-    "queue_core.steps",
-    "queue_core.ports",
-    "queue_core.derived",
-    "queue_core.memory_store",
+    "queue_core.runner.runner",
+    "queue_core.runner.pipeline",
+    "queue_core.runner.worker_rule",
+    "queue_core.runner.context",
+    "queue_core.runner.durable_context",
+    "queue_core.model.steps",
+    "queue_core.store.port",
+    "queue_core.store.derived",
+    "queue_core.store.memory",
 )
+# The engine's packages by concern, and what each may import besides itself: values and
+# pure rules at the bottom, the store port on them, then the runner on the port, and the
+# PostgreSQL adapter, the standing policies and the console's reads beside it. The modules
+# directly in queue_core/ (errors, config, telemetry, bounds, migrate, the public names)
+# are not packages; errors, config and telemetry may be imported by any.
+ENGINE = "queue_core"
+SHARED = ("queue_core.errors", "queue_core.config", "queue_core.telemetry")
+ENGINE_LAYERS = {
+    "queue_core.model": (),
+    "queue_core.store": ("queue_core.model",),
+    "queue_core.runner": ("queue_core.model", "queue_core.store"),
+    "queue_core.postgres": ("queue_core.model", "queue_core.store"),
+    "queue_core.policies": ("queue_core.model", "queue_core.postgres"),
+    "queue_core.console": ("queue_core.model", "queue_core.store", "queue_core.postgres"),
+}
+MOST_MODULES_DIRECTLY_IN_THE_ENGINE = 12
 POSTGRES = "queue_core.postgres"
 # What the PostgreSQL adapter never imports: the runner that sits on its port.
-RUNNER = ("queue_core.tick", "queue_core.pipeline", "queue_core.worker", "queue_core.context")
+RUNNER = (
+    "queue_core.runner.runner",
+    "queue_core.runner.pipeline",
+    "queue_core.runner.worker_rule",
+    "queue_core.runner.context",
+)
 
 
 def module_name(path: Path) -> str:
@@ -128,10 +149,10 @@ def test_the_graph_sees_every_package_and_its_imports() -> None:
     graph = import_graph()
 
     assert {layer(m) for m in graph} == set(PACKAGES.values())
-    assert "queue_core.ports" in graph["queue_core.tick"]
+    assert "queue_core.store.port" in graph["queue_core.runner.runner"]
     assert "queue_core" in graph["tickq.functions.tick"]
-    assert "tickq.infra.cli_common" in graph["tickq.infra.cli"]
-    assert "tickq.functions.api" in graph["tickq.infra.serve"]
+    assert "tickq.infra.cli.common" in graph["tickq.infra.cli.program"]
+    assert "tickq.functions.api" in graph["tickq.infra.local.serve"]
 
 
 def test_no_package_imports_a_layer_above_it() -> None:
@@ -224,3 +245,50 @@ def test_the_cycle_finder_reports_a_late_import_cycle() -> None:
     graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 9}, "d": {"a": 1}}
 
     assert cycles(graph) == [["a", "b", "c"]]
+
+
+def engine_package(module: str) -> str | None:
+    """The package of ENGINE_LAYERS a module is in, else None."""
+    return next((p for p in ENGINE_LAYERS if module == p or module.startswith(p + ".")), None)
+
+
+def layering_problems(graph: dict[str, dict[str, int]]) -> list[str]:
+    """Each import of an engine package against ENGINE_LAYERS."""
+    return [
+        f"{module} imports {target} (line {line})"
+        for module, edges in graph.items()
+        if (package := engine_package(module))
+        for target, line in edges.items()
+        if layer(target) == ENGINE
+        and engine_package(target) != package
+        and engine_package(target) not in ENGINE_LAYERS[package]
+        and not target.startswith(SHARED)
+    ]
+
+
+def test_each_engine_package_imports_only_the_packages_below_it() -> None:
+    graph = import_graph()
+
+    wrong = layering_problems(graph)
+
+    assert {engine_package(m) for m in graph} >= set(ENGINE_LAYERS), "every package is seen"
+    assert not wrong, "imports against the engine's layering:\n" + "\n".join(wrong)
+
+
+def test_the_layering_check_reports_a_value_module_importing_the_runner() -> None:
+    graph = {
+        "queue_core.model.jobs": {"queue_core.runner.runner": 3, "queue_core.errors": 1},
+        "queue_core.runner.runner": {"queue_core.model.jobs": 5, "queue_core.store.port": 6},
+        "queue_core.postgres.claim": {"queue_core.policies.pauses": 7},
+    }
+
+    assert layering_problems(graph) == [
+        "queue_core.model.jobs imports queue_core.runner.runner (line 3)",
+        "queue_core.postgres.claim imports queue_core.policies.pauses (line 7)",
+    ]
+
+
+def test_the_engine_keeps_few_modules_outside_its_packages() -> None:
+    direct = sorted(p.name for p in (ROOT / "queue_core").glob("*.py"))
+
+    assert len(direct) <= MOST_MODULES_DIRECTLY_IN_THE_ENGINE, direct

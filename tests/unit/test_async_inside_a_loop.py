@@ -9,10 +9,10 @@ import threading
 from typing import Any
 
 from queue_core import JobContext, Registry, Runner
-from queue_core.jobs import Status
-from queue_core.memory_store import MemoryStore
-from queue_core.timeouts import run_async
-from queue_core.validation import job_spec
+from queue_core.model.jobs import Status
+from queue_core.model.validation import job_spec
+from queue_core.runner.timeouts import run_async
+from queue_core.store.memory import MemoryStore
 
 
 def in_a_fresh_thread(coroutine: Any) -> Any:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queue_core.backoff import Backoff
+from queue_core.model.backoff import Backoff
 
 
 def test_default_schedule_doubles_from_one_second_and_caps_at_five_minutes() -> None:

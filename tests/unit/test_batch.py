@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from queue_core.batch import JobBatch
-from queue_core.validation import job_spec
+from queue_core.model.job_batch import JobBatch
+from queue_core.model.validation import job_spec
 
 
 def test_a_batch_of_specs_gives_back_the_same_specs() -> None:

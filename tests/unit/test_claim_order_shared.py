@@ -13,13 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from queue_core import transitions
-from queue_core.jobs import RUNNABLE, Job
 from queue_core.migrate import schema_files
+from queue_core.model import transitions
+from queue_core.model.jobs import RUNNABLE, Job
 from tests.schema.sqltext import normalized
 from tests.unit.factory import queued_job
 
-QUERIES = (Path(__file__).resolve().parents[2] / "queue_core" / "sql" / "queries.sql").read_text()
+# The parts every claim shares are in the claim's statement file.
+QUERIES = (
+    Path(__file__).resolve().parents[2] / "queue_core" / "postgres" / "claim.sql"
+).read_text()
 FILES = dict(schema_files())
 CLAIM_FUNCTIONS = ("functions/claim_limited.sql", "functions/claim_fair.sql")
 _PART = re.compile(r"^-- (?:name|part): (\w+)\s*$", re.MULTILINE)

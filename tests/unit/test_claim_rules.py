@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from queue_core.queries import QUERIES, parse
+from queue_core.postgres.statements import QUERIES, parse
 
 ROOT = Path(__file__).resolve().parents[2] / "queue_core"
 # The current-state SQL: named statements and schema files (migrations are history).
-SOURCES = sorted((ROOT / "sql").glob("*.sql")) + sorted((ROOT / "schema").rglob("*.sql"))
+SOURCES = sorted(p for p in ROOT.rglob("*.sql") if "migrations" not in p.parts)
 
 # Each claim rule's text, as it reads in its one place.
 RULES = {

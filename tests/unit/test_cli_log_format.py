@@ -8,7 +8,7 @@ import logging
 import sys
 from typing import Any
 
-from tickq.infra.cli import _LogFormat
+from tickq.infra.cli.program import _LogFormat
 
 
 def record(exc_info: Any = None) -> logging.LogRecord:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tickq.infra.cli_common import when
+from tickq.infra.cli.common import when
 
 AT = datetime(2026, 12, 2, 0, 27, 37, 901_000, tzinfo=UTC)
 

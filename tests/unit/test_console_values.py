@@ -8,14 +8,14 @@ from uuid import uuid4
 
 import pytest
 
-from queue_core.console import ActionResult, JobFilter, job_ids
+from queue_core.console.charts import depth_by_queue
+from queue_core.console.jobs import ActionResult, JobFilter, job_ids
 from queue_core.errors import InvalidJob
-from queue_core.history import depth_by_queue
-from queue_core.jobs import Status
-from queue_core.pause_probe import PausedQueues, claimable
-from queue_core.ports import StatsRow
-from queue_core.tick import TickReport
-from tickq.infra.progress import RATE_WINDOW_SECONDS, WorkStatus
+from queue_core.model.jobs import Status
+from queue_core.model.paused_queues import PausedQueues, claimable
+from queue_core.runner.runner import TickReport
+from queue_core.store.port import StatsRow
+from tickq.infra.cli.progress import RATE_WINDOW_SECONDS, WorkStatus
 
 
 def test_without_paused_queues_the_claim_is_unchanged():

@@ -7,7 +7,7 @@ import base64
 import pytest
 
 from queue_core.errors import InvalidJob
-from queue_core.pages import decode_cursor, encode_cursor
+from queue_core.model.pages import decode_cursor, encode_cursor
 
 from .factory import queued_job
 

@@ -7,11 +7,18 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from queue_core import dependencies, transitions
-from queue_core.dependencies import MAX_PARENTS, ParentRow, graph_parents, parents, plan, settle
 from queue_core.errors import InvalidJob, InvalidParent, InvalidTransition
-from queue_core.jobs import Job, Status
-from queue_core.validation import job_spec
+from queue_core.model import dependencies, transitions
+from queue_core.model.dependencies import (
+    MAX_PARENTS,
+    ParentRow,
+    graph_parents,
+    parents,
+    plan,
+    settle,
+)
+from queue_core.model.jobs import Job, Status
+from queue_core.model.validation import job_spec
 
 from .factory import NOW, later, queued_job, with_status
 

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from queue_core import transitions
 from queue_core.errors import InvalidJob
-from queue_core.events import event_statuses, with_opted_event
-from queue_core.jobs import Status
+from queue_core.model import transitions
+from queue_core.model.events import event_statuses, with_opted_event
+from queue_core.model.jobs import Status
 
 from .factory import running_job
 

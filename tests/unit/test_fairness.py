@@ -9,7 +9,7 @@ from uuid import UUID, uuid4
 import pytest
 
 from queue_core.errors import InvalidJob
-from queue_core.fairness import (
+from queue_core.model.fairness import (
     TENANT_POSITIONS,
     FairState,
     GroupStats,
@@ -18,9 +18,9 @@ from queue_core.fairness import (
     sweep_position,
     tenant_of,
 )
-from queue_core.jobs import Job
-from queue_core.transitions import new_job
-from queue_core.validation import default_group, job_spec
+from queue_core.model.jobs import Job
+from queue_core.model.transitions import new_job
+from queue_core.model.validation import default_group, job_spec
 
 OWNER = UUID("0190c0de-0000-7000-8000-000000000001")
 

@@ -1,4 +1,4 @@
-"""The pure rules of flow keys (queue_core.flow): what a key may hold, how templates fill,
+"""The pure rules of flow keys (queue_core.model.flow): what a key may hold, how templates fill,
 which prefix governs a key, and which jobs the limits let start."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from uuid import uuid4
 
 import pytest
 
-from queue_core import flow
 from queue_core.errors import InvalidJob, LeaseLost
-from queue_core.jobs import Status
-from queue_core.memory_store import MemoryStore
-from queue_core.validation import job_spec
+from queue_core.model import flow
+from queue_core.model.jobs import Status
+from queue_core.model.validation import job_spec
+from queue_core.store.memory import MemoryStore
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 

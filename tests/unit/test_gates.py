@@ -6,10 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from queue_core import ConfigurationError, Debounce, InvalidJob, Throttle, gates
-from queue_core.gates import Claim, Enqueue, GatedJob
-from queue_core.memory_store import MemoryStore
-from queue_core.validation import job_spec
+from queue_core import ConfigurationError, Debounce, InvalidJob, Throttle
+from queue_core.model import gates
+from queue_core.model.gates import Claim, Enqueue, GatedJob
+from queue_core.model.validation import job_spec
+from queue_core.store.memory import MemoryStore
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 

@@ -8,12 +8,12 @@ from uuid import uuid4
 
 import pytest
 
-from queue_core import transitions
-from queue_core.context import JobContext
 from queue_core.errors import PermanentError, RetryAfter
-from queue_core.handler_batch import HandlerBatch, group
-from queue_core.jobs import Job, Outcome, Status
-from queue_core.memory_store import MemoryStore
+from queue_core.model import transitions
+from queue_core.model.jobs import Job, Outcome, Status
+from queue_core.runner.batch_handler import HandlerBatch, group
+from queue_core.runner.context import JobContext
+from queue_core.store.memory import MemoryStore
 from tests.unit.factory import running_job
 
 

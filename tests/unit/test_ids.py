@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from queue_core.ids import new_id, new_ids
+from queue_core.model.ids import new_id, new_ids
 
 
 def test_a_batch_of_ids_are_distinct_version_7_uuids_of_the_current_millisecond() -> None:

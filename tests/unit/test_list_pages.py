@@ -8,8 +8,7 @@ from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
-from queue_core.memory_store import MemoryStore
-from queue_core.pages import (
+from queue_core.model.pages import (
     LIST_ERROR_CHARS,
     LIST_VALUE_BYTES,
     MAX_PAGE_BYTES,
@@ -19,7 +18,8 @@ from queue_core.pages import (
     json_bytes,
     listed,
 )
-from queue_core.validation import job_spec
+from queue_core.model.validation import job_spec
+from queue_core.store.memory import MemoryStore
 
 from .factory import NOW, later, queued_job
 

@@ -7,11 +7,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from queue_core import ConfigurationError, JobBatch, Registry, Runner, Status, transitions
-from queue_core.console import JobFilter
-from queue_core.fairness import GroupStats
-from queue_core.memory_store import MemoryStore
-from queue_core.steps import WaitKind
+from queue_core import ConfigurationError, JobBatch, Registry, Runner, Status
+from queue_core.console.jobs import JobFilter
+from queue_core.model import transitions
+from queue_core.model.fairness import GroupStats
+from queue_core.model.steps import WaitKind
+from queue_core.store.memory import MemoryStore
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from queue_core.migrate import schema_files
-from queue_core.queries import QUERIES
+from queue_core.postgres.statements import QUERIES
 from tests.schema.sqltext import normalized
 
 FILES = dict(schema_files())

@@ -7,9 +7,9 @@ import base64
 import pytest
 
 from queue_core import Status
-from queue_core.ports import StatsRow
-from tickq.functions.ui import QueueOverview, is_operator, queue_overview
-from tickq.infra.serve import DevIdentity, http_api_event, parse_user, response_parts
+from queue_core.store.port import StatsRow
+from tickq.functions.http.ui import QueueOverview, is_operator, queue_overview
+from tickq.infra.local.serve import DevIdentity, http_api_event, parse_user, response_parts
 
 OWNER = "1a2ed10b-6c47-5e33-95f1-49a6fa430255"
 

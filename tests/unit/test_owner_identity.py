@@ -1,4 +1,4 @@
-"""The owner a caller maps to (functions/identity.py), without a database: one caller one
+"""The owner a caller maps to (functions/http/identity.py), without a database: one caller one
 owner, and no two callers one owner, however their issuer, subject or principal is spelled.
 The same attacks through the HTTP API are in tests/security/test_api_identities.py."""
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tickq.functions.errors import Unauthorized
-from tickq.functions.identity import OWNER_NAMESPACE, caller_id, owner_id
+from tickq.functions.http.errors import Unauthorized
+from tickq.functions.http.identity import OWNER_NAMESPACE, caller_id, owner_id
 
 ISSUER = "https://idp.example"
 ARN = "arn:aws:iam::123456789012:role/billing"

@@ -35,7 +35,7 @@ def test_the_console_script_extras_and_type_checking_use_the_installed_names() -
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 
     assert project["scripts"] == {"tickq": "tickq.infra.cli:main"}
-    assert (ROOT / "infra" / "cli.py").is_file()
+    assert (ROOT / "infra" / "cli" / "program.py").is_file()
     assert set(project["optional-dependencies"]) >= {"aws", "local", "otel", "test"}
     assert (ROOT / ".typing" / "tickq" / "functions").resolve() == ROOT / "functions"
 

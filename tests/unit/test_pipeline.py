@@ -12,12 +12,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from queue_core import Registry, Runner, transitions
-from queue_core import pipeline as pipeline_module
-from queue_core.jobs import Job, Outcome, Status
-from queue_core.memory_store import MemoryStore
-from queue_core.ports import Store
-from queue_core.report import TickReport
+from queue_core import Registry, Runner
+from queue_core.model import transitions
+from queue_core.model.jobs import Job, Outcome, Status
+from queue_core.runner import pipeline as pipeline_module
+from queue_core.runner.report import TickReport
+from queue_core.store.memory import MemoryStore
+from queue_core.store.port import Store
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 

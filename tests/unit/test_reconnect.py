@@ -8,9 +8,9 @@ import random
 import pytest
 
 from queue_core import DatabaseError, Registry, Runner
-from queue_core import worker as worker_module
-from queue_core.memory_store import MemoryStore
-from queue_core.ports import Store
+from queue_core.runner import worker_rule as worker_module
+from queue_core.store.memory import MemoryStore
+from queue_core.store.port import Store
 
 
 def test_attempts_come_at_a_fixed_jittered_interval_until_one_works() -> None:

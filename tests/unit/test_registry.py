@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from queue_core.backoff import Backoff
 from queue_core.config import comma_list
 from queue_core.errors import ConfigurationError, InvalidJob, UnknownJobType
-from queue_core.registry import Registry
+from queue_core.model.backoff import Backoff
+from queue_core.runner.registry import Registry
 
 
 def embed(job: Any) -> dict[str, int]:

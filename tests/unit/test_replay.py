@@ -8,9 +8,9 @@ from typing import Any
 from uuid import UUID
 
 from queue_core import JobContext, Registry
-from queue_core.jobs import Job, Status
-from queue_core.replay import History, check, replay
-from queue_core.steps import FOREVER, Durable, Wait, WaitKind, frontier, replaying
+from queue_core.model.jobs import Job, Status
+from queue_core.model.steps import FOREVER, Durable, Wait, WaitKind, frontier, replaying
+from queue_core.runner.replay import History, check, replay
 
 AT = datetime(2026, 12, 6, tzinfo=UTC)
 

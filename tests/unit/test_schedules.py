@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from queue_core.errors import InvalidJob
-from queue_core.schedules import (
+from queue_core.policies.schedules import (
     Missed,
     Schedule,
     cron,

@@ -8,10 +8,10 @@ from uuid import uuid4
 
 import pytest
 
-from queue_core import steps, transitions
 from queue_core.errors import InvalidJob, InvalidTransition, LeaseLost
-from queue_core.jobs import Status
-from queue_core.steps import FOREVER, Durable, InvalidStep, Wait, WaitKind
+from queue_core.model import steps, transitions
+from queue_core.model.jobs import Status
+from queue_core.model.steps import FOREVER, Durable, InvalidStep, Wait, WaitKind
 
 from .factory import LEASE, NOW, later, queued_job, running_job
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from uuid import uuid4
 
-from queue_core.report import DeadLetter, TickReport
+from queue_core.runner.report import DeadLetter, TickReport
 
 
 def test_adding_reports_sums_every_counter_and_collects_dead_letters() -> None:

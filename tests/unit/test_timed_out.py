@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from queue_core.timed_out import STOPPED_BY, timed_out_error, timed_out_view
+from queue_core.model.timed_out import STOPPED_BY, timed_out_error, timed_out_view
 
 
 @given(seconds=st.integers(1, 43_200), how=st.sampled_from(STOPPED_BY))

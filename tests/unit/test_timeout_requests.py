@@ -7,8 +7,8 @@ import pytest
 
 from queue_core import Registry
 from queue_core.errors import ConfigurationError, InvalidJob
-from queue_core.jobs import TIMEOUT_LEASE_MARGIN
-from queue_core.validation import MAX_LEASE_SECONDS, job_spec
+from queue_core.model.jobs import TIMEOUT_LEASE_MARGIN
+from queue_core.model.validation import MAX_LEASE_SECONDS, job_spec
 
 
 def module_level_handler(job: object) -> None:

@@ -7,9 +7,9 @@ from uuid import uuid4
 
 import pytest
 
-from queue_core import transitions
 from queue_core.errors import InvalidTransition, LeaseLost
-from queue_core.jobs import ERROR_HISTORY, Status
+from queue_core.model import transitions
+from queue_core.model.jobs import ERROR_HISTORY, Status
 
 from .factory import LEASE, NOW, later, queued_job, running_job, with_status
 

@@ -9,9 +9,9 @@ from uuid import UUID
 
 import pytest
 
-from queue_core.backoff import Backoff
 from queue_core.errors import InvalidJob, UnknownJobType
-from queue_core.validation import MAX_NAME, job_spec
+from queue_core.model.backoff import Backoff
+from queue_core.model.validation import MAX_NAME, job_spec
 
 
 def refused(field: str, **request: Any) -> InvalidJob:

@@ -1,5 +1,5 @@
 -- backoff(attempt) = min(base * factor^(attempt-1), max), shortened by up to `jitter`.
--- The same formula as queue_core.backoff.Backoff.delay, for retries decided in SQL. A delay
+-- The same formula as queue_core.model.backoff.Backoff.delay, for retries decided in SQL. A delay
 -- under a microsecond is none, and a jitter under a billionth none: float8 arithmetic raises
 -- on underflow (a subnormal base or jitter times random() rounds to zero), and a row must
 -- not stop the reclaim with an error (backoff_base 1e-9 and jitter 5e-324 did).

@@ -1,6 +1,6 @@
 -- The bounds an enqueue request is checked against, written once for SQL: every enqueue of
 -- the SQL surface (tickq.enqueue, tickq.enqueue_many and through it the HTTP API's) reads
--- them here. The Python checks (queue_core/validation.py) name the same numbers, and
+-- them here. The Python checks (queue_core/model/validation.py) name the same numbers, and
 -- tests/security/test_app_write_surface.py holds the two equal.
 create or replace function tickq.enqueue_bounds() returns jsonb
     language sql immutable parallel safe

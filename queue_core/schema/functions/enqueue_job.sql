@@ -15,7 +15,7 @@
 -- the lease to at least the timeout plus timeout_lease_margin, as the Python enqueue does.
 -- The job's flow keys are its task's templates (the catalogue's flow_key_templates, not a
 -- request field) filled from the payload's top-level fields, then the request's own, an
--- owner's stored as '<owner>/key' (queue_core/flow.py says the same in Python).
+-- owner's stored as '<owner>/key' (queue_core/model/flow.py says the same in Python).
 --
 -- Returns the job's id, its status and the outcome: created, duplicate (an idempotency key's
 -- live or succeeded holder, or a throttle's job), debounced (a debounce's job, which took the

@@ -1,4 +1,4 @@
--- Debounce and throttle (queue_core/gates.py): which job an enqueue of a gate's key lands
+-- Debounce and throttle (queue_core/model/gates.py): which job an enqueue of a gate's key lands
 -- on, called by every gated enqueue (the Python store's and tickq.enqueue) before it
 -- inserts anything. Returns the job: outcome 'created' when the caller is to insert it (id
 -- p_new_id, run_after as returned; null: the caller's own), 'debounced' or 'throttled' when

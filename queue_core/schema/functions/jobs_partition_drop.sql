@@ -1,4 +1,4 @@
--- Drop one day partition whose every job retention lets go (queue_core/retention.py decides
+-- Drop one day partition whose every job retention lets go (queue_core/policies/retention.py decides
 -- which), with the rows that hang on its jobs (their idempotency keys, steps, signals,
 -- dependency edges, settlements and gates, as tickq.jobs_forget takes them), in one
 -- transaction. Returns what went, by queue, type and status, for the pruning report (a row

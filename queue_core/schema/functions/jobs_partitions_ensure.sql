@@ -3,7 +3,7 @@
 -- those rows out of the default first. Each day is one short step under a short lock
 -- timeout, retried, so it never holds up the queue for long: a new day holds finishes back
 -- only while its (usually empty) rows move and it attaches. Maintenance calls it
--- (queue_core/partitions.py), and `tickq migrate` after every run.
+-- (queue_core/policies/partitions.py), and `tickq migrate` after every run.
 create or replace function tickq.jobs_partitions_ensure(p_from date, p_days integer)
     returns integer
     language plpgsql volatile security definer

@@ -2,7 +2,7 @@
 -- error history): null when the list shows the value whole, else the bytes it takes as
 -- stored, which the list reports in the job's `truncated`. A list shows a value that is
 -- small: at most 1024 bytes as stored, stored uncompressed, and at most 1024 bytes as JSON
--- text (1024 is LIST_VALUE_BYTES in queue_core/pages.py). The stored size and the
+-- text (1024 is LIST_VALUE_BYTES in queue_core/model/pages.py). The stored size and the
 -- compression are read from the value's header, so a large value, in the TOAST table or
 -- compressed in the row (standing for up to some 90 times its stored bytes), is never read;
 -- only one small and uncompressed as stored is rendered to be measured (its text can be

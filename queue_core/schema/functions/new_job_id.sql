@@ -1,5 +1,5 @@
 -- A new job's id when the database makes it (the application login's enqueues, which may not
--- choose one): a UUIDv7 (RFC 9562) as the Python store's queue_core.ids makes them, the
+-- choose one): a UUIDv7 (RFC 9562) as the Python store's queue_core.model.ids makes them, the
 -- millisecond first, so inserts land at the right edge of the id index.
 create or replace function tickq.new_job_id() returns uuid
     language sql volatile parallel safe

@@ -2,7 +2,7 @@
 -- with the owner's rights): what identifies a job and how it went, never its payload or
 -- result. Newest first, a page after the (created_at, id) cursor. As every
 -- list of jobs, it leaves out a large progress (null, tickq.list_left_out) and cuts the
--- error to its first 200 characters (LIST_ERROR_CHARS in queue_core/pages.py); `truncated`
+-- error to its first 200 characters (LIST_ERROR_CHARS in queue_core/model/pages.py); `truncated`
 -- names what it left out or cut, each with the bytes it holds ({} when nothing). The page's
 -- rows are chosen first, so only they are measured. `wait_kind`: what a suspended job
 -- (queued with a wait) waits for, so the list shows it suspended.
