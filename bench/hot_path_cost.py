@@ -35,6 +35,25 @@ BATCHES = (10, 100)
 BULK = 10
 
 
+def engine_pipeline() -> Any:
+    """The pipeline module of the engine first on the path, whichever layout it has (an
+    engine from before the packages by concern kept it at queue_core.pipeline; importing
+    queue_core.runner.pipeline there would find this tree's, which that engine never runs)."""
+    import importlib
+
+    import queue_core
+
+    root = Path(queue_core.__file__).parent
+    for name in ("queue_core.runner.pipeline", "queue_core.pipeline"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if Path(module.__file__ or "").resolve().is_relative_to(root.resolve()):
+            return module
+    raise RuntimeError(f"no pipeline module in the engine at {root}")
+
+
 def child(url: str, jobs: int) -> dict[str, list[float]]:
     """Per job of each operation: calls, round trips and CPU microseconds, with whichever
     engine is first on the path."""
@@ -42,10 +61,10 @@ def child(url: str, jobs: int) -> dict[str, list[float]]:
 
     from queue_core import PostgresStore, Registry, Runner
     from queue_core.migrate import migrate
-    from queue_core.runner import pipeline
 
     from .roundtrips import count_round_trips
 
+    pipeline = engine_pipeline()
     pipeline.OVERLAP_MIN_SECONDS = float("inf")  # one thread: the counts repeat exactly
     registry = Registry()
     registry.task("noop")(lambda job: None)

@@ -73,8 +73,9 @@ def child(
     time is this process's, all its threads: the client's overhead); with `profile`, then
     pyinstrument's text of the drain."""
     if overlap_min != "default":
-        from queue_core.runner import pipeline
+        from .hot_path_cost import engine_pipeline
 
+        pipeline = engine_pipeline()
         pipeline.OVERLAP_MIN_SECONDS = float(overlap_min)
     run = DRAINS[system](url, batch, "tick")
     print("ready", flush=True)
