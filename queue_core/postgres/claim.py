@@ -142,18 +142,10 @@ class Claims:
                 "TICKQ_PIN_VERSION: a pinned worker claims in plain priority order, and flow"
                 " limits or holds exist; clear them (tickq flow clear) or unpin the worker"
             )
-        params = {
-            **outcome_params(outcomes),
-            "queues": list(queues),
-            "limit": limit,
-            "lease_seconds": lease_seconds,
-            "now": now,
-            "seed": seed or os.urandom(16),
-            "code_version": version,
-        }
-        rows = self._db.rows("jobs_finish_and_claim_pinned", params, ids_and_jobs, binary=True)
-        claimed = [job for _, job in rows if job is not None]
-        return set(rows[0][0] or ()), JobList(sorted(claimed, key=transitions.claim_order))
+        params = {"seed": seed or os.urandom(16), "code_version": version}
+        return self._finish_and_claim_in(
+            "jobs_finish_and_claim_pinned", outcomes, queues, limit, lease_seconds, now, params
+        )
 
     def _finish_and_claim_flow(
         self,
@@ -166,15 +158,32 @@ class Claims:
     ) -> tuple[set[UUID], ClaimedBatch]:
         """The plain claim while flow limits or holds exist (jobs_finish_and_claim_flow):
         the same finish and order, each key kept within its limits."""
-        params = {
-            **outcome_params(outcomes),
-            "queues": list(queues),
-            "limit": limit,
-            "lease_seconds": lease_seconds,
-            "now": now,
-            "seed": seed,
-        }
-        rows = self._db.rows("jobs_finish_and_claim_flow", params, ids_and_jobs, binary=True)
+        return self._finish_and_claim_in(
+            "jobs_finish_and_claim_flow",
+            outcomes,
+            queues,
+            limit,
+            lease_seconds,
+            now,
+            {"seed": seed},
+        )
+
+    def _finish_and_claim_in(
+        self,
+        statement: str,
+        outcomes: Sequence[Outcome],
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: int,
+        now: datetime | None,
+        params: dict[str, Any],
+    ) -> tuple[set[UUID], ClaimedBatch]:
+        """A finish-and-claim statement of several queues (the pinned one, the flow one)
+        run with its own `params` besides the common ones: the held ids and the jobs, in
+        claim order."""
+        common = {"queues": list(queues), "limit": limit, "lease_seconds": lease_seconds}
+        everything = {**outcome_params(outcomes), **common, "now": now, **params}
+        rows = self._db.rows(statement, everything, ids_and_jobs, binary=True)
         claimed = [job for _, job in rows if job is not None]
         return set(rows[0][0] or ()), JobList(sorted(claimed, key=transitions.claim_order))
 
