@@ -248,15 +248,13 @@ class Schedules:
         expression = cron(cron_expression, tz.key)
         # What the caller leaves out, the task catalogue says (as for an enqueue); its lease,
         # backoff and timeout are taken at each firing instead, so they follow deploys.
-        published = self.store.task_catalog().get(type) if isinstance(type, str) else None
+        published = (self.store.task_catalog().get(type) if isinstance(type, str) else None) or {}
         spec = validation.job_spec(
             type,
             payload,
-            queue=queue if queue is not None else (published or {}).get("queue"),
-            priority=priority if priority is not None else (published or {}).get("priority"),
-            max_attempts=(
-                max_attempts if max_attempts is not None else (published or {}).get("max_attempts")
-            ),
+            queue=published.get("queue") if queue is None else queue,
+            priority=published.get("priority") if priority is None else priority,
+            max_attempts=published.get("max_attempts") if max_attempts is None else max_attempts,
             group=group,
             known_types=known_types,
         )

@@ -10,12 +10,7 @@ reproduce or lengthen a run, as for the main soak.
 
 from __future__ import annotations
 
-import os
-import random
-import threading
-import time
 from pathlib import Path
-from typing import Any
 
 import psycopg
 
@@ -23,15 +18,11 @@ from queue_core.model import validation
 from queue_core.model.flow import flow_limit
 from queue_core.policies.flow_limits import FlowLimits
 from queue_core.postgres import PostgresStore
-from tests.chaos import invariants
-from tests.chaos.harness import Database, Supervisor, unfinished
+from tests.chaos.capped import CapMonitor, soak
 
-CHAOS_SECONDS = min(float(os.environ.get("TICKQ_SOAK_SECONDS", "20")), 600.0)
 JOBS = 400
 KEYS = 5
 CAP = 2
-DRAIN_SECONDS = 150.0
-SEED = int(os.environ.get("TICKQ_SOAK_SEED", str(random.randrange(1_000_000))))
 
 OVER_CAP = """
     select k, count(*), g.max_running
@@ -48,34 +39,10 @@ BUSIEST = """
 """
 
 
-class CapMonitor(threading.Thread):
-    """The soak's invariants plus "no running count above a flow key's cap", checked every
-    100 ms from its own connection across database restarts; never raises."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__(daemon=True, name="chaos-flow-monitor")
-        self.url = url
-        self.stop_event = threading.Event()
-        self.violations: list[str] = []
-        self.busiest = 0
-        self.rounds = 0
-
-    def run(self) -> None:
-        checks = {**invariants.ALWAYS, "running count above a flow key's cap": OVER_CAP}
-        conn: psycopg.Connection[Any] | None = None
-        while not self.stop_event.wait(0.1):
-            try:
-                if conn is None or conn.closed or conn.broken:
-                    conn = psycopg.connect(self.url, autocommit=True, connect_timeout=2)
-                found = invariants.violations(conn, checks)
-                self.busiest = max(self.busiest, conn.execute(BUSIEST).fetchone()[0])
-            except psycopg.OperationalError:
-                conn = None
-                continue
-            self.rounds += 1
-            self.violations += [v for v in found if v not in self.violations]
-        if conn is not None:
-            conn.close()
+def monitor(url: str) -> CapMonitor:
+    return CapMonitor(
+        url, check="running count above a flow key's cap", over_cap=OVER_CAP, busiest=BUSIEST
+    )
 
 
 def prepare(url: str) -> None:
@@ -89,42 +56,10 @@ def prepare(url: str) -> None:
 
 
 def test_no_flow_key_runs_above_its_cap_under_kills_crashes_and_a_restart(tmp_path: Path) -> None:
-    rng = random.Random(SEED)
-    db = Database(tmp_path / "pgdata")
-    db.start()
-    db.create()
-    supervisor = Supervisor(db.url, logs=tmp_path, works=2, ticks=1, functions=1)
-    monitor = CapMonitor(db.url)
-    try:
-        prepare(db.url)
-        monitor.start()
-        started = time.monotonic()
-        restart_at = started + CHAOS_SECONDS * 0.5
-        next_kill = started + rng.uniform(1, 4)
-        while (now := time.monotonic()) < started + CHAOS_SECONDS:
-            supervisor.fill()
-            if now >= next_kill:
-                supervisor.kill_one(rng)
-                next_kill = now + rng.uniform(1, 4)
-            if restart_at and now >= restart_at:
-                restart_at = 0.0
-                db.restart()
-            time.sleep(0.2)
-        drain_deadline = time.monotonic() + DRAIN_SECONDS
-        while time.monotonic() < drain_deadline and unfinished(db.url) != 0:
-            supervisor.fill()
-            time.sleep(0.5)
-        supervisor.stop()
-        monitor.stop_event.set()
-        monitor.join()
-        with psycopg.connect(db.url, autocommit=True) as conn:
-            final = invariants.violations(conn, {**invariants.ALWAYS, **invariants.AT_END})
-    finally:
-        supervisor.stop()
-        monitor.stop_event.set()
-        db.stop()
+    run = soak(tmp_path, prepare, monitor)
 
-    summary = {"seed": SEED, "kills": supervisor.kills, "restarts": db.restarts}
-    assert monitor.violations + final == [], summary
-    assert monitor.rounds > 50 and supervisor.kills > 0 and db.restarts == 1, summary
-    assert monitor.busiest == CAP, {**summary, "busiest": monitor.busiest}  # the cap was reached
+    summary = run.summary
+    assert run.monitor.violations + run.final == [], summary
+    assert run.monitor.rounds > 50 and run.supervisor.kills > 0 and run.db.restarts == 1, summary
+    busiest = {**summary, "busiest": run.monitor.busiest}
+    assert run.monitor.busiest == CAP, busiest  # the cap was reached
