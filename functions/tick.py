@@ -157,7 +157,7 @@ def drain(
     fan_out: Callable[[], bool],
     max_batches: int | None = None,
 ) -> tuple[TickReport, int]:
-    """Reclaim, then run batches while time is left; after the first full batch (a backlog),
+    """Reclaim, then run jobs while time is left; after the first full claim (a backlog),
     ask `fan_out` for help, once: a fan-out that failed is not tried again, since an endpoint
     that did not answer would cost the same time again. Returns the report and how many
     copies were started."""
@@ -166,7 +166,7 @@ def drain(
 
     def after_batch(claimed: int) -> None:
         nonlocal fanned, asked
-        if claimed == runner.batch_size and not asked:
+        if claimed >= min(runner.batch_size, runner.concurrency) and not asked:
             asked = True
             fanned = int(fan_out())
 

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID
 
 from queue_core import telemetry
@@ -49,6 +49,7 @@ from queue_core.runner.durable_context import Compensating, StepCounts, StepHost
 from queue_core.runner.pipeline import Batch, Pipeline
 from queue_core.runner.registry import Registry, Task
 from queue_core.runner.report import TICK_COUNTERS, DeadLetter, TickReport, log_fields
+from queue_core.runner.stream import Loop, StopRule, Stream
 from queue_core.runner.timeouts import (
     DEFAULT_MAX_ABANDONED,
     KILL_GRACE_SECONDS,
@@ -67,29 +68,6 @@ log = logging.getLogger("tickq")
 EARLY_SAVE_SECONDS = 0.1
 
 __all__ = ["TICK_COUNTERS", "DeadLetter", "Runner", "StopRule", "TickReport"]
-
-
-class StopRule(Protocol):
-    """What the loop asks its caller: whether to claim more, and what to do between batches,
-    when the queue is drained and when the database fails. The hooks are optional (None)
-    so that a tick, which needs none, pays no call for them."""
-
-    report: TickReport  # the report the next batch counts into
-    before_batch: Callable[[TickReport], None] | None
-    after_batch: Callable[[int, TickReport], None] | None
-
-    def go_on(self) -> bool:
-        """Claim more? Jobs already leased ahead run whatever this says."""
-        ...
-
-    def drained(self, claimed: int) -> bool:
-        """The queue came back short (`claimed` jobs, maybe none): wait for more and go on
-        (True), or end the loop (False)."""
-        ...
-
-    def failed(self, exc: DatabaseError) -> bool:
-        """The database failed: go on (True), end the loop (False), or raise."""
-        ...
 
 
 class TickRule:
@@ -174,6 +152,7 @@ class Runner:
         self.lease_seconds = lease_seconds
         self.rand = rand
         self._pool: ThreadPoolExecutor | None = None
+        self._stream: Stream | None = None  # the handler threads of the streaming loop
         # Connections of transactional handlers: opened on the first such job, one per
         # handler running at a time, closed with the runner.
         self._transactions = transactions
@@ -205,6 +184,9 @@ class Runner:
 
     def close(self) -> None:
         self.pipeline.close()
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
@@ -283,12 +265,22 @@ class Runner:
     # The loop
 
     def loop(self, rule: StopRule) -> None:
-        """Claim → run → persist, batch after batch, until `rule` ends it. Jobs leased ahead
-        by the last persist always run, so the loop never leaves a lease behind."""
+        """Claim → run → persist until `rule` ends it. Jobs claimed always run, so the loop
+        never leaves a lease behind.
+
+        With several handlers at once, the streaming loop (queue_core/runner/stream.py):
+        each job's outcome is saved when it ends and claims fill the slots as they free
+        up. With one, batch after batch, each handler in this thread."""
+        if self.concurrency > 1:
+            if self._stream is None:
+                self._stream = Stream(self)
+                self._stream.start()
+            Loop(self, rule, self._stream).run()
+            return
         pipeline = self.pipeline
 
         def go_on() -> bool:
-            return not self._past_abandoned_bound(rule.report) and rule.go_on()
+            return not self.past_abandoned_bound(rule.report) and rule.go_on()
 
         go = pipeline.leased_ahead or go_on()
         while go:
@@ -318,12 +310,12 @@ class Runner:
             # claims again rather than count the queue drained. A tick so runs a fan-out
             # to its end while time is left, instead of leaving it to the next tick.
             go = (
-                not self._past_abandoned_bound(rule.report)
+                not self.past_abandoned_bound(rule.report)
                 and ((pipeline.take_released() and claimed > 0) or rule.drained(claimed))
                 and go_on()
             )
 
-    def _past_abandoned_bound(self, report: TickReport) -> bool:
+    def past_abandoned_bound(self, report: TickReport) -> bool:
         """Whether the abandoned handler threads still running passed `max_abandoned`: the
         loop then claims no more (jobs leased ahead still run and every outcome is saved),
         and the report says so, for `tickq work` to exit and be started afresh, the only
@@ -477,7 +469,7 @@ class Runner:
         ran = len(jobs)
         if self._saved_early:  # outcomes saved while batch-mates ran: counted now, not again
             jobs, outcomes = self._after_early_saves(report, jobs, outcomes)
-        self._count_handlers(report)
+        self.count_handlers(report)
         # Persist: the overlapped statement has persisted the previous batch...
         if in_flight is not None:
             ahead = self._persisted_ahead(
@@ -490,7 +482,7 @@ class Runner:
         more = ran == self.batch_size and not ahead and claim_next()
         seed = os.urandom(16) if more else None
         try:
-            with telemetry.span("tickq finish", **self._span_attributes("settle", len(jobs))):
+            with telemetry.span("tickq finish", **self.span_attributes("settle", len(jobs))):
                 held, pipeline.next = self.store.finish_and_claim_unparsed(
                     outcomes,
                     queues=self.queues,
@@ -501,7 +493,7 @@ class Runner:
         except InvalidJob as refused:
             # The database refused a value of one outcome; nothing of the statement stands,
             # the next batch's lease included.
-            held, outcomes = self._persist_apart(jobs, outcomes, refused)
+            held, outcomes = self.persist_apart(jobs, outcomes, refused)
             if more:
                 pipeline.next = self._claim()
         except DatabaseError:
@@ -511,7 +503,7 @@ class Runner:
         pipeline.note_released(jobs, outcomes)
         return ran
 
-    def _count_handlers(self, report: TickReport) -> None:
+    def count_handlers(self, report: TickReport) -> None:
         """What the batch's handlers did beside their outcomes, now that they have returned:
         steps, suspensions, resumptions, and handlers stopped by their timeout."""
         counts = self.step_counts
@@ -562,7 +554,7 @@ class Runner:
             pipeline.next, ahead = NO_JOBS, False
             if unsaved is None:
                 return ahead
-            held, stored = self._persist_apart(*unsaved, refused)
+            held, stored = self.persist_apart(*unsaved, refused)
             unsaved = (unsaved[0], stored)
         except DatabaseError:
             # Lost with the connection, maybe: both batches' outcomes are kept for the
@@ -574,7 +566,7 @@ class Runner:
             pipeline.note_released(*unsaved)
         return ahead
 
-    def _persist_apart(
+    def persist_apart(
         self, jobs: Sequence[Job], outcomes: Sequence[Outcome], refused: InvalidJob
     ) -> tuple[set[UUID], list[Outcome]]:
         """After the database refused the statement persisting a batch for a value of one
@@ -608,7 +600,7 @@ class Runner:
         its reply lost with the connection (`resend` finds those jobs again)."""
         seed = os.urandom(16)
         try:
-            with telemetry.span("tickq claim", **self._span_attributes("receive")):
+            with telemetry.span("tickq claim", **self.span_attributes("receive")):
                 return JobList(
                     self.store.claim(
                         queues=self.queues,
@@ -621,7 +613,7 @@ class Runner:
             self.pipeline.failed(seed=seed)
             raise
 
-    def _span_attributes(self, operation: str, count: int | None = None) -> dict[str, Any]:
+    def span_attributes(self, operation: str, count: int | None = None) -> dict[str, Any]:
         """A batch statement's span attributes (only built when OpenTelemetry is on)."""
         if not telemetry.active():
             return {}
@@ -684,7 +676,7 @@ class Runner:
         saved: set[int] = set()
         renewed: dict[int, float] = {}
         saving = True
-        interval = min(self._lease_of(jobs[i]) for i, _ in futures) / 3
+        interval = min(self.lease_of(jobs[i]) for i, _ in futures) / 3
         while pending:
             _, pending = concurrent.futures.wait(
                 pending,
@@ -707,7 +699,7 @@ class Runner:
                 if job.lease_token is None or now - renewed.get(i, 0.0) < interval:
                     continue
                 try:
-                    self.store.extend_lease(job.id, job.lease_token, self._lease_of(job))
+                    self.store.extend_lease(job.id, job.lease_token, self.lease_of(job))
                 except (LeaseLost, DatabaseError) as exc:
                     log.warning("lease of ended job %s not renewed: %s", job.id, exc)
                 renewed[i] = now
@@ -725,9 +717,28 @@ class Runner:
         self._saved_early.append((list(jobs), list(outcomes), held))
         return True
 
-    def _lease_of(self, job: Job) -> float:
+    def lease_of(self, job: Job) -> float:
         """The lease a job's claim gave it, as its handler's heartbeats renew it."""
         return float(job.lease_seconds or self.lease_seconds)
+
+    def shortest_lease(self, jobs: Sequence[Job]) -> float:
+        return min(self.lease_of(job) for job in jobs)
+
+    def run_call(self, jobs: Sequence[Job], task: Task | None) -> list[Outcome]:
+        """One handler call of the streaming loop: a job, or a batch handler's jobs."""
+        if task is not None and task.is_async:
+            return self._run_async([jobs])[0]
+        if task is not None and task.batch_size is not None:
+            return self.run_batch_call(jobs, task)
+        return [self.run_one(jobs[0], task)]
+
+    def read_traceparents(self, jobs: Sequence[Job]) -> None:
+        """The enqueuers' trace contexts of jobs just claimed, for their runs' spans (each
+        taken by its run); a failed read leaves the runs unparented."""
+        try:
+            self._traceparents.update(self.store.traceparents([job.id for job in jobs]))
+        except DatabaseError as exc:
+            log.warning("trace contexts not read: %s", exc)
 
     def _run_calls(self, jobs: Sequence[Job], tasks: Sequence[Task | None]) -> list[Outcome]:
         """run_jobs for a registry with batch handlers: each batch handler's jobs of the
@@ -795,7 +806,7 @@ class Runner:
     def run_one(self, job: Job, task: Task | None) -> Outcome:
         if not telemetry.active():
             return self._run_one(job, task)
-        with telemetry.get().job(job, self._traceparents.get(job.id)) as ended:
+        with telemetry.get().job(job, self._traceparents.pop(job.id, None)) as ended:
             outcome = self._run_one(job, task)
             ended(outcome.status.value)
             return outcome
@@ -915,7 +926,7 @@ class Runner:
                 job = jobs[0]
                 if len(jobs) > 1 or not telemetry.active():
                     return await run_untraced(jobs)
-                with telemetry.get().job(job, self._traceparents.get(job.id)) as ended:
+                with telemetry.get().job(job, self._traceparents.pop(job.id, None)) as ended:
                     outcomes = await run_untraced(jobs)
                     ended(outcomes[0].status.value)
                     return outcomes

@@ -100,6 +100,16 @@ class WorkerRule:
                 self.stop.wait(pause)
         return True
 
+    def woken(self) -> bool:
+        """Whether a job was enqueued since the last look (a notification came), without
+        waiting: the streaming loop asks while handlers run and the queue was empty."""
+        if self._listening is not self.runner.store:
+            return False
+        try:
+            return self.runner.store.wait_for_jobs(0)
+        except DatabaseError:
+            return True  # the next statement meets the failure and handles it
+
     def failed(self, exc: DatabaseError) -> bool:
         if self.reconnect is None:
             raise exc

@@ -104,17 +104,16 @@ def test_a_tick_whose_abandoned_handlers_pass_the_bound_claims_no_more(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # Given a plain handler that hangs past its timeout, ranked before quick jobs, and a
-    # tick that lives with no abandoned thread (the bound 0), one job a batch
+    # Given a plain handler that hangs past its timeout, quick jobs due after that timeout,
+    # and a tick that lives with no abandoned thread (the bound 0)
     monkeypatch.setenv("TICKQ_MAX_ABANDONED_HANDLERS", "0")
-    monkeypatch.setenv("TICKQ_BATCH_SIZE", "1")
     release = threading.Event()
     ran: list[str] = []
     tasks.task("hang", timeout=1, max_attempts=1)(lambda job: release.wait(30))
     tasks.task("quick")(lambda job: ran.append("quick"))
     enqueue(conn, "hang", priority=5, using=tasks)
     for _ in range(2):
-        enqueue(conn, "quick", using=tasks)
+        enqueue(conn, "quick", delay=3, using=tasks)
 
     # When the tick runs
     try:
@@ -376,12 +375,11 @@ def test_a_fan_out_that_failed_is_not_asked_again_in_the_same_invocation(
 def test_the_time_a_fan_out_took_counts_against_the_drain(
     conn: psycopg.Connection, tasks: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a fan-out that takes 52 s of a 60 s invocation (10 s margin), and batches that
-    # are not leased ahead (the pipeline judges that by the real clock, so say it here)
+    # Given a fan-out that takes 52 s of a 60 s invocation (10 s margin), asked for after
+    # the first full claim
     context = FakeContext(remaining_ms=60_000, name="tickq-tick")
     lambda_function("tickq-tick")
     session().events.register("before-call.lambda.Invoke", lambda **_: context.spend(52_000))
-    monkeypatch.setattr(queue_core.runner.pipeline, "QUICK_BATCH_SECONDS", 0.0)
     monkeypatch.setenv("TICKQ_MAX_FANOUT", "1")
     monkeypatch.setenv("TICKQ_BATCH_SIZE", "5")
     tasks.task("t")(lambda job: None)
@@ -389,9 +387,9 @@ def test_the_time_a_fan_out_took_counts_against_the_drain(
 
     report = tick.handler({}, context)
 
-    # Then no batch was claimed after it: the one leased by the statement that persisted
-    # the first batch (before the fan-out) ran, since a drain never leaves a lease behind
-    assert report["fanned_out"] == 1 and report["claimed"] == 10 and report["batches"] == 2
+    # Then nothing was claimed after it: the jobs of the first claim ran and were saved
+    assert report["fanned_out"] == 1 and report["claimed"] == 5 and report["batches"] == 1
+    assert report["succeeded"] == 5
 
 
 def test_transactional_and_batch_handlers_run_in_the_tick_function(

@@ -38,7 +38,9 @@ def quick(job):
 
 
 def outcomes(conn: psycopg.Connection) -> list[tuple[str, str, str | None]]:
-    return conn.execute("select type, status, error from tickq.jobs order by type").fetchall()
+    return conn.execute(
+        "select type, status, error from tickq.jobs order by type, status"
+    ).fetchall()
 
 
 def start_hanging_jobs(
@@ -91,13 +93,16 @@ def test_a_worker_past_its_abandoned_bound_saves_what_it_holds_and_exits_to_rest
     assert "exiting with code 75 to be started afresh" in worker.stderr.decode()
     report = json.loads(worker.stdout)
     assert report["abandoned_past_bound"] is True and report["abandoned_handlers"] == 2
-    assert (report["claimed"], report["timed_out"], report["succeeded"]) == (3, 2, 1)
+    # Everything claimed was saved. A quick job may have taken the slot of the first hung
+    # handler before the second passed the bound (they time out together, in any order).
+    assert report["timed_out"] == 2 and report["succeeded"] >= 1
+    assert report["claimed"] == report["timed_out"] + report["succeeded"]
+    quick_run = report["succeeded"] - 1
     assert outcomes(conn) == [
         ("hang", "dead", "timed out after 1 s (abandoned)"),
         ("hang", "dead", "timed out after 1 s (abandoned)"),
-        ("quick", "queued", None),
-        ("quick", "queued", None),
-        ("quick", "queued", None),
+        *[("quick", "queued", None)] * (3 - quick_run),
+        *[("quick", "succeeded", None)] * quick_run,
         ("slow", "succeeded", None),
     ]
 
@@ -118,8 +123,9 @@ def test_a_worker_past_its_abandoned_bound_starts_afresh_in_place_and_goes_on(
     assert worker.returncode == 0, stderr
     assert stderr.count("starting afresh in place") == 1
     first, second = documents(worker.stdout.decode())
-    assert first["abandoned_past_bound"] is True and first["succeeded"] == 1
-    assert second["abandoned_past_bound"] is False and second["succeeded"] == 3
+    assert first["abandoned_past_bound"] is True and first["succeeded"] >= 1
+    assert second["abandoned_past_bound"] is False
+    assert first["succeeded"] + second["succeeded"] == 4
     assert outcomes(conn) == [
         ("hang", "dead", "timed out after 1 s (abandoned)"),
         ("hang", "dead", "timed out after 1 s (abandoned)"),

@@ -165,7 +165,7 @@ def test_an_async_batch_handler_gets_its_jobs_in_one_call(store: PostgresStore) 
     with Runner(store, registry, batch_size=10) as runner:
         runner.tick()
 
-    assert sizes == [4, 2]
+    assert sorted(sizes) == [2, 4]  # the calls run at once, in any order
     assert [store.get(i).result for i in ids] == list(range(6))
 
 

@@ -83,3 +83,9 @@ class _SignalsEmptyClaims(PostgresStore):
         if not jobs:
             self.came_back_empty.set()
         return jobs
+
+    def finish_and_claim_unparsed(self, outcomes: Any, **options: Any) -> Any:
+        held, claimed = super().finish_and_claim_unparsed(outcomes, **options)
+        if options.get("limit") and not claimed:
+            self.came_back_empty.set()
+        return held, claimed

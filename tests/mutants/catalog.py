@@ -1499,7 +1499,7 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 RUNNER,
-                "            held, outcomes = self._persist_apart(jobs, outcomes, refused)\n",
+                "            held, outcomes = self.persist_apart(jobs, outcomes, refused)\n",
                 "            raise refused\n",
             ),
         ),
@@ -1514,7 +1514,7 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 RUNNER,
-                "            held, stored = self._persist_apart(*unsaved, refused)\n",
+                "            held, stored = self.persist_apart(*unsaved, refused)\n",
                 "                    raise refused\n",
             ),
         ),
