@@ -251,7 +251,11 @@ def register(command: Any) -> None:
     def worker_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--tasks", nargs="*", help="handler modules (else TICKQ_TASK_MODULES)")
         p.add_argument("--queue", action="append", help="queue to claim from (repeatable)")
-        p.add_argument("--batch-size", type=positive, help="jobs claimed per round trip")
+        p.add_argument(
+            "--batch-size",
+            type=positive,
+            help="jobs per claim with one handler; with several, the unit of jobs claimed ahead",
+        )
         p.add_argument("--concurrency", type=positive, help="handlers run at once")
         p.add_argument("--lease-seconds", type=positive, help="lease for jobs without one")
 

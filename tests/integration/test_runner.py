@@ -300,20 +300,49 @@ def test_a_tick_runs_batches_until_the_queue_is_drained(
     registry.task("ok")(lambda job: None)
     store.enqueue_many([registry.spec("ok") for _ in range(23)])
 
-    with runner(store, registry, batch_size=5) as r:
+    with runner(store, registry, batch_size=5, concurrency=1) as r:
         report = r.tick()
 
     assert (report.claimed, report.succeeded, report.batches) == (23, 23, 5)
+
+
+def test_a_streaming_tick_runs_until_the_queue_is_drained(
+    store: PostgresStore, registry: Registry
+) -> None:
+    registry.task("ok")(lambda job: None)
+    store.enqueue_many([registry.spec("ok") for _ in range(23)])
+
+    with runner(store, registry, batch_size=5, concurrency=10) as r:
+        report = r.tick()
+
+    # Claims fill the free slots (10 at first, then more ahead while jobs are quick).
+    assert (report.claimed, report.succeeded) == (23, 23)
+    assert 1 <= report.batches <= 3
 
 
 def test_a_tick_stops_after_max_batches(store: PostgresStore, registry: Registry) -> None:
     registry.task("ok")(lambda job: None)
     store.enqueue_many([registry.spec("ok") for _ in range(23)])
 
-    with runner(store, registry, batch_size=5) as r:
+    with runner(store, registry, batch_size=5, concurrency=1) as r:
         report = r.tick(max_batches=2)
 
     assert (report.claimed, report.batches) == (10, 2)
+
+
+def test_a_streaming_tick_stops_after_max_batches_claims(
+    store: PostgresStore, registry: Registry, conn: psycopg.Connection
+) -> None:
+    registry.task("ok")(lambda job: None)
+    store.enqueue_many([registry.spec("ok") for _ in range(50)])
+
+    with runner(store, registry, batch_size=5, concurrency=2) as r:
+        report = r.tick(max_batches=1)
+
+    # One claim (the two free slots), every job of it run and saved, nothing claimed after.
+    assert (report.claimed, report.succeeded, report.batches) == (2, 2, 1)
+    statuses = [s for (s,) in conn.execute("select status from tickq.jobs")]
+    assert statuses.count("succeeded") == 2 and statuses.count("queued") == 48
 
 
 def test_a_tick_reclaims_expired_leases_first(
