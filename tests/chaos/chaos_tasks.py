@@ -102,6 +102,35 @@ def chaos_tx(job: JobContext, conn: psycopg.Connection[Any]) -> dict[str, Any]:
     return recorded(job, run)
 
 
+def mixed_seconds(roll: float) -> float:
+    """A mixed job's duration: mostly 1 ms, some of 50-300 ms, a few past its lease (which
+    its heartbeats keep), so quick jobs share claims with slow ones."""
+    if roll < 0.80:
+        return 0.001
+    if roll < 0.95:
+        return 0.05 + (roll - 0.80) / 0.15 * 0.25
+    return LEASE_SECONDS * (0.5 + (roll - 0.95) / 0.05)
+
+
+@task("chaos-mixed", max_attempts=MAX_ATTEMPTS, lease_seconds=LEASE_SECONDS, backoff=BACKOFF)
+def chaos_mixed(job: JobContext) -> dict[str, Any]:
+    """A job of mixed duration that only succeeds: its outcome must be saved once, however
+    long its batch-mates run (a quick one is never left to lose its lease beside a slow one
+    and run again); only a killed worker may make it run twice."""
+    execution = evidence.started(job, "mixed")
+    ends = time.monotonic() + mixed_seconds(random.random())
+    try:
+        while (left := ends - time.monotonic()) > 0:
+            time.sleep(min(left, 0.2))
+            if time.monotonic() < ends:
+                job.extend_lease()
+    except BaseException as exc:  # a heartbeat refused (lease lost, database away)
+        evidence.ended(execution, evidence.reported(exc))
+        raise
+    evidence.ended(execution, "succeeded")
+    return {"n": job.payload.get("n"), "attempt": job.attempt}
+
+
 # Handlers that hang: half of their executions never end on their own (a socket without a
 # timeout, with a heartbeat that would keep the lease for ever), so only the runner's
 # timeout frees their job. The plain one is abandoned in its thread, the async one
@@ -125,6 +154,9 @@ def chaos_hang(job: JobContext) -> dict[str, Any]:
         except HandlerTimedOut:
             evidence.ended(execution, "timed_out")  # its late return is never read
             return {"late": True}
+        except BaseException as exc:  # the database went away: the runner fails the attempt
+            evidence.ended(execution, evidence.reported(exc))
+            raise
     evidence.ended(execution, "succeeded")
     return {"n": job.payload.get("n"), "attempt": job.attempt}
 
@@ -140,6 +172,9 @@ async def chaos_hang_async(job: JobContext) -> dict[str, Any]:
             job.extend_lease()
     except asyncio.CancelledError:
         evidence.ended(execution, "timed_out")
+        raise
+    except BaseException as exc:  # the database went away: the runner fails the attempt
+        evidence.ended(execution, evidence.reported(exc))
         raise
     evidence.ended(execution, "succeeded")
     return {"n": job.payload.get("n"), "attempt": job.attempt}

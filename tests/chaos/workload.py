@@ -69,12 +69,18 @@ def hanging(rng: random.Random, n: int) -> JobSpec:
     )
 
 
+def mixed(rng: random.Random, n: int) -> JobSpec:
+    """Only succeeds, after 1 ms to past its lease (chaos_tasks.chaos_mixed)."""
+    return _chaos(n, type_="chaos-mixed")
+
+
 KINDS: tuple[Kind, ...] = (
     Kind("plain", 0.38, plain),
     Kind("keyed", 0.38, keyed),
     Kind("hanging", 0.04, hanging),
     Kind("delayed", 0.10, delayed),
     Kind("transactional", 0.10, transactional),
+    Kind("mixed", 0.10, mixed),
 )
 
 

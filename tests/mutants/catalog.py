@@ -42,6 +42,8 @@ CLAIM = "queue_core/postgres/claim.py"
 STEPS = "queue_core/postgres/steps.sql"
 TRIGGERS = "queue_core/schema/triggers.sql"
 RUNNER = "queue_core/runner/runner.py"
+STREAM = "queue_core/runner/stream.py"
+STREAM_TESTS = "tests/integration/test_runner_stream.py"
 TRANSITIONS = "queue_core/model/transitions.py"
 WORKER = "queue_core/runner/worker_rule.py"
 RECONNECT_TESTS = "tests/integration/test_runner_reconnect.py"
@@ -2465,6 +2467,48 @@ MUTANTS: tuple[Mutant, ...] = (
             f"{FLOW_TESTS}::test_an_outside_callers_keys_are_stored_under_its_owner",
             "tests/functions/test_flow_key_functions.py::"
             "test_the_api_stores_a_callers_keys_under_the_caller",
+        ),
+    ),
+    Mutant(
+        "stream-claims-only-when-all-ended",
+        "the streaming loop claims only once every job in hand has ended: a slot freed by a"
+        " quick job stays idle while a slow one runs",
+        (Edit(STREAM, "        if room <= 0:\n", "        if room <= 0 or self.in_hand:\n"),),
+        targeted=(
+            f"{STREAM_TESTS}::test_a_tick_runs_the_backlog_in_the_slot_a_slow_job_leaves_free",
+            f"{STREAM_TESTS}::test_a_worker_runs_the_backlog_in_the_slot_a_slow_job_leaves_free",
+        ),
+    ),
+    Mutant(
+        "stream-saves-only-when-all-ended",
+        "while no claim goes out, an ended job's outcome waits until no job is in hand: a"
+        " quick job's outcome waits for its slow neighbour, its lease running down",
+        (
+            Edit(
+                STREAM,
+                "        return time.monotonic() - self.first_ended >= SAVE_WITHIN_SECONDS\n",
+                "        return False\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_runner_ended_leases.py::"
+            "test_a_quick_job_beside_a_slow_one_is_saved_at_once_and_never_run_twice",
+        ),
+    ),
+    Mutant(
+        "stream-runs-long-waiting-jobs-unrenewed",
+        "a job claimed ahead that waited past a third of its lease starts without renewing it,"
+        " and runs even when its lease was lost meanwhile",
+        (
+            Edit(
+                STREAM,
+                "            if started - call.claimed_at"
+                " > self.runner.shortest_lease(call.jobs) / 3:\n",
+                "            if False:\n",
+            ),
+        ),
+        targeted=(
+            f"{STREAM_TESTS}::test_a_job_that_waited_long_for_a_handler_has_its_lease_renewed_first",
         ),
     ),
 )
