@@ -94,7 +94,8 @@ def child(url: str, jobs: int) -> dict[str, list[float]]:
         )
         for batch in BATCHES:
             with Runner(store, registry, batch_size=batch) as runner:
-                runner.tick(max_batches=1)  # the claim statement's first run
+                runner.tick()  # the enqueues' jobs, and the claim statement's first run
+                store.enqueue_many(plain)  # the drain's backlog: `jobs` jobs
                 measure(f"drain at batch {batch}", runner.tick)
     return found
 
@@ -107,11 +108,12 @@ def run_side(admin_url: str, tree: Path, name: str, jobs: int) -> dict[str, list
 def run_child(
     tree: Path, url: str, jobs: int, child: str = "bench.hot_path_cost:child"
 ) -> dict[str, list[float]]:
-    """`child` (module:function) in a fresh process, with the engine of `tree` first on the
-    path (this tree's bench/ after it)."""
+    """`child` (module:function) of this tree's bench/ in a fresh process, with the engine
+    of `tree` imported first (so both sides run the same measurement code)."""
     module, function = child.split(":")
     code = (
-        "import json, sys; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
+        "import json, sys; sys.path[:0] = [sys.argv[1]]; import queue_core;"
+        "sys.path.insert(0, sys.argv[2]);"
         f"from {module} import {function} as child;"
         "print(json.dumps(child(sys.argv[3], int(sys.argv[4]))))"
     )
