@@ -45,6 +45,12 @@ class LimitsConfigured:
     # Any flow limit or live hold (queue_core/model/flow.py): only then do claims read flow keys.
     flow: bool = False
 
+    @property
+    def any_claim_limit(self) -> bool:
+        """Whether the claim must honour a limit (the plain statements' guard claims
+        nothing then): a type limit, a cap per group, a flow limit or a live hold."""
+        return self.types or self.per_group or self.flow
+
 
 @dataclass(frozen=True, slots=True)
 class LeaseState:

@@ -211,8 +211,10 @@ MUTANTS: tuple[Mutant, ...] = (
             Edit(
                 QUERIES,
                 "    where status in ('queued', 'retrying')\n"
-                "      and run_after <= coalesce(%(now)s::timestamptz, now())\n\n",
-                "    where status in ('queued', 'retrying')\n\n",
+                "      and run_after <= coalesce(%(now)s::timestamptz, now())\n"
+                "      and not (select limited from guard)\n\n",
+                "    where status in ('queued', 'retrying')\n"
+                "      and not (select limited from guard)\n\n",
             ),
         ),
         targeted=(f"{VARIANTS}::test_a_claim_takes_no_job_before_its_run_after",),
@@ -2465,6 +2467,22 @@ MUTANTS: tuple[Mutant, ...] = (
             f"{FLOW_TESTS}::test_an_outside_callers_keys_are_stored_under_its_owner",
             "tests/functions/test_flow_key_functions.py::"
             "test_the_api_stores_a_callers_keys_under_the_caller",
+        ),
+    ),
+    Mutant(
+        "plain-claim-unguarded",
+        "the plain claim picks jobs whatever limits or holds exist: a limit set by another"
+        " process is ignored by a running worker until its probe looks again, 5 s later",
+        (
+            Edit(
+                QUERIES,
+                "      and not (select limited from guard)\n",
+                "",
+            ),
+        ),
+        targeted=(
+            f"{FLOW_TESTS}::test_a_limit_set_by_another_process_holds_at_the_very_next_claim",
+            f"{FLOW_TESTS}::test_a_hold_set_by_another_process_holds_at_the_very_next_claim",
         ),
     ),
 )
