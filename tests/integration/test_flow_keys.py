@@ -412,3 +412,41 @@ def test_the_guarded_claim_still_persists_the_outcomes_it_was_given(conn, connec
 
     assert held == {first.id}
     assert [tuple(j.flow_keys) for j in batch.jobs()] == [("shop:a",)]
+
+
+# Ended holds
+
+
+def held_keys(conn: psycopg.Connection) -> list[str]:
+    return [row[0] for row in conn.execute("select key from tickq.flow_holds order by key")]
+
+
+def test_the_reclaim_deletes_holds_past_their_end_and_keeps_live_ones(conn):
+    limits = FlowLimits(conn)
+    limits.hold("ended", 60, now=at(0))
+    limits.hold("ends-now", 100, now=at(0))
+    limits.hold("live", 3600, now=at(0))
+
+    PostgresStore(conn).reclaim(now=at(100))
+
+    assert held_keys(conn) == ["live"]
+
+
+def test_the_reclaim_deletes_at_most_its_limit_of_ended_holds_a_pass(conn):
+    limits = FlowLimits(conn)
+    for i in range(5):
+        limits.hold(f"k{i}", 10 + i, now=at(0))
+
+    PostgresStore(conn).reclaim(limit=2, now=at(100))
+    left = held_keys(conn)
+    PostgresStore(conn).reclaim(limit=2, now=at(100))
+
+    assert left == ["k2", "k3", "k4"]  # the earliest ended go first
+    assert held_keys(conn) == ["k4"]
+
+
+def test_an_ended_hold_is_never_listed_even_before_the_reclaim(conn):
+    FlowLimits(conn).hold("shop:a", 60, now=at(0))
+
+    assert [row["key"] for row in FlowLimits(conn).keys_now(now=at(30))] == ["shop:a"]
+    assert FlowLimits(conn).keys_now(now=at(61)) == []
