@@ -67,12 +67,18 @@ class StatsRow:
     oldest_runnable_seconds: float | None
     # Of the queued, those suspended (queued with a wait): not runnable until it ends.
     suspended: int = 0
+    # Of the runnable, those due that only a flow key keeps from starting now (held, at its
+    # cap or its rate): waiting asked for, not backlog. oldest_runnable_seconds leaves them out.
+    flow_held: int = 0
 
     @property
     def runnable(self) -> int:
         """The row's jobs a worker may claim now or after their backoff: its queue depth.
-        A suspended job waits for a signal, a sleep, its children or a step's retry."""
-        return self.count - self.suspended if self.status in RUNNABLE else 0
+        A suspended job waits for a signal, a sleep, its children or a step's retry; a job
+        only its flow key holds back waits for that key."""
+        if self.status not in RUNNABLE:
+            return 0
+        return self.count - self.suspended - self.flow_held
 
 
 class ClaimedBatch(Protocol):
