@@ -126,16 +126,19 @@ def record_tick(report: TickReport) -> None:
 
 def record_depth(rows: Iterable[StatsRow]) -> dict[tuple[str, str], dict[str, float]]:
     """Emit queue depth (runnable jobs: suspended ones wait for a signal, a sleep or their
-    children), suspended jobs, jobs waiting for parents and oldest-runnable age per queue
-    and type; returns what was sent."""
+    children, flow-held ones for their flow key), suspended jobs, jobs waiting for parents,
+    flow-held jobs and oldest-runnable age (flow-held ones left out) per queue and type;
+    returns what was sent."""
     waiting: dict[tuple[str, str], dict[str, float]] = {}
     for row in rows:
         entry = waiting.setdefault(
-            (row.queue, row.type), {"depth": 0, "suspended": 0, "waiting": 0, "oldest_age": 0.0}
+            (row.queue, row.type),
+            {"depth": 0, "suspended": 0, "waiting": 0, "flow_held": 0, "oldest_age": 0.0},
         )
         if row.status.value in ("queued", "retrying"):
             entry["depth"] += row.runnable
             entry["suspended"] += row.suspended
+            entry["flow_held"] += row.flow_held
         elif row.status.value == "waiting":
             entry["waiting"] += row.count
         if row.oldest_runnable_seconds is not None:
@@ -147,11 +150,14 @@ def record_depth(rows: Iterable[StatsRow]) -> dict[tuple[str, str], dict[str, fl
         _single("queue_depth", MetricUnit.Count, values["depth"], queue, type_)
         _single("suspended_jobs", MetricUnit.Count, values["suspended"], queue, type_)
         _single("waiting_for_parents", MetricUnit.Count, values["waiting"], queue, type_)
+        _single("flow_held_jobs", MetricUnit.Count, values["flow_held"], queue, type_)
         _single("oldest_runnable_age", MetricUnit.Seconds, values["oldest_age"], queue, type_)
     # Totals on the service dimension alone, for alarms that must not list every queue.
     total = sum(v["depth"] for v in waiting.values())
     oldest = max((v["oldest_age"] for v in waiting.values()), default=0.0)
     metrics.add_metric(name="queue_depth_total", unit=MetricUnit.Count, value=total)
+    held = sum(v["flow_held"] for v in waiting.values())
+    metrics.add_metric(name="flow_held_total", unit=MetricUnit.Count, value=held)
     metrics.add_metric(name="oldest_runnable_age_max", unit=MetricUnit.Seconds, value=oldest)
     return waiting
 

@@ -1,4 +1,5 @@
-"""The operator console's routes: charts, queue pause and resume, bulk actions, filters.
+"""The operator console's routes: charts, queue pause and resume, flow limits and holds,
+bulk actions, filters.
 
 Users act on their own jobs (`POST /jobs/actions`). Everything under /admin is for the
 operators of functions/http/ui.py's allow-list, and runs in a transaction acting as
@@ -32,6 +33,9 @@ from queue_core.console.jobs import (
     as_operator,
     job_ids,
 )
+from queue_core.model.flow import flow_limit
+from queue_core.policies.flow_limits import FlowLimits
+from queue_core.policies.limits import parse_rate
 from queue_core.policies.outbox import Outbox
 from queue_core.policies.pauses import QueuePauses
 from tickq.functions import db
@@ -59,6 +63,31 @@ class PauseRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     reason: str | None = None
+
+
+class FlowLimitRequest(BaseModel):
+    """Set a key prefix's flow limits: a cap per key, a rate per key ("100/min"), or both."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prefix: str
+    max_running: StrictInt | None = None
+    rate: str | None = None
+
+
+class FlowClearRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prefix: str
+
+
+class FlowHoldRequest(BaseModel):
+    """Keep every job of one key from starting for `seconds` (at most a day)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str
+    seconds: StrictInt | float
 
 
 class RetryDeadRequest(BaseModel):
@@ -162,6 +191,49 @@ def paused_queues() -> Response:
     with operator_connection() as conn:
         pauses = QueuePauses(conn).all()
     return _json(HTTPStatus.OK, {"pauses": [p.as_dict() for p in pauses]})
+
+
+@router.get("/admin/flow")
+def flow_now() -> Response:
+    """The limited key prefixes, and the keys with jobs or a hold now (counts, never a job).
+    Key prefixes may hold '/', so the actions below take them in the body, not the path."""
+    _operator()
+    with operator_connection() as conn:
+        limits = FlowLimits(conn)
+        body = {
+            "limits": [limit.to_dict() for limit in limits.limits()],
+            "keys": limits.keys_now(),
+        }
+    return _json(HTTPStatus.OK, body)
+
+
+@router.post("/admin/flow/limits")
+def set_flow_limit() -> Response:
+    _operator()
+    request = parse(FlowLimitRequest, json_body(router.current_event))
+    rate = None if request.rate is None else parse_rate(request.rate)
+    wanted = flow_limit(request.prefix, max_running=request.max_running, rate=rate)
+    with operator_connection() as conn:
+        limit = FlowLimits(conn).set(wanted)
+    return _json(HTTPStatus.OK, limit.to_dict())
+
+
+@router.post("/admin/flow/clear")
+def clear_flow_limit() -> Response:
+    _operator()
+    request = parse(FlowClearRequest, json_body(router.current_event))
+    with operator_connection() as conn:
+        FlowLimits(conn).clear(request.prefix)
+    return _json(HTTPStatus.OK, {"cleared": request.prefix})
+
+
+@router.post("/admin/flow/hold")
+def hold_flow_key() -> Response:
+    _operator()
+    request = parse(FlowHoldRequest, json_body(router.current_event))
+    with operator_connection() as conn:
+        until = FlowLimits(conn).hold(request.key, request.seconds)
+    return _json(HTTPStatus.OK, {"key": request.key, "held_until": until})
 
 
 @router.get("/admin/charts")

@@ -20,6 +20,7 @@ from queue_core import (
     UnknownJobType,
 )
 from queue_core.console.jobs import CountChanged
+from queue_core.policies.limits import LimitNotFound
 from queue_core.policies.pauses import QueueNotPaused
 from tickq.functions import db
 from tickq.functions.app_role import LoginBypassesSecurity
@@ -42,6 +43,7 @@ class Unauthorized(TickqError):
 PLAIN_STATUS: dict[type[Exception], int] = {
     Unauthorized: 401,
     JobNotFound: 404,
+    LimitNotFound: 404,
     LeaseLost: 409,
     LoginBypassesSecurity: 503,
 }

@@ -391,7 +391,10 @@ async function openDetail(id) {
   $("detail-fields").replaceChildren(...DETAIL_FIELDS.flatMap(([name, label]) => [
     el("dt", {}, label || name.replace(/_/g, " ")),
     el("dd", { dataField: name, title: job[name] && typeof job[name] !== "object" ? String(job[name]) : "" }, fieldText(job, name)),
-  ]), ...(job.gate ? [el("dt", {}, job.gate.kind), el("dd", {}, job.gate.summary)] : []));
+  ]), ...(job.gate ? [el("dt", {}, job.gate.kind), el("dd", {}, job.gate.summary)] : []),
+  // The key that alone keeps it from starting now (both detail routes say it).
+  ...(job.held_by_flow_key ? [el("dt", {}, "flow"),
+    el("dd", { id: "detail-flow" }, `held by flow key ${job.held_by_flow_key}`)] : []));
   const handled = handling(job);
   if (handled.length) {
     $("detail-fields").append(el("dt", {}, "handler"), el("dd", { id: "detail-handling" }, handled.join(" · ")));
@@ -507,7 +510,70 @@ async function loadOperator() {
   $("chart-queue").replaceChildren(el("option", { value: "" }, "every queue"),
     ...state.queues.map((name) => el("option", { value: name }, name)));
   $("chart-queue").value = state.queues.includes(chosen) ? chosen : "";
-  await Promise.all([loadCharts(), loadOutbox()]);
+  await Promise.all([loadCharts(), loadOutbox(), loadFlow()]);
+}
+
+// Flow limits per key prefix, and the keys with jobs or a hold now.
+async function loadFlow() {
+  const flow = await api("GET", "admin/flow");
+  const none = (columns) => [el("tr", { className: "none" },
+    el("td", { colspan: String(columns), className: "muted" }, "none"))];
+  const limits = (flow.limits || []).map(flowLimitRow);
+  $("flow-limits").tBodies[0].replaceChildren(...(limits.length ? limits : none(4)));
+  const keys = (flow.keys || []).map((k) => el("tr", { dataKey: k.key },
+    el("td", {}, k.key),
+    el("td", {}, k.prefix || "—"),
+    el("td", { className: "num" }, k.running),
+    el("td", { className: "num" }, k.waiting),
+    el("td", {}, k.held_until ? when(k.held_until) : "")));
+  $("flow-keys").tBodies[0].replaceChildren(...(keys.length ? keys : none(5)));
+}
+
+function flowLimitRow(limit) {
+  const button = el("button", { type: "button", className: "action-clear" }, "Clear");
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      await api("POST", "admin/flow/clear", null, { prefix: limit.prefix });
+      show(`Cleared the flow limit of ${limit.prefix}`);
+      await loadFlow();
+    } catch (error) {
+      show(error.message, true);
+      button.disabled = false;
+    }
+  });
+  const rate = limit.rate_limit ? `${limit.rate_limit} per ${limit.rate_period_seconds} s` : "—";
+  return el("tr", { dataPrefix: limit.prefix },
+    el("td", {}, limit.prefix),
+    el("td", { className: "num" }, limit.max_running ?? "—"),
+    el("td", {}, rate),
+    el("td", { className: "actions" }, button));
+}
+
+async function setFlowLimit(event) {
+  event.preventDefault();
+  const body = { prefix: $("flow-prefix").value.trim() };
+  if ($("flow-max-running").value) body.max_running = Number($("flow-max-running").value);
+  if ($("flow-rate").value.trim()) body.rate = $("flow-rate").value.trim();
+  try {
+    await api("POST", "admin/flow/limits", null, body);
+    show(`Set the flow limit of ${body.prefix}`);
+    await loadFlow();
+  } catch (error) {
+    show(error.message, true);
+  }
+}
+
+async function holdFlowKey(event) {
+  event.preventDefault();
+  const body = { key: $("flow-hold-key").value.trim(), seconds: Number($("flow-hold-seconds").value) };
+  try {
+    const held = await api("POST", "admin/flow/hold", null, body);
+    show(`Held ${held.key} until ${when(held.held_until)}`);
+    await loadFlow();
+  } catch (error) {
+    show(error.message, true);
+  }
 }
 
 // The outbox's backlog: events (Job Dead and the others) not yet on the event bus.
@@ -699,6 +765,8 @@ $("chart-window").addEventListener("change", () => { writeUrl(); loadCharts().ca
 $("chart-queue").addEventListener("change", () => { writeUrl(); loadCharts().catch((e) => show(e.message, true)); });
 $("retry-dead").addEventListener("submit", countDead);
 $("dead-confirm").addEventListener("click", retryCounted);
+$("flow-set").addEventListener("submit", setFlowLimit);
+$("flow-hold").addEventListener("submit", holdFlowKey);
 document.addEventListener("keydown", onListKey);
 for (const tab of document.querySelectorAll(".tab")) {
   tab.addEventListener("click", () => switchView(tab.dataset.view));

@@ -76,6 +76,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
                 priority=args.priority,
                 max_attempts=args.max_attempts,
                 group=args.group,
+                flow_keys=args.flow_keys,
                 missed=args.missed,
                 enabled=not args.disabled,
                 replace=args.replace,
@@ -103,6 +104,7 @@ def _schedules_table(rows: list[Any]) -> Table:
         "time zone",
         "type",
         "queue",
+        "flow keys",
         "missed",
         "enabled",
         "last fired",
@@ -116,6 +118,7 @@ def _schedules_table(rows: list[Any]) -> Table:
             s.timezone,
             s.type,
             s.queue,
+            " ".join(s.flow_keys) or "-",
             s.missed.value,
             "yes" if s.enabled else "[dim]no[/]",
             _none(s.last_fired and s.last_fired.astimezone(s.zone).isoformat()),
@@ -334,6 +337,13 @@ def register(command: Command) -> None:
     a.add_argument("--priority", type=int)
     a.add_argument("--max-attempts", type=int)
     a.add_argument("--group", help="fairness group of the jobs it enqueues (default: shared)")
+    a.add_argument(
+        "--flow-key",
+        dest="flow_keys",
+        action="append",
+        metavar="K",
+        help="a flow key of every job it fires (repeatable), besides the task's templates",
+    )
     a.add_argument(
         "--missed",
         choices=[m.value for m in Missed],

@@ -225,6 +225,8 @@ class OperatorConsole:
             **family(relatives),
             **durable.to_dict(),
             "gate": gate[0] if gate else None,
+            # The key that alone keeps it from starting now (held, at its cap or its rate).
+            "held_by_flow_key": self._db.rows("job_flow_waits", params)[0][0],
         }
 
     def act(

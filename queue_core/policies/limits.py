@@ -2,7 +2,9 @@
 
 Enforcement lives in SQL, inside the claim (`tickq.claim_limited`) and the enqueue
 (`tickq.queue_admit`), so concurrent workers can never overshoot; this module only sets
-and lists the numbers. Workers notice that limits exist within `LIMITS_TTL_SECONDS`.
+and lists the numbers. A type limit or cap per group holds from every worker's next claim
+(the plain claim's guard, queue_core/postgres/claim.py); a queue limit reaches enqueuers
+within `LIMITS_TTL_SECONDS`.
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ run finds nothing due. The job also carries the key `cron:<name>:<occurrence, UT
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -25,7 +26,7 @@ import psycopg
 from cronsim import CronSim, CronSimError
 
 from queue_core.errors import InvalidJob, TickqError
-from queue_core.model import payloads, validation
+from queue_core.model import flow, payloads, validation
 from queue_core.model.jobs import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobSpec
 from queue_core.postgres import Executor, PostgresStore
 
@@ -92,6 +93,8 @@ class Schedule:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     group: str | None = None  # fairness group of the jobs it enqueues; None: shared
+    # The flow keys of every job it fires, besides its task's templates (queue_core/model/flow.py).
+    flow_keys: tuple[str, ...] = ()
 
     @property
     def zone(self) -> ZoneInfo:
@@ -103,6 +106,7 @@ class Schedule:
             value = getattr(self, name)
             out[name] = value.isoformat() if isinstance(value, datetime) else value
         out["missed"] = self.missed.value
+        out["flow_keys"] = list(self.flow_keys)
         return out
 
 
@@ -211,6 +215,7 @@ def _schedule(row: dict[str, Any]) -> Schedule:
     values = dict(row)
     values["missed"] = Missed(values["missed"])
     values["payload"] = payloads.decode(values["payload"])
+    values["flow_keys"] = tuple(values.get("flow_keys") or ())
     return Schedule(**values)
 
 
@@ -234,6 +239,7 @@ class Schedules:
         priority: Any = None,
         max_attempts: Any = None,
         group: Any = None,
+        flow_keys: Any = None,
         missed: Any = Missed.LATEST,
         enabled: bool = True,
         replace: bool = False,
@@ -242,7 +248,9 @@ class Schedules:
     ) -> Schedule:
         """Create a schedule (or replace one of that name); bad input writes nothing.
 
-        It first fires at its next occurrence after `now`, never retroactively.
+        It first fires at its next occurrence after `now`, never retroactively. Its
+        `flow_keys` go on every job it fires, after the task's templates, checked as an
+        enqueue checks them (with the templates filled from `payload`: at most 8 in all).
         """
         tz = zone(timezone)
         expression = cron(cron_expression, tz.key)
@@ -256,8 +264,10 @@ class Schedules:
             priority=published.get("priority") if priority is None else priority,
             max_attempts=published.get("max_attempts") if max_attempts is None else max_attempts,
             group=group,
+            flow_keys=flow_keys,
             known_types=known_types,
         )
+        _task_flow_keys(spec, published)  # the templates fill, and fit beside the keys
         schedule_name = validation.name(name, "name")
         params: dict[str, Any] = {
             "name": schedule_name,
@@ -269,6 +279,7 @@ class Schedules:
             "priority": spec.priority,
             "max_attempts": spec.max_attempts,
             "group_key": None if group is None else spec.group_key,
+            "flow_keys": list(spec.flow_keys),
             "missed": _missed(missed).value,
             "enabled": bool(enabled),
             "next_at": next_occurrence(expression, tz, now or self.store.now()),
@@ -346,7 +357,7 @@ class Schedules:
         """The occurrence's job: the schedule's settings, and for what a schedule does not
         hold (lease, backoff, timeout) the task catalogue's as it is now."""
         published = catalog.get(schedule.type) or {}
-        return validation.job_spec(
+        spec = validation.job_spec(
             schedule.type,
             schedule.payload,
             queue=schedule.queue or DEFAULT_QUEUE,
@@ -354,10 +365,12 @@ class Schedules:
             max_attempts=schedule.max_attempts or DEFAULT_MAX_ATTEMPTS,
             priority=schedule.priority,
             group=schedule.group,
+            flow_keys=list(schedule.flow_keys),
             lease_seconds=published.get("lease_seconds"),
             timeout=published.get("timeout"),
             backoff_policy=published.get("backoff"),
         )
+        return replace(spec, task_flow_keys=_task_flow_keys(spec, published))
 
     def _set_enabled(
         self, name: str, enabled: bool, next_at: datetime | None, now: datetime | None
@@ -367,6 +380,18 @@ class Schedules:
         if not rows:
             raise ScheduleNotFound(name)
         return _schedule(rows[0])
+
+
+def _task_flow_keys(spec: JobSpec, published: Mapping[str, Any]) -> tuple[str, ...]:
+    """The keys the task's templates (as the catalogue publishes them) give the spec's
+    payload, refused as an enqueue refuses them: a field missing, or more than 8 keys with
+    the spec's own."""
+    templates = published.get("flow_key_templates") or ()
+    if not templates:
+        return ()
+    filled = flow.fill(templates, json.loads(spec.payload_json))
+    flow.combined(spec.flow_keys, filled)
+    return filled
 
 
 def _missed(value: Any) -> Missed:

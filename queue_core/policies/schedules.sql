@@ -10,31 +10,32 @@
 -- Create a schedule, or replace one of the same name when %(replace)s; no row: it exists.
 insert into tickq.schedules as s (
     name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-    next_at, created_at, updated_at, group_key)
+    next_at, created_at, updated_at, group_key, flow_keys)
 values (%(name)s, %(cron)s, %(timezone)s, %(type)s, %(payload)s::jsonb, %(queue)s,
         %(priority)s, %(max_attempts)s, %(missed)s, %(enabled)s, %(next_at)s,
         coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()),
-        %(group_key)s::text)
+        %(group_key)s::text, %(flow_keys)s::text[])
 on conflict (name) do update
     set cron = excluded.cron, timezone = excluded.timezone, type = excluded.type,
         payload = excluded.payload, queue = excluded.queue, priority = excluded.priority,
         max_attempts = excluded.max_attempts, missed = excluded.missed,
         enabled = excluded.enabled, next_at = excluded.next_at,
-        updated_at = excluded.updated_at, group_key = excluded.group_key
+        updated_at = excluded.updated_at, group_key = excluded.group_key,
+        flow_keys = excluded.flow_keys
     where %(replace)s
 returning name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-       last_fired, next_at, created_at, updated_at, group_key as "group";
+       last_fired, next_at, created_at, updated_at, group_key as "group", flow_keys;
 
 -- name: schedules_list
 -- Every schedule, by name.
 select name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-       last_fired, next_at, created_at, updated_at, group_key as "group"
+       last_fired, next_at, created_at, updated_at, group_key as "group", flow_keys
 from tickq.schedules order by name;
 
 -- name: schedules_get
 -- One schedule by name.
 select name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-       last_fired, next_at, created_at, updated_at, group_key as "group"
+       last_fired, next_at, created_at, updated_at, group_key as "group", flow_keys
 from tickq.schedules where name = %(name)s;
 
 -- name: schedules_set_enabled
@@ -45,7 +46,7 @@ set enabled = %(enabled)s,
     updated_at = coalesce(%(now)s::timestamptz, now())
 where name = %(name)s
 returning name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-       last_fired, next_at, created_at, updated_at, group_key as "group";
+       last_fired, next_at, created_at, updated_at, group_key as "group", flow_keys;
 
 -- name: schedules_remove
 -- Delete a schedule; jobs it already enqueued stay.
@@ -62,7 +63,7 @@ order by next_at, name;
 -- firing right now is theirs; after they commit its next_at is in the future and it no
 -- longer matches, so overlapping runs never fire one occurrence twice.
 select name, cron, timezone, type, payload, queue, priority, max_attempts, missed, enabled,
-       last_fired, next_at, created_at, updated_at, group_key as "group"
+       last_fired, next_at, created_at, updated_at, group_key as "group", flow_keys
 from tickq.schedules
 where name = %(name)s and enabled and next_at <= coalesce(%(now)s::timestamptz, now())
 for update skip locked;

@@ -6,7 +6,10 @@ Plain claims persist a batch's outcomes and lease the next jobs in one statement
 under caps per group, the claim is jobs_finish_and_claim_fair; under type limits alone, a
 statement of its own (jobs_claim_limited); under flow limits or holds alone,
 jobs_finish_and_claim_flow (the fair and limited claims honour flow keys themselves).
-Paused queues are left out of every claim.
+Paused queues are left out of every claim. The plain statements claim nothing while any
+type limit, cap per group, flow limit or live hold exists, and say so: the store then looks
+at the limit tables again and claims with the statement that honours them, so a limit set by
+another process holds from the next claim on, though the store's probe caches its look.
 """
 
 from __future__ import annotations
@@ -88,6 +91,32 @@ class Claims:
         if limit and self._limits.current().flow:
             return self._finish_and_claim_flow(outcomes, queues, limit, lease_seconds, now, seed)
         # The plain claim, inline: it runs once per batch of every worker.
+        held, batch, limited = self._finish_and_claim_plain(
+            outcomes, queues, limit, lease_seconds, now, seed
+        )
+        if limited and limit and not len(batch):
+            # A limit or hold appeared since the probe last looked (another process set it):
+            # the plain pick claimed nothing. Look again, and claim under it now.
+            self._limits.forget()
+            if self._limits.current().any_claim_limit:
+                again = self.finish_and_claim_unparsed(
+                    (), queues=queues, limit=limit, lease_seconds=lease_seconds, now=now, seed=seed
+                )
+                return held | again[0], again[1]
+        return held, batch
+
+    def _finish_and_claim_plain(
+        self,
+        outcomes: Sequence[Outcome],
+        queues: Sequence[str],
+        limit: int,
+        lease_seconds: int,
+        now: datetime | None,
+        seed: bytes | None,
+    ) -> tuple[set[UUID], ClaimedBatch, bool]:
+        """The plain claim: the held ids, the jobs, and whether it claimed nothing because a
+        limit or hold exists (the guard of jobs_finish_and_claim) that this store's probe
+        had not seen."""
         params = {
             **outcome_params(outcomes),
             "queue": queues[0] if len(queues) == 1 else None,
@@ -101,9 +130,10 @@ class Claims:
         }
         statement = "jobs_finish_and_claim" if len(queues) == 1 else "jobs_finish_and_claim_queues"
         if self._db.user_id is not None:  # its rows must be read inside the user's scope
-            rows = self._db.rows(statement, params, ids_and_jobs, binary=True)
-            claimed = [job for _, job in rows if job is not None]
-            return set(rows[0][0] or ()), JobList(sorted(claimed, key=transitions.claim_order))
+            rows = self._db.rows(statement, params, _guarded_ids_and_jobs, binary=True)
+            claimed = [job for _, _, job in rows if job is not None]
+            batch = JobList(sorted(claimed, key=transitions.claim_order))
+            return set(rows[0][0] or ()), batch, bool(rows[0][1])
         with translate_errors():
             # Binary rows: a claim returns whole jobs, and parsing them is its main client cost.
             cur = self._db.cursor(binary=True)
@@ -114,10 +144,11 @@ class Claims:
                 cur.close()
                 raise
         assert first is not None
-        if first[1] is None:
+        at = job_columns_at(statement, cur)
+        if first[at] is None:
             cur.close()
-            return set(first[0] or ()), NO_JOBS
-        return set(first[0] or ()), ClaimedRows(cur, first, job_columns_at(statement, cur))
+            return set(first[0] or ()), NO_JOBS, bool(first[1])
+        return set(first[0] or ()), ClaimedRows(cur, first, at), False
 
     def _finish_and_claim_pinned(
         self,
@@ -300,6 +331,12 @@ class Claims:
             for _ in self._db.conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
                 woken = True
         return woken
+
+
+def _guarded_ids_and_jobs(rows: list[Any], at: int) -> list[tuple[Any, Any, Job | None]]:
+    """A reading for the plain finish-and-claim statements: the held ids and the guard's
+    flag (first row only), then a job or all nulls."""
+    return [(row[0], row[1], None if row[at] is None else job_from_row(row[at:])) for row in rows]
 
 
 def outcome_params(outcomes: Sequence[Outcome]) -> dict[str, Any]:

@@ -17,9 +17,19 @@
 -- part: finish
 -- Persist a batch's outcomes: the first CTEs of every statement that finishes and claims
 -- (jobs_finish_and_claim, jobs_finish_and_claim_queues, jobs_finish_and_claim_fair), which
--- then add their claimed CTE and end with finish_report.
+-- then add their claimed CTE and end with finish_report. Its guard is read by the plain
+-- picks (pick_runnable) and reported by finish_report (the limit-aware claims ignore it).
 with clock as materialized (
     select coalesce(%(now)s::timestamptz, now()) as now
+), guard as materialized (
+    -- Whether any type limit, cap per group, flow limit or live hold exists: the plain
+    -- picks (pick_runnable) claim nothing then, and the store, told so by finish_report,
+    -- forgets its cached look at the limit tables (LimitsProbe) and claims again with the
+    -- claim that honours them, in the same call. So a limit or hold set by another process
+    -- takes effect at the next claim; without any, three probes of empty tables.
+    select exists (select from tickq.type_limits)
+           or exists (select from tickq.queue_group_limits)
+           or tickq.flow_active() as limited
 ), outcome as (
     select *
     from jsonb_to_recordset(%(outcomes)s::jsonb)
@@ -85,7 +95,8 @@ with clock as materialized (
 -- lease held, then its claimed CTE's jobs.
 -- The ids come on the first row only: repeated on every row they cost more to parse than
 -- the jobs themselves.
-select case when row_number() over () = 1 then f.ids end as ids, c.*
+select case when row_number() over () = 1 then f.ids end as ids,
+       (select limited from guard) as limited, c.*
 from (select array_agg(id) as ids,
              -- Children of the jobs finished above are released or cancelled in this
              -- statement's transaction, by a function called only when a finished
@@ -120,6 +131,7 @@ picked as materialized (
     from tickq.jobs
     where status in ('queued', 'retrying')
       and run_after <= coalesce(%(now)s::timestamptz, now())
+      and not (select limited from guard)
 
 -- part: pick_in_claim_order
 -- The end of pick_runnable: best first, at most %(limit)s, each row locked. This order and

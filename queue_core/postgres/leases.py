@@ -23,7 +23,8 @@ class Leases:
     _limits: LimitsProbe
 
     def reclaim(self, *, limit: int = 1000, now: datetime | None = None) -> list[Job]:
-        """Expired leases back to retrying or dead; returns the jobs as they now stand."""
+        """Expired leases back to retrying or dead, and ended holds on flow keys deleted
+        (up to `limit` of each); returns the jobs as they now stand."""
         return self._db.rows("jobs_reclaim", {"limit": limit, "now": now}, jobs)
 
     def settle_pending(self, *, rounds: int = 50, now: datetime | None = None) -> int:

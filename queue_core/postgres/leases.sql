@@ -10,7 +10,8 @@
 -- name: jobs_reclaim
 -- Return jobs whose lease expired to retrying (a failed attempt, with backoff), or to dead
 -- when their attempts are used up, checking and writing in one statement. A saga it would
--- end with undos owed is sent back at once with its compensation recorded instead.
+-- end with undos owed is sent back at once with its compensation recorded instead. Holds
+-- on flow keys that have ended are deleted on the way (unheld_keys).
 with clock as materialized (
     select coalesce(%(now)s::timestamptz, now()) as now
 ), expired as materialized (
@@ -78,6 +79,16 @@ with clock as materialized (
            end as compensations
     from decided d, clock
     where d.spare > 0
+), unheld_keys as (
+    -- Holds past their end, deleted at most %(limit)s at a time, so the table keeps only
+    -- live holds (what `tickq flow list` and the console show, and what the claims' guard
+    -- asks of it). SKIP LOCKED: a hold being renewed right now is left to the next pass.
+    delete from tickq.flow_holds h
+    where h.key in (select o.key from tickq.flow_holds o
+                    where o.until <= (select now from clock)
+                    order by o.until
+                    limit %(limit)s
+                    for update skip locked)
 ), settled as (
     -- A job that went dead or cancelled here takes its waiting descendants with it.
     select case when count(*) > 0

@@ -4,6 +4,7 @@ relatives, stats, cancel and retry."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -108,7 +109,10 @@ class Reads:
         return bool(self._db.rows("jobs_pending_exist", {"queues": list(queues)})[0][0])
 
     def stats(self, *, now: datetime | None = None) -> list[StatsRow]:
-        return _stats(self._db.rows("jobs_stats", {"now": now}))
+        rows = _stats(self._db.rows("jobs_stats", {"now": now}))
+        if self._db.through_functions():  # an application's: it may not read flow keys
+            return rows
+        return self._without_flow_held(rows, now)
 
     def stats_all_users(self, *, now: datetime | None = None) -> list[StatsRow]:
         """`stats` over every user's jobs, for operator views on an application login.
@@ -116,7 +120,25 @@ class Reads:
         Counts only, through tickq.operator_stats: the login needs tickq_operator, never
         the worker role, so it can read no row of another user.
         """
-        return _stats(self._db.rows("operator_stats", {"now": now}))
+        return self._without_flow_held(_stats(self._db.rows("operator_stats", {"now": now})), now)
+
+    def _without_flow_held(self, rows: list[StatsRow], now: datetime | None) -> list[StatsRow]:
+        """The rows with the runnable jobs that only a flow key holds back counted apart
+        (flow_held, out of the depth) and out of the oldest runnable age: waiting that an
+        operator or a downstream asked for is no backlog an alarm should fire on."""
+        held = {
+            (q, t, s): (n, None if age is None else float(age))
+            for q, t, s, n, age in self._db.rows("jobs_stats_flow_held", {"now": now})
+        }
+        if not held:
+            return rows
+        out = []
+        for row in rows:
+            found = held.get((row.queue, row.type, row.status.value))
+            if found is not None:
+                row = replace(row, flow_held=found[0], oldest_runnable_seconds=found[1])
+            out.append(row)
+        return out
 
     def group_stats(self, *, now: datetime | None = None) -> list[GroupStats]:
         """Per queue and fairness group: waiting, running, oldest runnable age."""

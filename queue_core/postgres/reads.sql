@@ -73,6 +73,13 @@ select queue, type, status, count, oldest_runnable_seconds, suspended
 from tickq.jobs_stats(%(now)s::timestamptz)
 order by queue, type, status;
 
+-- name: jobs_stats_flow_held
+-- Of jobs_stats's runnable jobs, those only a flow key keeps from starting now, and the
+-- oldest runnable age without them (tickq.jobs_flow_held; no rows without flow limits or
+-- holds).
+select queue, type, status, held, oldest_unheld_seconds
+from tickq.jobs_flow_held(%(now)s::timestamptz);
+
 -- name: operator_group_stats
 -- jobs_stats_groups across every user, through the one function tickq_operator may call.
 select queue, group_key, waiting, running, oldest_runnable_seconds

@@ -538,8 +538,17 @@ create table tickq.schedules (
     updated_at   timestamptz not null default now(),
     -- The group of the jobs it enqueues (null: the shared group).
     group_key    text,
+    -- The flow keys of the jobs it enqueues, besides their task's templates (as given:
+    -- an enqueue's bounds).
+    flow_keys    text[] not null default '{}',
 
     constraint schedules_missed_check check (missed in ('latest', 'skip')),
+    constraint schedules_flow_keys_check check (
+        cardinality(flow_keys) <= 8
+        and (flow_keys = '{}'
+             or (array_ndims(flow_keys) = 1 and array_position(flow_keys, null) is null
+                 and array_to_string(flow_keys, ',') collate "C"
+                     ~ '^[A-Za-z0-9_.:/@=+-]{1,200}(,[A-Za-z0-9_.:/@=+-]{1,200})*$'))),
     constraint schedules_payload_object check (jsonb_typeof(payload) = 'object'),
     -- What a schedule enqueues fits tickq.jobs's bounds, so a due schedule's job is never
     -- refused by them; its times are ones the scheduler can read.

@@ -227,6 +227,8 @@ class MemoryStore(DerivedOperations):
             back = [transitions.reclaim(job, now=at) for job in expired[:limit]]
             for job in back:
                 self._jobs[job.id] = job
+            for key in [k for k, until in self._flow_holds.items() if until <= at][:limit]:
+                del self._flow_holds[key]  # ended holds go, as the PostgreSQL reclaim's
             return back
 
     def settle_pending(self, *, rounds: int = 50, now: datetime | None = None) -> int:

@@ -45,6 +45,12 @@ class LimitsConfigured:
     # Any flow limit or live hold (queue_core/model/flow.py): only then do claims read flow keys.
     flow: bool = False
 
+    @property
+    def any_claim_limit(self) -> bool:
+        """Whether the claim must honour a limit (the plain statements' guard claims
+        nothing then): a type limit, a cap per group, a flow limit or a live hold."""
+        return self.types or self.per_group or self.flow
+
 
 @dataclass(frozen=True, slots=True)
 class LeaseState:
@@ -61,12 +67,18 @@ class StatsRow:
     oldest_runnable_seconds: float | None
     # Of the queued, those suspended (queued with a wait): not runnable until it ends.
     suspended: int = 0
+    # Of the runnable, those due that only a flow key keeps from starting now (held, at its
+    # cap or its rate): waiting asked for, not backlog. oldest_runnable_seconds leaves them out.
+    flow_held: int = 0
 
     @property
     def runnable(self) -> int:
         """The row's jobs a worker may claim now or after their backoff: its queue depth.
-        A suspended job waits for a signal, a sleep, its children or a step's retry."""
-        return self.count - self.suspended if self.status in RUNNABLE else 0
+        A suspended job waits for a signal, a sleep, its children or a step's retry; a job
+        only its flow key holds back waits for that key."""
+        if self.status not in RUNNABLE:
+            return 0
+        return self.count - self.suspended - self.flow_held
 
 
 class ClaimedBatch(Protocol):

@@ -226,3 +226,37 @@ def test_operators_retry_all_dead_of_a_type_after_confirming_the_count(
     expect(page.locator("#message")).to_have_text("Retried 2 of 2 selected jobs")
     assert [store.get(i).status for i in dead] == [Status.QUEUED, Status.QUEUED]
     page.screenshot(path=ARTIFACTS / "operator-console.png", full_page=True)
+
+
+def test_setting_holding_and_clearing_flow_limits_from_the_page(
+    page: Page, conn: psycopg.Connection, serve_as: Serve, console_log: ConsoleLog
+) -> None:
+    # Given two jobs of one shop's key
+    store = PostgresStore(conn)
+    for _ in range(2):
+        store.enqueue(job_spec("sync", {}, flow_keys=["shop:acme"]))
+    open_operator(page, serve_as(OPERATOR).url)
+
+    # When the operator caps the shop: prefix at one job per key and holds the key
+    page.fill("#flow-prefix", "shop:")
+    page.fill("#flow-max-running", "1")
+    page.fill("#flow-rate", "10/min")
+    page.click("#flow-set-button")
+    limit = page.locator('#flow-limits tr[data-prefix="shop:"]')
+    expect(limit).to_contain_text("10 per 60 s")
+    page.fill("#flow-hold-key", "shop:acme")
+    page.fill("#flow-hold-seconds", "300")
+    page.click("#flow-hold-button")
+
+    # Then the key shows its waiting jobs, its prefix and its hold, and no claim takes them
+    key = page.locator('#flow-keys tr[data-key="shop:acme"]')
+    expect(key.locator("td").nth(1)).to_have_text("shop:")
+    expect(key.locator("td").nth(3)).to_have_text("2")
+    expect(key.locator("td").nth(4)).not_to_have_text("")
+    assert PostgresStore(conn).claim(limit=10) == []
+
+    # When they clear the limit, its row goes
+    limit.locator("button.action-clear").click()
+    expect(page.locator('#flow-limits tr[data-prefix="shop:"]')).to_have_count(0)
+    assert conn.execute("select count(*) from tickq.flow_limits").fetchone() == (0,)
+    assert not console_log.problems()

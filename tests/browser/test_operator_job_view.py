@@ -258,3 +258,25 @@ def test_the_detail_shows_the_timeout_and_how_a_timed_out_attempt_was_stopped(
     expect(page.locator('#detail-fields dd[data-field="timed_out"]')).to_have_text(
         "after 2 s, killed"
     )
+
+
+def test_the_operators_detail_says_which_flow_key_holds_a_job(
+    page: Page, conn: psycopg.Connection, serve_as: Serve, console_log: ConsoleLog
+) -> None:
+    # Given Alice's job of a held key, and one of a free key
+    from queue_core.policies.flow_limits import FlowLimits
+
+    store = PostgresStore(conn)
+    owner = ALICE.owner_id()
+    held = store.enqueue(job_spec("sync", {}, flow_keys=["shop:acme"], user_id=owner)).id
+    free = store.enqueue(job_spec("sync", {}, flow_keys=["shop:other"], user_id=owner)).id
+    FlowLimits(conn).hold("shop:acme", 600)
+    open_every_users_list(page, serve_as(OPERATOR).url)
+
+    # When the operator opens each, the held one says its key and the other says nothing
+    open_detail(page, held)
+    expect(page.locator("#detail-flow")).to_have_text("held by flow key shop:acme")
+    page.click("#detail-close")
+    open_detail(page, free)
+    expect(page.locator("#detail-flow")).to_have_count(0)
+    assert console_log.problems() == []

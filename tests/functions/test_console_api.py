@@ -295,3 +295,96 @@ def test_an_operator_sees_the_outbox_backlog_and_no_event(call, conn) -> None:
     assert status_code == 200
     assert backlog["pending"] == 2 and backlog["oldest_seconds"] >= 0
     assert call("GET", "/admin/outbox", sub=ALICE)[0] == 403
+
+
+# Flow limits and holds
+
+
+def flow_rows(conn: psycopg.Connection) -> tuple[list[Any], list[Any]]:
+    limits = conn.execute("select prefix, max_running, rate_limit from tickq.flow_limits")
+    holds = conn.execute("select key from tickq.flow_holds")
+    return sorted(limits.fetchall()), sorted(holds.fetchall())
+
+
+def test_an_operator_sets_lists_holds_and_clears_flow_limits(call, conn) -> None:
+    store = PostgresStore(conn)
+    for keys in (["shop:a"], ["shop:a"], ["other"]):
+        store.enqueue(job_spec("sync", {}, flow_keys=keys, user_id=ALICE))
+
+    code, limit = call(
+        "POST",
+        "/admin/flow/limits",
+        body={"prefix": "shop:", "max_running": 2, "rate": "10/min"},
+        sub=OLIVIA,
+    )
+    assert (code, limit) == (
+        200,
+        {"prefix": "shop:", "max_running": 2, "rate_limit": 10, "rate_period_seconds": 60.0},
+    )
+    code, held = call(
+        "POST", "/admin/flow/hold", body={"key": "shop:a", "seconds": 300}, sub=OLIVIA
+    )
+    assert code == 200 and held["key"] == "shop:a" and held["held_until"]
+
+    code, flow = call("GET", "/admin/flow", sub=OLIVIA)
+
+    assert code == 200
+    assert [row["prefix"] for row in flow["limits"]] == ["shop:"]
+    keys = {row["key"]: row for row in flow["keys"]}
+    assert (keys["shop:a"]["waiting"], keys["shop:a"]["running"]) == (2, 0)
+    assert keys["shop:a"]["prefix"] == "shop:" and keys["shop:a"]["held_until"]
+    assert keys["other"]["prefix"] is None and keys["other"]["held_until"] is None
+    code, cleared = call("POST", "/admin/flow/clear", body={"prefix": "shop:"}, sub=OLIVIA)
+    assert (code, cleared) == (200, {"cleared": "shop:"})
+    code, again = call("POST", "/admin/flow/clear", body={"prefix": "shop:"}, sub=OLIVIA)
+    assert (code, again["error"]) == (404, "LimitNotFound")
+    assert flow_rows(conn) == ([], [("shop:a",)])
+
+
+def test_users_may_not_see_or_change_flow_limits(call, conn) -> None:
+    for method, path, body in (
+        ("GET", "/admin/flow", None),
+        ("POST", "/admin/flow/limits", {"prefix": "shop:", "max_running": 1}),
+        ("POST", "/admin/flow/hold", {"key": "shop:a", "seconds": 60}),
+        ("POST", "/admin/flow/clear", {"prefix": "shop:"}),
+    ):
+        code, answer = call(method, path, body=body, sub=ALICE)
+        assert (code, answer["error"]) == (403, "NotOperator"), path
+    assert flow_rows(conn) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "expected"),
+    [
+        ("/admin/flow/limits", {"prefix": "shop:"}, 422),
+        ("/admin/flow/limits", {"prefix": "has space", "max_running": 1}, 422),
+        ("/admin/flow/limits", {"prefix": "shop:", "max_running": 0}, 422),
+        ("/admin/flow/limits", {"prefix": "shop:", "rate": "often"}, 422),
+        ("/admin/flow/limits", {"prefix": "shop:", "max_running": "2"}, 400),
+        ("/admin/flow/limits", {"prefix": "shop:", "max_running": 1, "why": "x"}, 400),
+        ("/admin/flow/hold", {"key": "shop:a", "seconds": 86_401}, 422),
+        ("/admin/flow/hold", {"key": "x" * 241, "seconds": 60}, 422),
+        ("/admin/flow/hold", {"key": "shop:a"}, 400),
+        ("/admin/flow/clear", {}, 400),
+    ],
+)
+def test_bad_flow_input_is_refused_and_changes_nothing(call, conn, path, body, expected) -> None:
+    code, answer = call("POST", path, body=body, sub=OLIVIA)
+
+    assert code == expected, answer
+    assert flow_rows(conn) == ([], [])
+
+
+def test_the_operators_job_detail_says_which_flow_key_holds_it(call, conn) -> None:
+    store = PostgresStore(conn)
+    held = store.enqueue(job_spec("sync", {}, flow_keys=["shop:a"], user_id=ALICE)).id
+    free = store.enqueue(job_spec("sync", {}, flow_keys=["shop:b"], user_id=ALICE)).id
+    call("POST", "/admin/flow/hold", body={"key": "shop:a", "seconds": 300}, sub=OLIVIA)
+
+    _, detail = call("GET", f"/admin/jobs/{held}", sub=OLIVIA)
+    _, other = call("GET", f"/admin/jobs/{free}", sub=OLIVIA)
+    _, own = call("GET", f"/jobs/{held}", sub=ALICE)
+
+    assert detail["held_by_flow_key"] == "shop:a"
+    assert other["held_by_flow_key"] is None
+    assert own["held_by_flow_key"] == "shop:a"

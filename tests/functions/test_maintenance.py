@@ -155,3 +155,45 @@ def test_counts_jobs_waiting_for_parents_per_queue_and_type(
         ("vectors", "embed", 2.0),
         ("default", "extract", 0.0),
     }
+
+
+def test_jobs_only_a_flow_key_holds_back_are_no_depth_and_no_oldest_age(
+    conn: psycopg.Connection,
+    lambda_context: FakeContext,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given, long due, a job of a held key and two of a key at its cap (one runs), and a
+    # job of a free key due for 30 s
+    from queue_core.model.flow import flow_limit
+    from queue_core.policies.flow_limits import FlowLimits
+
+    store = PostgresStore(conn)
+    now = store.now()
+    hour_ago = now - timedelta(seconds=3600)
+    enqueue(conn, "sync", flow_keys=["shop:held"], now=hour_ago)
+    enqueue(conn, "sync", flow_keys=["api:capped"], now=hour_ago - timedelta(seconds=1))
+    (running,) = store.claim(limit=1)
+    assert running.flow_keys == ["api:capped"]
+    enqueue(conn, "sync", flow_keys=["api:capped"], now=hour_ago)
+    enqueue(conn, "sync", flow_keys=["shop:free"], now=now - timedelta(seconds=30))
+    FlowLimits(conn).hold("shop:held", 3600)
+    FlowLimits(conn).set(flow_limit("api:", max_running=1))
+
+    answer = maintenance.handler({}, lambda_context)
+
+    # Then they are counted apart, out of the depth and the oldest runnable age
+    (sync,) = [q for q in answer["queues"] if q["type"] == "sync"]
+    assert (sync["depth"], sync["flow_held"]) == (1, 2)
+    assert 30 <= sync["oldest_age"] < 600
+    blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    (totals,) = [b for b in blobs if "oldest_runnable_age_max" in b]
+    assert totals["oldest_runnable_age_max"][0] < 600
+    assert (totals["queue_depth_total"], totals["flow_held_total"]) == ([1.0], [2.0])
+    # and so for operators' counts, and not for an hour once the hold and the cap go
+    (queued,) = [r for r in store.stats_all_users() if r.type == "sync" and r.status == "queued"]
+    assert (queued.runnable, queued.flow_held) == (1, 2)
+    FlowLimits(conn).release("shop:held")
+    FlowLimits(conn).clear("api:")
+    (queued,) = [r for r in store.stats() if r.type == "sync" and r.status == "queued"]
+    assert (queued.runnable, queued.flow_held) == (3, 0)
+    assert queued.oldest_runnable_seconds is not None and queued.oldest_runnable_seconds >= 3600

@@ -16,9 +16,12 @@ from queue_core.console.jobs import (
     JobFilter,
     OperatorConsole,
     act_as_user,
+    as_operator,
 )
 from queue_core.errors import InvalidJob
+from queue_core.model.flow import flow_limit
 from queue_core.model.validation import job_spec
+from queue_core.policies.flow_limits import FlowLimits
 from queue_core.policies.pauses import QueueNotPaused, QueuePauses
 from queue_core.postgres import PostgresStore
 
@@ -314,6 +317,24 @@ def test_an_operator_login_reads_no_job_row_but_may_use_the_console(conn, operat
         assert OperatorConsole(operator).count_dead(types=None, queues=None) == 1
         QueuePauses(operator).pause("default", by="olivia")
         assert [p.queue for p in QueuePauses(operator).all()] == ["default"]
+
+
+def test_an_operator_login_sets_and_holds_flow_keys_and_sees_what_holds_a_job(conn, operator_url):
+    job = PostgresStore(conn).enqueue(job_spec("embed", {}, flow_keys=["shop:a"], user_id=ALICE))
+    with psycopg.connect(operator_url, autocommit=True) as operator:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            operator.execute("insert into tickq.flow_holds (key, until) values ('k', now())")
+        limits = FlowLimits(operator)
+        limits.set(flow_limit("shop:", max_running=1))
+        limits.hold("shop:a", 60)
+        keys = limits.keys_now()
+        prefixes = [limit.prefix for limit in limits.limits()]
+        with as_operator(operator) as acting:
+            detail = OperatorConsole(acting).job(job.id)
+
+    assert prefixes == ["shop:"]
+    assert [(k["key"], k["waiting"], k["prefix"]) for k in keys] == [("shop:a", 1, "shop:")]
+    assert detail["held_by_flow_key"] == "shop:a"
 
 
 def test_the_lists_filter_by_fairness_group(conn, app_login_url):

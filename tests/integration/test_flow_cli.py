@@ -72,3 +72,23 @@ def test_flow_refuses_bad_input_and_changes_nothing(
     assert conn.execute("select count(*) from tickq.flow_limits").fetchone() == (0,)
     assert conn.execute("select count(*) from tickq.flow_holds").fetchone() == (0,)
     assert PostgresStore(conn).limits_configured().flow is False
+
+
+def test_flow_list_never_shows_an_ended_hold_and_the_reclaim_deletes_it(
+    cli: Cli,  # noqa: F811
+    conn: psycopg.Connection,
+) -> None:
+    conn.execute(
+        "insert into tickq.flow_holds (key, until, set_at) values"
+        " ('ended', now() - interval '1 second', now() - interval '1 minute'),"
+        " ('live', now() + interval '1 hour', now())"
+    )
+
+    _, listed, _ = cli("flow", "list", "--json")
+    _, text, _ = cli("flow", "list")
+    PostgresStore(conn).reclaim()
+
+    assert [key["key"] for key in listed["keys"]] == ["live"]
+    assert "ended" not in text
+    keys = [row[0] for row in conn.execute("select key from tickq.flow_holds")]
+    assert keys == ["live"]

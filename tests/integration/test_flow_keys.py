@@ -14,6 +14,7 @@ import queue_core
 from queue_core import PostgresStore, Registry
 from queue_core.errors import InvalidJob
 from queue_core.model.flow import FlowLimit, flow_limit
+from queue_core.model.jobs import Outcome, Status
 from queue_core.model.validation import job_spec
 from queue_core.policies.flow_limits import FlowLimits
 from queue_core.policies.limits import Limits, parse_rate, type_limit
@@ -354,3 +355,98 @@ def test_a_handler_told_to_back_off_holds_its_key_for_every_worker(conn):
         "select id from tickq.jobs where status = 'queued' and run_after <= now() limit 1"
     ).fetchone()
     assert store.flow_waits_for(held[0]) == "shop:a"
+
+
+# Limits set by another process
+
+
+def _a_store_that_has_looked(connect, queues: tuple[str, ...]) -> PostgresStore:
+    """A worker's store (its own connection, like another process) whose probe has looked
+    at the limit tables and found none."""
+    store = PostgresStore(connect())
+    assert store.claim(queues=queues, limit=10, now=at(0)) == []
+    assert not store.limits_configured().any_claim_limit
+    return store
+
+
+@pytest.mark.parametrize("queues", [("default",), ("default", "other")])
+def test_a_limit_set_by_another_process_holds_at_the_very_next_claim(conn, connect, queues):
+    worker = _a_store_that_has_looked(connect, queues)
+    Variant(conn, "plain").enqueue([["shop:a"], ["shop:a"], ["shop:a"], []])
+
+    FlowLimits(connect()).set(flow_limit("shop:", max_running=1))
+    claimed = worker.claim(queues=queues, limit=10, now=at(1))
+
+    assert sorted(tuple(j.flow_keys) for j in claimed) == [(), ("shop:a",)]
+
+
+def test_a_hold_set_by_another_process_holds_at_the_very_next_claim(conn, connect):
+    worker = _a_store_that_has_looked(connect, ("default",))
+    Variant(conn, "plain").enqueue([["shop:a"], ["shop:b"]])
+
+    FlowLimits(connect()).hold("shop:a", 60, now=at(0))
+    claimed = worker.claim(limit=10, now=at(1))
+
+    assert [tuple(j.flow_keys) for j in claimed] == [("shop:b",)]
+
+
+def test_a_type_limit_set_by_another_process_holds_at_the_very_next_claim(conn, connect):
+    worker = _a_store_that_has_looked(connect, ("default",))
+    Variant(conn, "plain").enqueue([[], [], []])
+
+    Limits(connect()).set_type(type_limit("t", max_running=2))
+    claimed = worker.claim(limit=10, now=at(1))
+
+    assert len(claimed) == 2
+
+
+def test_the_guarded_claim_still_persists_the_outcomes_it_was_given(conn, connect):
+    worker = _a_store_that_has_looked(connect, ("default",))
+    Variant(conn, "plain").enqueue([["shop:a"], ["shop:a"]])
+    (first,) = worker.claim(limit=1, now=at(1))
+
+    FlowLimits(connect()).set(flow_limit("shop:", max_running=1))
+    held, batch = worker.finish_and_claim_unparsed(
+        [Outcome(first.id, first.lease_token, Status.SUCCEEDED)], limit=10, now=at(2)
+    )
+
+    assert held == {first.id}
+    assert [tuple(j.flow_keys) for j in batch.jobs()] == [("shop:a",)]
+
+
+# Ended holds
+
+
+def held_keys(conn: psycopg.Connection) -> list[str]:
+    return [row[0] for row in conn.execute("select key from tickq.flow_holds order by key")]
+
+
+def test_the_reclaim_deletes_holds_past_their_end_and_keeps_live_ones(conn):
+    limits = FlowLimits(conn)
+    limits.hold("ended", 60, now=at(0))
+    limits.hold("ends-now", 100, now=at(0))
+    limits.hold("live", 3600, now=at(0))
+
+    PostgresStore(conn).reclaim(now=at(100))
+
+    assert held_keys(conn) == ["live"]
+
+
+def test_the_reclaim_deletes_at_most_its_limit_of_ended_holds_a_pass(conn):
+    limits = FlowLimits(conn)
+    for i in range(5):
+        limits.hold(f"k{i}", 10 + i, now=at(0))
+
+    PostgresStore(conn).reclaim(limit=2, now=at(100))
+    left = held_keys(conn)
+    PostgresStore(conn).reclaim(limit=2, now=at(100))
+
+    assert left == ["k2", "k3", "k4"]  # the earliest ended go first
+    assert held_keys(conn) == ["k4"]
+
+
+def test_an_ended_hold_is_never_listed_even_before_the_reclaim(conn):
+    FlowLimits(conn).hold("shop:a", 60, now=at(0))
+
+    assert [row["key"] for row in FlowLimits(conn).keys_now(now=at(30))] == ["shop:a"]
+    assert FlowLimits(conn).keys_now(now=at(61)) == []

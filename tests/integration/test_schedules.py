@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -240,3 +241,105 @@ def test_an_occurrence_is_advanced_in_the_transaction_that_enqueues_its_job(conn
     conn.execute("update tickq.jobs set status = 'dead', finished_at = now()")
     assert schedules.run(now=utc(2030, 1, 1, 8, 2)).fired == 0
     assert jobs_of(conn, "a") == [("cron:a:2030-01-01T08:00:00Z", "dead")]
+
+
+# Flow keys
+
+
+def fired_keys(conn) -> list[list[str]]:
+    rows = conn.execute("select flow_keys from tickq.jobs order by created_at, id")
+    return [list(row[0]) for row in rows]
+
+
+def test_a_schedules_flow_keys_are_stored_and_go_on_every_job_it_fires(conn):
+    schedules = Schedules(conn)
+    made = schedules.add(
+        "sync", "0 * * * *", "sync", flow_keys=["shop:a", "api:x"], now=utc(2030, 1, 1, 8, 30)
+    )
+
+    assert made.flow_keys == ("shop:a", "api:x")
+    assert schedules.get("sync").as_dict()["flow_keys"] == ["shop:a", "api:x"]
+    schedules.run(now=utc(2030, 1, 1, 9))
+    schedules.run(now=utc(2030, 1, 1, 10))
+    assert fired_keys(conn) == [["shop:a", "api:x"], ["shop:a", "api:x"]]
+
+
+def test_a_fired_job_carries_its_tasks_templates_then_the_schedules_keys(conn):
+    from queue_core import Registry
+    from queue_core.postgres.catalog import publish
+
+    tasks = Registry()
+
+    @tasks.task("sync", flow_keys=["shop:{shop}"])
+    def sync(job):
+        return None
+
+    publish(conn, tasks)
+    schedules = Schedules(conn)
+    schedules.add(
+        "s", "0 * * * *", "sync", {"shop": "acme"}, flow_keys=["api:x"], now=utc(2030, 1, 1, 8)
+    )
+    schedules.run(now=utc(2030, 1, 1, 9))
+
+    assert fired_keys(conn) == [["shop:acme", "api:x"]]
+    with pytest.raises(InvalidJob, match="'shop'"):  # a template the payload cannot fill
+        schedules.add("t", "0 * * * *", "sync", {}, now=utc(2030, 1, 1, 8))
+    with pytest.raises(InvalidJob, match="at most 8"):  # 8 given and 1 from the template
+        schedules.add(
+            "u", "0 * * * *", "sync", {"shop": "a"}, flow_keys=[f"k{i}" for i in range(8)]
+        )
+    assert [s.name for s in schedules.all()] == ["s"]
+
+
+@pytest.mark.parametrize(
+    ("keys", "says"),
+    [
+        ([f"k{i}" for i in range(9)], "at most 8"),
+        (["has space"], "characters of"),
+        (["x" * 201], "1-200"),
+        ([""], "1-200"),
+        ("shop:a", "must be a list"),
+        ([7], "must be a string"),
+    ],
+)
+def test_bad_flow_keys_of_a_schedule_are_refused_and_nothing_written(conn, keys, says):
+    with pytest.raises(InvalidJob, match=says):
+        Schedules(conn).add("s", "0 * * * *", "sync", flow_keys=keys)
+
+    assert Schedules(conn).all() == []
+
+
+def test_the_table_refuses_a_schedules_bad_flow_keys(conn):
+    import psycopg
+
+    for bad in (
+        "array['has space']",
+        "array['" + "x" * 201 + "']",
+        "array_fill('k'::text, array[9])",
+    ):
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute(
+                "insert into tickq.schedules (name, cron, type, next_at, flow_keys)"
+                f" values ('s', '* * * * *', 't', now(), {bad})"
+            )
+
+
+def test_cli_adds_a_schedule_with_flow_keys_lists_them_and_fires_them(
+    conn, database_url, monkeypatch, capsys
+):
+    monkeypatch.setenv("TICKQ_DATABASE_URL", database_url)
+    add = ["schedules", "add", "s", "0 3 * * *", "sync", "--flow-key", "shop:a", "--flow-key", "x"]
+    assert main(add) == 0
+    capsys.readouterr()
+    assert main(["schedules", "add", "bad", "0 3 * * *", "sync", "--flow-key", "no spaces"]) == 2
+    assert "flow key" in capsys.readouterr().err
+
+    assert main(["--json", "schedules", "list"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert main(["schedules", "list"]) == 0
+    table = capsys.readouterr().out
+    assert main(["schedules", "run", "--now", "2099-01-01T04:00:00+00:00"]) == 0
+
+    assert [(s["name"], s["flow_keys"]) for s in listed] == [("s", ["shop:a", "x"])]
+    assert "shop:a x" in table
+    assert fired_keys(conn) == [["shop:a", "x"]]

@@ -213,8 +213,10 @@ MUTANTS: tuple[Mutant, ...] = (
             Edit(
                 QUERIES,
                 "    where status in ('queued', 'retrying')\n"
-                "      and run_after <= coalesce(%(now)s::timestamptz, now())\n\n",
-                "    where status in ('queued', 'retrying')\n\n",
+                "      and run_after <= coalesce(%(now)s::timestamptz, now())\n"
+                "      and not (select limited from guard)\n\n",
+                "    where status in ('queued', 'retrying')\n"
+                "      and not (select limited from guard)\n\n",
             ),
         ),
         targeted=(f"{VARIANTS}::test_a_claim_takes_no_job_before_its_run_after",),
@@ -2381,8 +2383,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 "queue_core/store/port.py",
-                "        return self.count - self.suspended if self.status in RUNNABLE else 0\n",
-                "        return self.count if self.status in RUNNABLE else 0\n",
+                "        return self.count - self.suspended - self.flow_held\n",
+                "        return self.count - self.flow_held\n",
             ),
         ),
         targeted=(f"{SUSPENDED_SHOWN}::test_a_suspended_job_is_not_runnable_depth",),
@@ -2509,6 +2511,38 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         targeted=(
             f"{STREAM_TESTS}::test_a_job_that_waited_long_for_a_handler_has_its_lease_renewed_first",
+        ),
+    ),
+    Mutant(
+        "plain-claim-unguarded",
+        "the plain claim picks jobs whatever limits or holds exist: a limit set by another"
+        " process is ignored by a running worker until its probe looks again, 5 s later",
+        (
+            Edit(
+                QUERIES,
+                "      and not (select limited from guard)\n",
+                "",
+            ),
+        ),
+        targeted=(
+            f"{FLOW_TESTS}::test_a_limit_set_by_another_process_holds_at_the_very_next_claim",
+            f"{FLOW_TESTS}::test_a_hold_set_by_another_process_holds_at_the_very_next_claim",
+        ),
+    ),
+    Mutant(
+        "flow-held-jobs-counted-as-depth",
+        "jobs only their flow key holds back (held, at its cap) count as depth and in the"
+        " oldest runnable age: the alarm fires for waiting an operator or a downstream asked for",
+        (
+            Edit(
+                "queue_core/postgres/reads.py",
+                "        if not held:\n            return rows\n",
+                "        if held or not held:\n            return rows\n",
+            ),
+        ),
+        targeted=(
+            "tests/functions/test_maintenance.py::"
+            "test_jobs_only_a_flow_key_holds_back_are_no_depth_and_no_oldest_age",
         ),
     ),
 )

@@ -3,7 +3,7 @@
 -- /jobs/{id}): null for a job its keys let run, or that does not wait to run. Security
 -- definer, as an application may not read the holds (they name other owners' keys): so it
 -- answers only of the caller's own job, as row-level security would let it read it, or of
--- any job to a worker's login.
+-- any job to a worker's or an operator's login (the console's job view).
 create or replace function tickq.flow_job_waits(p_job uuid) returns text
     language sql stable
     security definer
@@ -15,13 +15,14 @@ create or replace function tickq.flow_job_waits(p_job uuid) returns text
       and j.status in ('queued', 'retrying') and j.run_after <= now()
       and (j.user_id = tickq.current_user_id()
            or (tickq.current_user_id() is null
-               and pg_has_role(session_user, 'tickq_worker', 'USAGE')))
+               and (pg_has_role(session_user, 'tickq_worker', 'USAGE')
+                    or pg_has_role(session_user, 'tickq_operator', 'USAGE'))))
       and f.k = any(tickq.flow_blocked(now()))
     order by f.n
     limit 1
 $$;
 
--- Whether any flow limit or hold exists, and what holds one's own job back: applications
--- and workers (an application reads no flow table).
+-- What holds one's own job back: applications and workers (an application reads no flow
+-- table); any job's: operators.
 revoke all on function tickq.flow_job_waits(uuid) from public;
-grant execute on function tickq.flow_job_waits(uuid) to tickq_app, tickq_worker;
+grant execute on function tickq.flow_job_waits(uuid) to tickq_app, tickq_worker, tickq_operator;
