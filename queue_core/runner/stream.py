@@ -258,7 +258,8 @@ class Loop:
     def _room(self) -> int:
         """How many jobs to claim now: none while the queue is short (until it is worth
         trying again); else the slots free and jobs ahead (`_ahead`), once a handler thread
-        is idle or half of those ahead are free."""
+        is idle or half of those ahead are free. A claim takes at most a batch
+        (Runner.batch_size) or, once calls have shown their pace, the jobs held ahead."""
         if self.short_since is not None:
             if not self._try_again():
                 return 0
@@ -270,7 +271,7 @@ class Loop:
             return 0
         if self.in_hand >= runner.concurrency and room < max(1, ahead // 2):
             return 0
-        return room
+        return min(room, max(runner.batch_size, ahead))
 
     def _ahead(self) -> int:
         """How many jobs to hold claimed beyond the threads: as many as the threads start

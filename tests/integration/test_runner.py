@@ -315,9 +315,10 @@ def test_a_streaming_tick_runs_until_the_queue_is_drained(
     with runner(store, registry, batch_size=5, concurrency=10) as r:
         report = r.tick()
 
-    # Claims fill the free slots (10 at first, then more ahead while jobs are quick).
+    # Claims fill the free slots: a batch at first, then up to the jobs held ahead while
+    # the calls are quick.
     assert (report.claimed, report.succeeded) == (23, 23)
-    assert 1 <= report.batches <= 3
+    assert 2 <= report.batches <= 23
 
 
 def test_a_tick_stops_after_max_batches(store: PostgresStore, registry: Registry) -> None:
