@@ -228,9 +228,11 @@ def test_the_charts_share_their_rows_and_the_day_view_names_the_day(
         "() => document.querySelectorAll('#chart-throughput g.bucket').length === 24"
     )
 
-    # Then every time on its axes says which day; the sampled charts end today
+    # Then every time on its axes says which day; the sampled charts end today (the axis's
+    # last tick, the end of the current hour, is tomorrow's midnight in the day's last hour)
     today = datetime.now(ZoneInfo(ZONE))
-    days = {f"{d:%b} {d.day}" for d in (today - timedelta(days=1), today)}
+    ends = today + timedelta(hours=1)
+    days = {f"{d:%b} {d.day}" for d in (today - timedelta(days=1), today, ends)}
     for chart in ("throughput", "depth", "age"):
         labels = axis(page, chart)
         assert labels and all(" ".join(label.split()[:2]) in days for label in labels), labels
