@@ -288,3 +288,8 @@ def test_the_job_view_shows_the_declared_max_attempts_and_the_compensations_runs
     assert {k: viewed[k] for k in counts} == counts
     (row,) = [j for j in listed["jobs"] if j["id"] == job["id"]]
     assert {k: row[k] for k in counts} == counts
+    # The owner's retry (through the guard on its writes): attempts and the compensation's
+    # count of them start over; the max_attempts declared stays what is shown.
+    status, retried = call_api("POST", f"/jobs/{job['id']}/retry", sub=ALICE)
+    assert status == 200
+    assert (retried["attempts"], retried["max_attempts"], retried["compensation_runs"]) == (0, 1, 0)

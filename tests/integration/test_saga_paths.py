@@ -127,6 +127,10 @@ def test_a_saga_cancelled_while_it_does_not_run_runs_its_undos_then_ends_cancell
     assert (job.status, job.error) == (Status.CANCELLED, "cancelled")
     assert undone == ["release r_1", "refund ch_1"]
     assert undone_names(store, job_id) == ["reserve", "charge"]
+    # The run that compensated is counted as such, against the max_attempts declared. (A
+    # suspended attempt was given back: the retrying one counted its failed attempt.)
+    assert (job.compensation_runs, job.to_dict()["max_attempts"]) == (1, 3)
+    assert job.to_dict()["attempts"] == (1 if wait == "retrying" else 0)
 
 
 def test_a_saga_waiting_on_its_children_cancelled_by_the_operator_cancels_them_and_compensates(
@@ -248,6 +252,9 @@ def test_a_saga_whose_worker_dies_on_its_last_attempt_compensates_then_ends_dead
     assert {k: viewed[k] for k in counts} == counts
     (listed,) = OperatorConsole(conn).jobs(JobFilter(types=("saga",))).jobs
     assert {k: listed[k] for k in counts} == counts
+    # Retried, its attempts start over, and so does the compensation's count of them.
+    retried = store.retry(job_id)
+    assert (retried.attempts, retried.compensation_runs, retried.shown_max_attempts) == (0, 0, 2)
 
 
 def test_a_job_without_an_undo_ends_as_before_on_cancel_and_reclaim(
@@ -334,4 +341,5 @@ def test_the_saga_children_of_a_cancelled_parent_compensate_before_they_end_canc
         assert compensation_rows(conn, leg_id) == [("cancelled", f"parent {job_id} is cancelled")]
         job = tick(store, registry, leg_id, until=ended)
         assert (job.status, job.error) == (Status.CANCELLED, f"parent {job_id} is cancelled")
+        assert (job.compensation_runs, job.shown_max_attempts) == (1, 3)
     assert sorted(undone) == ["unbook 0", "unbook 1"]
