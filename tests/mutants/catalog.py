@@ -1250,8 +1250,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 "queue_core/postgres/leases.sql",
-                "then coalesce(j.compensation_attempts, j.attempts)\n",
-                "then j.compensation_attempts\n",
+                "case when d.spare > 0 then j.attempts end),\n",
+                "null::integer),\n",
             ),
         ),
         targeted=(
