@@ -257,7 +257,7 @@ function jobRow(job, index) {
     el("td", { className: "owner", title: job.user_id || "" }, job.user_id ? "…" + job.user_id.slice(-8) : "—"),
     el("td", { className: "group", title: job.group_key || "" }, job.group_key || ""),
     el("td", {}, statusBadge(job)),
-    el("td", { className: "num" }, `${job.attempts}/${job.max_attempts}`),
+    el("td", { className: "num" }, attemptsText(job)),
     el("td", {}, progress(job.progress, job.status, (job.truncated || {}).progress)),
     el("td", { title: job.created_at }, when(job.created_at)),
     el("td", { title: job.updated_at }, when(job.updated_at)),
@@ -359,12 +359,18 @@ function onListKey(event) {
   }
 }
 
+// Attempts against the max_attempts declared, a saga's compensation's runs apart.
+function attemptsText(job) {
+  const runs = job.compensation_runs ? `, compensation runs ${job.compensation_runs}` : "";
+  return `${job.attempts}/${job.max_attempts}${runs}`;
+}
+
 // The job detail, with its steps and its graph. In the "every user's" list it comes from
 // the operator's route, which shows any user's job without its payload or results; the
 // caller's own list asks for the caller's job, payload included.
 
 const DETAIL_FIELDS = [["status"], ["state"], ["queue"], ["user_id", "owner"], ["group_key", "group"],
-  ["attempts"], ["max_attempts"], ["priority"], ["idempotency_key"], ["run_after"],
+  ["attempts"], ["max_attempts"], ["compensation_runs", "compensation runs"], ["priority"], ["idempotency_key"], ["run_after"],
   ["lease_until"], ["created_at"], ["started_at"], ["finished_at"], ["timeout_seconds", "timeout"],
   ["error"], ["timed_out", "timed out"]];
 const TIMES = new Set(["run_after", "lease_until", "created_at", "started_at", "finished_at"]);

@@ -101,7 +101,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 job.type,
                 json.dumps(job.payload),
                 styled_status(job.status.value),
-                f"{job.attempts}/{job.max_attempts}",
+                job.attempts_label,
                 detail or "",
             )
         out.print(table)

@@ -58,7 +58,7 @@ def jobs_table(jobs: Sequence[Job], title: str | None = None) -> Table:
             job.type,
             job.queue,
             _state(job),
-            f"{job.attempts}/{job.max_attempts}",
+            job.attempts_label,
             str(job.priority),
             when(job.created_at),
             (job.standing_error or "")[:80],

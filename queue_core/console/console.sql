@@ -50,7 +50,8 @@ from tickq.depth_history(%(since)s::timestamptz, %(queue)s);
 -- Every user's jobs matching the filter, newest first, without payloads or results, a large
 -- progress left out and the error cut, as every list of jobs (tickq.operator_jobs).
 select id, queue, type, user_id, group_key, status, attempts, max_attempts, priority,
-       progress, error, run_after, created_at, updated_at, finished_at, truncated, wait_kind
+       progress, error, run_after, created_at, updated_at, finished_at, truncated, wait_kind,
+       compensation_runs
 from tickq.operator_jobs(%(statuses)s::text[], %(types)s::text[], %(queues)s::text[],
                          %(groups)s::text[], %(error)s, %(created_from)s::timestamptz,
                          %(created_to)s::timestamptz, %(after_created)s::timestamptz,
@@ -60,7 +61,7 @@ from tickq.operator_jobs(%(statuses)s::text[], %(types)s::text[], %(queues)s::te
 -- One job of any user, without its payload or result.
 select id, queue, type, user_id, group_key, status, attempts, max_attempts, priority,
        progress, error, errors, run_after, lease_until, created_at, updated_at, started_at,
-       finished_at, timeout_seconds
+       finished_at, timeout_seconds, compensation_runs
 from tickq.operator_job(%(id)s::uuid);
 
 -- name: operator_job_gate
@@ -111,7 +112,8 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes, timeout_seconds, wait_kind, flow_keys
+    owner_priority, snoozes, timeout_seconds, wait_kind, flow_keys,
+    declared_max_attempts, compensation_attempts
 from {{search_page}}
 order by created_at desc, id desc;
 
@@ -132,7 +134,7 @@ select j.id, j.queue, j.type, j.user_id, j.status,
        j.lease_seconds, j.backoff_base, j.backoff_factor, j.backoff_max, j.backoff_jitter,
        j.cancel_requested, j.created_at, j.updated_at, j.started_at, j.finished_at,
        j.group_key, j.has_children, j.owner_priority, j.snoozes, j.timeout_seconds, j.wait_kind,
-       j.flow_keys,
+       j.flow_keys, j.declared_max_attempts, j.compensation_attempts,
        jsonb_strip_nulls(jsonb_build_object(
            'payload', b.payload, 'result', b.result, 'progress', b.progress,
            'errors', b.errors, 'error', b.error)) as truncated
@@ -141,7 +143,7 @@ from (select id, queue, type, user_id, status, payload, idempotency_key, attempt
              error, errors, lease_seconds, backoff_base, backoff_factor, backoff_max,
              backoff_jitter, cancel_requested, created_at, updated_at, started_at,
              finished_at, group_key, has_children, owner_priority, snoozes, timeout_seconds, wait_kind,
-             flow_keys
+             flow_keys, declared_max_attempts, compensation_attempts
       from {{search_page}}) j
 cross join lateral (
     select tickq.list_left_out(j.payload) as payload, tickq.list_left_out(j.result) as result,

@@ -100,6 +100,38 @@ class Job:
     # The keys its flow limits count it under (queue_core/model/flow.py); an outside caller's
     # stored as '<owner>/key'.
     flow_keys: list[str] = field(default_factory=list)
+    # A saga's compensation raises max_attempts to leave its undos attempts (the engine counts
+    # against that); these keep the max_attempts declared and the attempts counted when it
+    # first began, for the views (None: it never compensated). See compensation_runs.
+    declared_max_attempts: int | None = None
+    compensation_attempts: int | None = None
+
+    @property
+    def compensation_runs(self) -> int:
+        """The attempts spent compensating: counted since the compensation began."""
+        if self.compensation_attempts is None:
+            return 0
+        return max(self.attempts - self.compensation_attempts, 0)
+
+    @property
+    def shown_attempts(self) -> int:
+        """The attempts the views show: the job's own, its compensation's runs apart."""
+        return self.attempts - self.compensation_runs
+
+    @property
+    def shown_max_attempts(self) -> int:
+        """The max_attempts the views show: as declared, not as a compensation raised it."""
+        declared = self.declared_max_attempts
+        return self.max_attempts if declared is None else declared
+
+    @property
+    def attempts_label(self) -> str:
+        """For tables: attempts against the max_attempts declared, a compensation's runs
+        apart ("2/2, compensation runs 1")."""
+        label = f"{self.shown_attempts}/{self.shown_max_attempts}"
+        if self.compensation_runs:
+            label += f", compensation runs {self.compensation_runs}"
+        return label
 
     @property
     def backoff(self) -> Backoff:
@@ -131,7 +163,7 @@ class Job:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view for the CLI and the HTTP API."""
         out: dict[str, Any] = {}
-        for name in JOB_COLUMNS:
+        for name in _VIEW_COLUMNS:
             value = getattr(self, name)
             if isinstance(value, UUID):
                 value = str(value)
@@ -140,6 +172,11 @@ class Job:
             elif isinstance(value, Status):
                 value = value.value
             out[name] = value
+        # Counts that mean what they say: attempts against the max_attempts declared, the
+        # runs a compensation added apart.
+        out["attempts"] = self.shown_attempts
+        out["max_attempts"] = self.shown_max_attempts
+        out["compensation_runs"] = self.compensation_runs
         out["state"] = self.state
         # A timed-out last attempt: after how long and how its handler was stopped.
         out["timed_out"] = timed_out_view(self.error)
@@ -147,6 +184,10 @@ class Job:
 
 
 JOB_COLUMNS: tuple[str, ...] = tuple(Job.__dataclass_fields__)
+# What to_dict shows: the engine's own bookkeeping of a compensation is shown as its counts.
+_VIEW_COLUMNS = tuple(
+    c for c in JOB_COLUMNS if c not in ("declared_max_attempts", "compensation_attempts")
+)
 _STATUS_INDEX = JOB_COLUMNS.index("status")
 _PAYLOAD_INDEX = JOB_COLUMNS.index("payload")
 _make_job: Any = Job

@@ -259,13 +259,15 @@ def parent_failed_error(parent_id: UUID, status: Status) -> str:
 
 
 def retry(job: Job, *, now: datetime) -> Job:
-    """Send a dead or cancelled job back to the queue with fresh attempts; its errors stay."""
+    """Send a dead or cancelled job back to the queue with fresh attempts; its errors stay,
+    and so does a compensation's raised max_attempts (the declared one kept beside it)."""
     if job.status not in (Status.DEAD, Status.CANCELLED):
         raise InvalidTransition(job.id, job.status, "retry")
     return replace(
         job,
         status=Status.QUEUED,
         attempts=0,
+        compensation_attempts=None,
         run_after=now,
         updated_at=now,
         finished_at=None,

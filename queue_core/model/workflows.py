@@ -207,14 +207,25 @@ def _compensating(
 ) -> tuple[Job, Durable]:
     """A saga not running made to compensate: runnable at once with `spare` attempts more,
     its compensation recorded (its handler, replayed, runs the undos, then ends it)."""
-    job = replace(
-        job,
-        run_after=min(job.run_after, now),
-        max_attempts=max(job.max_attempts, job.attempts + spare),
-        updated_at=now,
-    )
+    job = replace(_raised(job, spare), run_after=min(job.run_after, now), updated_at=now)
     entry = {"tries": 0, "error": error, "done": False}
     return job, replace(state, tries={**state.tries, f"compensation:{ends.value}": entry})
+
+
+def _raised(job: Job, spare: int) -> Job:
+    """The job with `spare` attempts for its compensation, which the engine counts against;
+    the max_attempts declared and the attempts counted so far kept (from the first time)
+    so the views show them apart (Job.compensation_runs)."""
+    return replace(
+        job,
+        max_attempts=max(job.max_attempts, job.attempts + spare),
+        declared_max_attempts=(
+            job.max_attempts if job.declared_max_attempts is None else job.declared_max_attempts
+        ),
+        compensation_attempts=(
+            job.attempts if job.compensation_attempts is None else job.compensation_attempts
+        ),
+    )
 
 
 def cancel(job: Job, state: Durable, *, now: datetime) -> tuple[Job, Durable]:
@@ -249,7 +260,7 @@ def reclaim(job: Job, state: Durable, *, now: datetime) -> tuple[Job, Durable]:
     assert job.lease_token is not None  # running, as is_reclaimable checked
     outcome = Outcome(job.id, job.lease_token, Status.RETRYING, error=error, delay=0)
     retried = transitions.finish(job, outcome, now=now)
-    retried = replace(retried, max_attempts=max(job.max_attempts, job.attempts + spare))
+    retried = _raised(retried, spare)
     entry = {"tries": 0, "error": error, "done": False}
     return retried, replace(state, tries={**state.tries, f"compensation:{status.value}": entry})
 
@@ -293,9 +304,7 @@ def compensation_begun(
     """The compensation recorded (kept from the first time) with attempts to spare, a cancel
     asked of the job taken as done."""
     _check_lease(job, token)
-    job = replace(
-        job, max_attempts=max(job.max_attempts, job.attempts + spare), cancel_requested=False
-    )
+    job = replace(_raised(job, spare), cancel_requested=False)
     key = f"compensation:{ends.value}"
     if key in state.tries:
         return job, state

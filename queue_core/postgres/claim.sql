@@ -116,7 +116,8 @@ id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attemp
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes, timeout_seconds, wait_kind, flow_keys
+    owner_priority, snoozes, timeout_seconds, wait_kind, flow_keys,
+    declared_max_attempts, compensation_attempts
 
 -- part: pick_runnable
 -- The plain claim's pick, but for its queue condition (each statement adds its own, and

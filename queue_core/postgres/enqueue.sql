@@ -170,7 +170,8 @@ with claimed as (
         priority, run_after, lease_until, lease_token, progress, result, error, errors,
         lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
         cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-        owner_priority, snoozes, timeout_seconds, wait_kind, flow_keys, false as duplicate
+        owner_priority, snoozes, timeout_seconds, wait_kind, flow_keys,
+    declared_max_attempts, compensation_attempts, false as duplicate
 )
 select * from inserted;
 
@@ -183,7 +184,8 @@ select j.id, j.queue, j.type, j.user_id, j.status, j.payload, j.idempotency_key,
     j.result, j.error, j.errors, j.lease_seconds, j.backoff_base, j.backoff_factor,
     j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at, j.updated_at,
     j.started_at, j.finished_at, j.group_key, j.has_children, j.owner_priority, j.snoozes,
-    j.timeout_seconds, j.wait_kind, j.flow_keys, true as duplicate
+    j.timeout_seconds, j.wait_kind, j.flow_keys, j.declared_max_attempts,
+    j.compensation_attempts, true as duplicate
 from tickq.job_keys k
 join tickq.jobs j on j.id = k.job_id
 where k.idempotency_key = %(key)s::text
@@ -232,7 +234,8 @@ select id, queue, type, user_id, status, payload, idempotency_key, attempts, max
     priority, run_after, lease_until, lease_token, progress, result, error, errors,
     lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
     cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes, timeout_seconds, wait_kind, flow_keys
+    owner_priority, snoozes, timeout_seconds, wait_kind, flow_keys,
+    declared_max_attempts, compensation_attempts
 from tickq.jobs where id = %(id)s;
 
 -- name: queue_limits_admit

@@ -59,6 +59,11 @@ with clock as materialized (
                          else j.run_after end,
         max_attempts = case when d.spare > 0 then greatest(j.max_attempts, j.attempts + d.spare)
                             else j.max_attempts end,
+        -- What the views show of it: the max_attempts declared, the attempts counted so far.
+        declared_max_attempts = coalesce(j.declared_max_attempts,
+                                         case when d.spare > 0 then j.max_attempts end),
+        compensation_attempts = coalesce(j.compensation_attempts,
+                                         case when d.spare > 0 then j.attempts end),
         lease_until = null,
         lease_token = null,
         cancel_requested = false,
@@ -71,7 +76,8 @@ with clock as materialized (
         j.progress, j.result, j.error, j.errors, j.lease_seconds, j.backoff_base,
         j.backoff_factor, j.backoff_max, j.backoff_jitter, j.cancel_requested, j.created_at,
         j.updated_at, j.started_at, j.finished_at, j.group_key, j.has_children, j.owner_priority,
-        j.snoozes, j.timeout_seconds, j.wait_kind, j.flow_keys
+        j.snoozes, j.timeout_seconds, j.wait_kind, j.flow_keys, j.declared_max_attempts,
+        j.compensation_attempts
 ), begun as (
     select case when count(*) > 0
                 then tickq.job_compensations_record(array_agg(d.id), array_agg(d.ends),
@@ -97,12 +103,9 @@ with clock as materialized (
     from reclaimed r, clock
     where r.has_children and r.status <> 'retrying'
 )
-select id, queue, type, user_id, status, payload, idempotency_key, attempts, max_attempts,
-    priority, run_after, lease_until, lease_token, progress, result, error, errors,
-    lease_seconds, backoff_base, backoff_factor, backoff_max, backoff_jitter,
-    cancel_requested, created_at, updated_at, started_at, finished_at, group_key, has_children,
-    owner_priority, snoozes, timeout_seconds, wait_kind, flow_keys
-from reclaimed cross join settled cross join begun;
+-- The job columns as reclaimed returns them, by name, once: a second list would take the
+-- statement past psycopg's query cache (tests/integration/test_queries.py).
+select reclaimed.* from reclaimed cross join settled cross join begun;
 
 -- name: jobs_extend_lease
 -- Push a running job's lease out; fenced by its lease token.

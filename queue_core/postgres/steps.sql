@@ -163,10 +163,13 @@ returning t.done_at;
 -- during one is reclaimed as any job, and must come back to finish them, so max_attempts
 -- leaves %(spare)s attempts (the undos' own tries bound them), and a cancel asked of it is
 -- taken as done (the compensation ends it cancelled) lest the reclaim cancel it before its
--- undos. Fenced by the lease token; no row: the lease is lost.
+-- undos. The max_attempts declared and the attempts counted so far are kept (the first
+-- time) for the views. Fenced by the lease token; no row: the lease is lost.
 with raised as (
     update tickq.jobs
     set max_attempts = greatest(max_attempts, attempts + %(spare)s),
+        declared_max_attempts = coalesce(declared_max_attempts, max_attempts),
+        compensation_attempts = coalesce(compensation_attempts, attempts),
         cancel_requested = false
     where id = %(id)s and lease_token = %(lease_token)s and status = 'running'
     returning id

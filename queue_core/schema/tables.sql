@@ -122,6 +122,13 @@ create table tickq.jobs (
     -- keys the caller gave and its task's templates filled from the payload; an outside
     -- caller's (the API's, the application login's) stored as '<owner>/key'.
     flow_keys        text[] not null default '{}',
+    -- A saga's compensation (docs/steps.md) raises max_attempts to leave its undos attempts;
+    -- these keep, from the first time it began, the max_attempts declared and the attempts
+    -- counted then, so the views show the declared max and the compensation's runs apart
+    -- (queue_core/model/jobs.py). Null on a job that never compensated; a retry's fresh
+    -- attempts null compensation_attempts again (the declared max stays known).
+    declared_max_attempts integer,
+    compensation_attempts integer,
 
     -- Bounds on what a row may hold, for every role, the owner included, however the row is
     -- written (the API's enqueue, tickq.enqueue, plain SQL): nothing the engine cannot read
@@ -138,6 +145,9 @@ create table tickq.jobs (
     constraint jobs_attempts_check check (attempts >= 0 and attempts <= max_attempts),
     -- Above the API's 1000: a saga's compensation adds attempts (bounds.py).
     constraint jobs_max_attempts_check check (max_attempts >= 1 and max_attempts <= 1000000000),
+    constraint jobs_compensation_counts_check check (
+        declared_max_attempts between 1 and max_attempts
+        and compensation_attempts between 0 and max_attempts),
     -- A lease exists exactly while the job runs: no running job without one, no stale token.
     constraint jobs_lease_check check (
         (status = 'running') = (lease_token is not null and lease_until is not null)),

@@ -170,6 +170,11 @@ def test_the_operator_sees_what_a_compensated_saga_undid_and_its_error(
         "charge",
         "reserve",
     ]
+    # Its attempts against the max_attempts declared (the compensation raised it to 12), the
+    # undos done in the run that failed: no compensation run
+    expect(page.locator('#detail-fields dd[data-field="attempts"]')).to_have_text("1")
+    expect(page.locator('#detail-fields dd[data-field="max_attempts"]')).to_have_text("1")
+    expect(page.locator('#detail-fields dd[data-field="compensation_runs"]')).to_have_text("0")
     assert leaked(page.content()) == leaked(answer) == []
     assert console_log.problems() == []
 

@@ -7,7 +7,7 @@ from uuid import uuid4
 
 import psycopg
 
-from queue_core import PostgresStore, StepStore
+from queue_core import PostgresStore, Status, StepStore
 from queue_core.model import validation
 from queue_core.model.steps import FOREVER, WaitKind
 
@@ -253,3 +253,43 @@ def test_the_job_view_shows_the_code_version_of_its_last_run_and_of_each_step(
     _, shown = call_api("GET", f"/jobs/{job['id']}", sub=ALICE)
     assert shown["code_version"] == "v7"
     assert [(s["name"], s["code_version"]) for s in shown["steps"]] == [("fetch", "v7")]
+
+
+def test_the_job_view_shows_the_declared_max_attempts_and_the_compensations_runs_apart(
+    call_api: Invoke, conn: psycopg.Connection
+) -> None:
+    """A saga declared with max_attempts 1 that began compensating on its attempt, whose
+    worker died during the undos, ran once more to finish them: 1/1 and one compensation
+    run, not 2 of the 7 attempts its compensation left it."""
+    _, job = call_api("POST", "/jobs", body={"type": "checkout", "max_attempts": 1}, sub=ALICE)
+    worker = PostgresStore(conn)
+    steps = StepStore(worker)
+    (claimed,) = worker.claim()
+    assert claimed.lease_token is not None
+    steps.complete(claimed.id, claimed.lease_token, "charge", '"ch_1"', compensable=True)
+    steps.compensation_begin(
+        claimed.id, claimed.lease_token, ends=Status.DEAD, error="out of stock", spare=6
+    )
+    conn.execute(
+        "update tickq.jobs set lease_until = now() - interval '1 second' where id = %s",
+        (claimed.id,),
+    )
+    worker.reclaim()
+    conn.execute("update tickq.jobs set run_after = now() where id = %s", (claimed.id,))
+    (again,) = worker.claim()
+    worker.fail(again, "out of stock", permanent=True)
+
+    _, viewed = call_api("GET", f"/jobs/{job['id']}", sub=ALICE)
+    _, listed = call_api("GET", "/jobs", sub=ALICE)
+
+    counts = {"attempts": 1, "max_attempts": 1, "compensation_runs": 1}
+    assert worker.get(claimed.id).max_attempts == 7  # what the engine counts against
+    assert viewed["status"] == "dead"
+    assert {k: viewed[k] for k in counts} == counts
+    (row,) = [j for j in listed["jobs"] if j["id"] == job["id"]]
+    assert {k: row[k] for k in counts} == counts
+    # The owner's retry (through the guard on its writes): attempts and the compensation's
+    # count of them start over; the max_attempts declared stays what is shown.
+    status, retried = call_api("POST", f"/jobs/{job['id']}/retry", sub=ALICE)
+    assert status == 200
+    assert (retried["attempts"], retried["max_attempts"], retried["compensation_runs"]) == (0, 1, 0)

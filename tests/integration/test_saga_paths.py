@@ -6,6 +6,7 @@ attempt. Each compensates: the undos of its completed steps run in reverse order
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from uuid import UUID
 
@@ -22,8 +23,9 @@ from queue_core import (
     StepStore,
     TickReport,
 )
-from queue_core.console.jobs import BulkAction, OperatorConsole
+from queue_core.console.jobs import BulkAction, JobFilter, OperatorConsole
 from queue_core.model.transitions import compensating
+from tickq.infra.cli.program import main
 
 INSTANT = {"base": 0.001, "max": 0.001}
 ALICE = UUID("0190c0de-0000-7000-8000-00000000a11c")
@@ -125,6 +127,10 @@ def test_a_saga_cancelled_while_it_does_not_run_runs_its_undos_then_ends_cancell
     assert (job.status, job.error) == (Status.CANCELLED, "cancelled")
     assert undone == ["release r_1", "refund ch_1"]
     assert undone_names(store, job_id) == ["reserve", "charge"]
+    # The run that compensated is counted as such, against the max_attempts declared. (A
+    # suspended attempt was given back: the retrying one counted its failed attempt.)
+    assert (job.compensation_runs, job.to_dict()["max_attempts"]) == (1, 3)
+    assert job.to_dict()["attempts"] == (1 if wait == "retrying" else 0)
 
 
 def test_a_saga_waiting_on_its_children_cancelled_by_the_operator_cancels_them_and_compensates(
@@ -197,7 +203,13 @@ def test_the_cli_cancel_of_a_suspended_saga_says_it_compensates(
 
 @pytest.mark.parametrize("crash_in_undo", [False, True])
 def test_a_saga_whose_worker_dies_on_its_last_attempt_compensates_then_ends_dead(
-    store: PostgresStore, registry: Registry, conn: psycopg.Connection, crash_in_undo: bool
+    store: PostgresStore,
+    registry: Registry,
+    conn: psycopg.Connection,
+    crash_in_undo: bool,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     undone: list[str] = []
     crashes: list[str] = []
@@ -224,6 +236,25 @@ def test_a_saga_whose_worker_dies_on_its_last_attempt_compensates_then_ends_dead
     assert compensation_rows(conn, job_id) == [("dead", "lease expired")]
     tries = {u["name"]: u["tries"] for u in StepStore(store).show(job_id).to_dict()["undone"]}
     assert tries == {"reserve": 2 if crash_in_undo else 1, "charge": 1}
+    # Counts that mean what they say: both declared attempts, the compensation's runs apart
+    # (one more when a worker died in an undo), though the engine raised max_attempts.
+    runs = 2 if crash_in_undo else 1
+    assert job.max_attempts > 2
+    counts = {"attempts": 2, "max_attempts": 2, "compensation_runs": runs}
+    assert {k: job.to_dict()[k] for k in counts} == counts
+    assert job.attempts_label == f"2/2, compensation runs {runs}"
+    monkeypatch.setenv("TICKQ_DATABASE_URL", database_url)
+    capsys.readouterr()
+    assert main(["show", str(job_id), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert {k: shown[k] for k in counts} == counts
+    viewed = OperatorConsole(conn).job(job_id)
+    assert {k: viewed[k] for k in counts} == counts
+    (listed,) = OperatorConsole(conn).jobs(JobFilter(types=("saga",))).jobs
+    assert {k: listed[k] for k in counts} == counts
+    # Retried, its attempts start over, and so does the compensation's count of them.
+    retried = store.retry(job_id)
+    assert (retried.attempts, retried.compensation_runs, retried.shown_max_attempts) == (0, 0, 2)
 
 
 def test_a_job_without_an_undo_ends_as_before_on_cancel_and_reclaim(
@@ -310,4 +341,5 @@ def test_the_saga_children_of_a_cancelled_parent_compensate_before_they_end_canc
         assert compensation_rows(conn, leg_id) == [("cancelled", f"parent {job_id} is cancelled")]
         job = tick(store, registry, leg_id, until=ended)
         assert (job.status, job.error) == (Status.CANCELLED, f"parent {job_id} is cancelled")
+        assert (job.compensation_runs, job.shown_max_attempts) == (1, 3)
     assert sorted(undone) == ["unbook 0", "unbook 1"]

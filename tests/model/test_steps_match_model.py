@@ -66,6 +66,10 @@ def observable(job: Job) -> tuple[Any, ...]:
         job.finished_at,
         job.result,
         job.progress,
+        # What a compensation kept for the views: the max_attempts declared, the attempts
+        # counted when it began.
+        job.declared_max_attempts,
+        job.compensation_attempts,
     )
 
 

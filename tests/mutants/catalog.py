@@ -1244,6 +1244,37 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "reclaim-compensation-runs-uncounted",
+        "the reclaim that begins a saga's compensation keeps no count of its attempts then: its"
+        " compensation's runs show as attempts past the max_attempts declared",
+        (
+            Edit(
+                "queue_core/postgres/leases.sql",
+                "case when d.spare > 0 then j.attempts end),\n",
+                "null::integer),\n",
+            ),
+        ),
+        targeted=(
+            f"{SAGA_PATHS}::test_a_saga_whose_worker_dies_on_its_last_attempt_compensates_then_ends_dead",
+        ),
+    ),
+    Mutant(
+        "job-view-shows-raised-max-attempts",
+        "the job's views show the max_attempts a saga's compensation raised, not the one declared",
+        (
+            Edit(
+                "queue_core/model/jobs.py",
+                '        out["max_attempts"] = self.shown_max_attempts\n',
+                '        out["max_attempts"] = self.max_attempts\n',
+            ),
+        ),
+        targeted=(
+            f"{SAGA_PATHS}::test_a_saga_whose_worker_dies_on_its_last_attempt_compensates_then_ends_dead",
+            f"{SIGNAL_API}::"
+            "test_the_job_view_shows_the_declared_max_attempts_and_the_compensations_runs_apart",
+        ),
+    ),
+    Mutant(
         "cancelled-parent-takes-saga-children-uncompensated",
         "the saga children of a parent that ended cancelled are cancelled without their undos",
         (

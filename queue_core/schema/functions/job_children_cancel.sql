@@ -50,6 +50,12 @@ begin
             max_attempts = case when o.spare > 0
                                 then greatest(c.max_attempts, c.attempts + o.spare)
                                 else c.max_attempts end,
+            declared_max_attempts = case when o.spare > 0
+                                         then coalesce(c.declared_max_attempts, c.max_attempts)
+                                         else c.declared_max_attempts end,
+            compensation_attempts = case when o.spare > 0
+                                         then coalesce(c.compensation_attempts, c.attempts)
+                                         else c.compensation_attempts end,
             updated_at = p_at,
             finished_at = case when o.spare = 0 then p_at else c.finished_at end
         from owed o

@@ -76,8 +76,10 @@ begin
     -- Cancel a saga not running that owes undos: it stays as it is, but runnable at once
     -- with the attempts its compensation needs (tickq.job_compensation_spare, read before
     -- the compensation's row is written in the same statement), or, compensating already,
-    -- untouched but for the time.
-    if (v_moved <@ array['run_after', 'max_attempts', 'updated_at']
+    -- untouched but for the time. The max_attempts declared and the attempts counted are
+    -- kept for the views, as the first compensation left them.
+    if (v_moved <@ array['run_after', 'max_attempts', 'declared_max_attempts',
+                         'compensation_attempts', 'updated_at']
         and new.status = old.status and old.status in ('queued', 'retrying')
         and not new.cancel_requested
         and case when v_moved <@ array['updated_at']
@@ -86,6 +88,10 @@ begin
                       and new.run_after <= old.run_after
                       and new.max_attempts = greatest(
                           old.max_attempts, old.attempts + tickq.job_compensation_spare(old.id))
+                      and new.declared_max_attempts
+                          = coalesce(old.declared_max_attempts, old.max_attempts)
+                      and new.compensation_attempts
+                          = coalesce(old.compensation_attempts, old.attempts)
             end) is true then
         return new;
     end if;
@@ -94,11 +100,12 @@ begin
         and new.cancel_requested) is true then
         return new;
     end if;
-    -- Send a dead or cancelled job back to the queue with fresh attempts.
-    if (v_moved <@ array['status', 'attempts', 'run_after', 'cancel_requested', 'finished_at',
-                         'updated_at']
+    -- Send a dead or cancelled job back to the queue with fresh attempts (a compensation's
+    -- count of them forgotten with them).
+    if (v_moved <@ array['status', 'attempts', 'compensation_attempts', 'run_after',
+                         'cancel_requested', 'finished_at', 'updated_at']
         and new.status = 'queued' and old.status in ('dead', 'cancelled')
-        and new.attempts = 0 and not new.cancel_requested and new.finished_at is null
+        and new.attempts = 0 and new.compensation_attempts is null and not new.cancel_requested and new.finished_at is null
         and new.run_after <= now() + interval '366 days') is true then
         return new;
     end if;

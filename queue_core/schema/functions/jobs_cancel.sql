@@ -36,6 +36,12 @@ begin
             max_attempts = case when j.status <> 'running' and o.spare > 0
                                 then greatest(j.max_attempts, j.attempts + o.spare)
                                 else j.max_attempts end,
+            declared_max_attempts = case when j.status <> 'running' and o.spare > 0
+                                         then coalesce(j.declared_max_attempts, j.max_attempts)
+                                         else j.declared_max_attempts end,
+            compensation_attempts = case when j.status <> 'running' and o.spare > 0
+                                         then coalesce(j.compensation_attempts, j.attempts)
+                                         else j.compensation_attempts end,
             finished_at = case when j.status = 'running' or o.spare is distinct from 0
                                then null else p_now end,
             updated_at = p_now

@@ -48,6 +48,9 @@ begin
         update tickq.jobs j
         set status = 'queued',
             attempts = 0,
+            -- Its attempts start over, so does a compensation's count of them; the
+            -- max_attempts it declared stays known (declared_max_attempts).
+            compensation_attempts = null,
             run_after = p_now,
             cancel_requested = false,
             finished_at = null,

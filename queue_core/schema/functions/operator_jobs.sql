@@ -5,7 +5,8 @@
 -- error to its first 200 characters (LIST_ERROR_CHARS in queue_core/model/pages.py); `truncated`
 -- names what it left out or cut, each with the bytes it holds ({} when nothing). The page's
 -- rows are chosen first, so only they are measured. `wait_kind`: what a suspended job
--- (queued with a wait) waits for, so the list shows it suspended.
+-- (queued with a wait) waits for, so the list shows it suspended. Attempts count against the
+-- max_attempts declared, a saga's compensation's runs apart (compensation_runs).
 create or replace function tickq.operator_jobs(
     p_statuses text[], p_types text[], p_queues text[], p_groups text[], p_error text,
     p_created_from timestamptz, p_created_to timestamptz,
@@ -14,15 +15,17 @@ create or replace function tickq.operator_jobs(
                    attempts integer, max_attempts integer, priority integer,
                    progress jsonb, error text, run_after timestamptz,
                    created_at timestamptz, updated_at timestamptz, finished_at timestamptz,
-                   truncated jsonb, wait_kind text)
+                   truncated jsonb, wait_kind text, compensation_runs integer)
     language sql stable security definer
     set search_path = pg_catalog, pg_temp
     as $$
-select j.id, j.queue, j.type, j.user_id, j.group_key, j.status, j.attempts, j.max_attempts,
-       j.priority, case when b.progress is null then j.progress end, left(j.error, 200),
+select j.id, j.queue, j.type, j.user_id, j.group_key, j.status,
+       least(j.attempts, coalesce(j.compensation_attempts, j.attempts)),
+       coalesce(j.declared_max_attempts, j.max_attempts), j.priority,
+       case when b.progress is null then j.progress end, left(j.error, 200),
        j.run_after, j.created_at, j.updated_at, j.finished_at,
        jsonb_strip_nulls(jsonb_build_object('progress', b.progress, 'error', b.error)),
-       j.wait_kind
+       j.wait_kind, greatest(j.attempts - coalesce(j.compensation_attempts, j.attempts), 0)
 from tickq.jobs_search(p_statuses, p_types, p_queues, p_groups, p_error, p_created_from,
                        p_created_to, p_after_created, p_after_id, p_limit) j
 cross join lateral (
