@@ -14,15 +14,28 @@ import threading
 from typing import Any
 
 import psycopg
+import pytest
 
-from queue_core import JobContext, PostgresStore, Registry, Runner
+from queue_core import JobContext, PostgresStore, Registry, Runner, TickReport
 from queue_core.model.validation import job_spec
 
 LEASE = 2
 
 
+def _tick(runner: Runner) -> TickReport:
+    return runner.tick(max_batches=1)
+
+
+def _one_batch(runner: Runner) -> TickReport:
+    """The batch loop's own early save (Runner.run_batch, called directly)."""
+    report = TickReport()
+    runner.run_batch(report)
+    return report
+
+
+@pytest.mark.parametrize("run", [_tick, _one_batch], ids=["streaming", "batch"])
 def test_a_quick_job_beside_a_slow_one_is_saved_at_once_and_never_run_twice(
-    conn: psycopg.Connection, database_url: str
+    conn: psycopg.Connection, database_url: str, run: Any
 ) -> None:
     runs: list[str] = []
     quick_done = threading.Event()
@@ -66,7 +79,7 @@ def test_a_quick_job_beside_a_slow_one_is_saved_at_once_and_never_run_twice(
     store = PostgresStore(conn)
     store.enqueue_many([job_spec("slow"), job_spec("quick")])
     with Runner(store, registry, batch_size=2, concurrency=2, lease_seconds=LEASE) as runner:
-        report = runner.tick(max_batches=1)
+        report = run(runner)
 
     assert report.claimed == 2
     rows = {

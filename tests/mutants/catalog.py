@@ -1586,7 +1586,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         targeted=(
             "tests/integration/test_runner_ended_leases.py::"
-            "test_a_quick_job_beside_a_slow_one_is_saved_at_once_and_never_run_twice",
+            "test_a_quick_job_beside_a_slow_one_is_saved_at_once_and_never_run_twice[batch]",
         ),
     ),
     Mutant(
@@ -1630,7 +1630,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         targeted=(
             "tests/integration/test_runner_ended_leases.py::"
-            "test_a_quick_job_beside_a_slow_one_is_saved_at_once_and_never_run_twice",
+            "test_a_quick_job_beside_a_slow_one_is_saved_at_once_and_never_run_twice[streaming]",
         ),
     ),
     Mutant(
@@ -2525,7 +2525,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         targeted=(
             "tests/integration/test_runner_ended_leases.py::"
-            "test_a_quick_job_beside_a_slow_one_is_saved_at_once_and_never_run_twice",
+            "test_a_quick_job_beside_a_slow_one_is_saved_at_once_and_never_run_twice[streaming]",
         ),
     ),
     Mutant(
