@@ -259,14 +259,17 @@ def parent_failed_error(parent_id: UUID, status: Status) -> str:
 
 
 def retry(job: Job, *, now: datetime) -> Job:
-    """Send a dead or cancelled job back to the queue with fresh attempts; its errors stay,
-    and so does a compensation's raised max_attempts (the declared one kept beside it)."""
+    """Send a dead or cancelled job back to the queue with fresh attempts; its errors stay.
+    A compensation's raised max_attempts goes back to the declared one: the attempts it
+    added were for the undos, not for the runs from scratch a retry gives."""
     if job.status not in (Status.DEAD, Status.CANCELLED):
         raise InvalidTransition(job.id, job.status, "retry")
     return replace(
         job,
         status=Status.QUEUED,
         attempts=0,
+        max_attempts=job.shown_max_attempts,
+        declared_max_attempts=None,
         compensation_attempts=None,
         run_after=now,
         updated_at=now,

@@ -125,8 +125,8 @@ create table tickq.jobs (
     -- A saga's compensation (docs/steps.md) raises max_attempts to leave its undos attempts;
     -- these keep, from the first time it began, the max_attempts declared and the attempts
     -- counted then, so the views show the declared max and the compensation's runs apart
-    -- (queue_core/model/jobs.py). Null on a job that never compensated; a retry's fresh
-    -- attempts null compensation_attempts again (the declared max stays known).
+    -- (queue_core/model/jobs.py). Null on a job that never compensated; a retry nulls both
+    -- again, its fresh attempts counted against the declared max_attempts it restores.
     declared_max_attempts integer,
     compensation_attempts integer,
 

@@ -289,7 +289,10 @@ def test_the_job_view_shows_the_declared_max_attempts_and_the_compensations_runs
     (row,) = [j for j in listed["jobs"] if j["id"] == job["id"]]
     assert {k: row[k] for k in counts} == counts
     # The owner's retry (through the guard on its writes): attempts and the compensation's
-    # count of them start over; the max_attempts declared stays what is shown.
+    # count of them start over, against the max_attempts declared, which the engine counts
+    # against again.
     status, retried = call_api("POST", f"/jobs/{job['id']}/retry", sub=ALICE)
     assert status == 200
     assert (retried["attempts"], retried["max_attempts"], retried["compensation_runs"]) == (0, 1, 0)
+    again = worker.get(claimed.id)
+    assert (again.max_attempts, again.declared_max_attempts) == (1, None)

@@ -24,6 +24,7 @@ from queue_core import (
     TickReport,
 )
 from queue_core.console.jobs import BulkAction, JobFilter, OperatorConsole
+from queue_core.migrate import available
 from queue_core.model.transitions import compensating
 from tickq.infra.cli.program import main
 
@@ -252,9 +253,39 @@ def test_a_saga_whose_worker_dies_on_its_last_attempt_compensates_then_ends_dead
     assert {k: viewed[k] for k in counts} == counts
     (listed,) = OperatorConsole(conn).jobs(JobFilter(types=("saga",))).jobs
     assert {k: listed[k] for k in counts} == counts
-    # Retried, its attempts start over, and so does the compensation's count of them.
+    # Retried, its attempts start over, and so does the compensation's count of them; the
+    # engine counts them against the max_attempts declared again, not the raised one.
     retried = store.retry(job_id)
     assert (retried.attempts, retried.compensation_runs, retried.shown_max_attempts) == (0, 0, 2)
+    assert (retried.max_attempts, retried.declared_max_attempts) == (2, None)
+    assert store.get(job_id).max_attempts == 2
+
+
+def test_migration_0046_gives_jobs_retried_before_their_declared_max_attempts_back(
+    store: PostgresStore, registry: Registry, conn: psycopg.Connection
+) -> None:
+    """Sagas retried before the retry restored the declared max_attempts: those still to
+    run, within their declared attempts, count against it again; the others keep theirs."""
+    saga(registry, [], lambda job: None, max_attempts=2)
+    ids = [store.enqueue(registry.spec("saga")).id for _ in range(4)]
+    # As the old retry left them: the raised max kept, the declared one beside it.
+    conn.execute(
+        "update tickq.jobs set max_attempts = 12, declared_max_attempts = 2,"
+        " attempts = (array[1, 3, 0, 0])[array_position(%s::uuid[], id)],"
+        " status = (array['queued', 'queued', 'dead', 'queued'])[array_position(%s::uuid[], id)],"
+        " finished_at = case when id = %s then now() end,"
+        " compensation_attempts = case when id = %s then 0 end",
+        (ids, ids, ids[2], ids[3]),
+    )
+    (migration,) = [m for m in available() if m.version.startswith("0046_")]
+
+    conn.execute(migration.sql)
+
+    counts = [
+        (j.max_attempts, j.declared_max_attempts, j.compensation_attempts)
+        for j in map(store.get, ids)
+    ]
+    assert counts == [(2, None, None), (12, 2, None), (12, 2, None), (12, 2, 0)]
 
 
 def test_a_job_without_an_undo_ends_as_before_on_cancel_and_reclaim(

@@ -1275,6 +1275,22 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "retry-keeps-raised-max-attempts",
+        "a retried saga that compensated keeps the max_attempts its compensation raised: its"
+        " fresh attempts run past the max_attempts declared",
+        (
+            Edit(
+                function("jobs_retry"),
+                "            max_attempts = coalesce(j.declared_max_attempts, j.max_attempts),\n"
+                "            declared_max_attempts = null,\n",
+                "",
+            ),
+        ),
+        targeted=(
+            f"{SAGA_PATHS}::test_a_saga_whose_worker_dies_on_its_last_attempt_compensates_then_ends_dead",
+        ),
+    ),
+    Mutant(
         "cancelled-parent-takes-saga-children-uncompensated",
         "the saga children of a parent that ended cancelled are cancelled without their undos",
         (

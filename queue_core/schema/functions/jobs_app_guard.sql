@@ -101,11 +101,16 @@ begin
         return new;
     end if;
     -- Send a dead or cancelled job back to the queue with fresh attempts (a compensation's
-    -- count of them forgotten with them).
-    if (v_moved <@ array['status', 'attempts', 'compensation_attempts', 'run_after',
-                         'cancel_requested', 'finished_at', 'updated_at']
+    -- count of them forgotten with them, and the max_attempts it raised back to the one
+    -- declared).
+    if (v_moved <@ array['status', 'attempts', 'max_attempts', 'declared_max_attempts',
+                         'compensation_attempts', 'run_after', 'cancel_requested',
+                         'finished_at', 'updated_at']
         and new.status = 'queued' and old.status in ('dead', 'cancelled')
-        and new.attempts = 0 and new.compensation_attempts is null and not new.cancel_requested and new.finished_at is null
+        and new.attempts = 0 and new.compensation_attempts is null
+        and new.max_attempts = coalesce(old.declared_max_attempts, old.max_attempts)
+        and new.declared_max_attempts is null
+        and not new.cancel_requested and new.finished_at is null
         and new.run_after <= now() + interval '366 days') is true then
         return new;
     end if;

@@ -48,8 +48,11 @@ begin
         update tickq.jobs j
         set status = 'queued',
             attempts = 0,
-            -- Its attempts start over, so does a compensation's count of them; the
-            -- max_attempts it declared stays known (declared_max_attempts).
+            -- Its attempts start over, so does a compensation's count of them, and its
+            -- max_attempts is the declared one again: the attempts a compensation added
+            -- were for its undos, not for the runs from scratch a retry gives.
+            max_attempts = coalesce(j.declared_max_attempts, j.max_attempts),
+            declared_max_attempts = null,
             compensation_attempts = null,
             run_after = p_now,
             cancel_requested = false,
