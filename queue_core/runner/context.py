@@ -16,7 +16,9 @@ from queue_core.store.port import LeaseKeeper
 
 class JobContext:
     """Passed to handlers as `job`. Progress and heartbeats raise JobCancelled when someone
-    asked the job to cancel, and LeaseLost when another worker has taken it over."""
+    asked the job to cancel, and LeaseLost when another worker has taken it over. Its
+    `max_attempts` is the declared one even while a saga compensates (the runs of that are
+    `compensation_runs`), so a handler's last-attempt test is about its own attempts."""
 
     __slots__ = (
         "_host",
@@ -64,11 +66,22 @@ class JobContext:
 
     @property
     def attempt(self) -> int:
+        """This run's attempt as its claim counted it: a saga's compensation's runs count
+        on from the job's own (compensation_runs says how many of them there are)."""
         return self._job.attempts
 
     @property
     def max_attempts(self) -> int:
-        return self._job.max_attempts
+        """The max_attempts declared, not the one a saga's compensation raised to leave its
+        undos attempts, so `attempt >= max_attempts` still tells the job's own last attempt
+        (the engine's retry-or-dead rule reads the row's raised figure, `row`)."""
+        return self._job.shown_max_attempts
+
+    @property
+    def compensation_runs(self) -> int:
+        """The runs of a saga's compensation, this one included (0 unless it compensates):
+        the job's own attempts are `attempt - compensation_runs`."""
+        return self._job.compensation_runs
 
     @property
     def snoozes(self) -> int:

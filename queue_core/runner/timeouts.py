@@ -181,7 +181,7 @@ def call_in_process(fn: Callable[..., Any], job: Job, timeout: float | None) -> 
         args=(
             fn.__module__,
             fn.__qualname__,
-            (job.id, job.type, job.payload, job.attempts, job.max_attempts),
+            (job.id, job.type, job.payload, job.attempts, job.shown_max_attempts),
             sender,
         ),
         name=f"tickq-{job.type}",

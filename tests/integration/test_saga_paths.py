@@ -214,9 +214,12 @@ def test_a_saga_whose_worker_dies_on_its_last_attempt_compensates_then_ends_dead
 ) -> None:
     undone: list[str] = []
     crashes: list[str] = []
+    seen: list[tuple[int, int, int]] = []
 
     @registry.task("saga", max_attempts=2, backoff=INSTANT)
     def run(job: JobContext) -> None:
+        seen.append((job.attempt, job.max_attempts, job.compensation_runs))
+
         def release(r: str) -> None:
             if crash_in_undo and "undo" not in crashes:
                 crashes.append("undo")
@@ -244,6 +247,8 @@ def test_a_saga_whose_worker_dies_on_its_last_attempt_compensates_then_ends_dead
     counts = {"attempts": 2, "max_attempts": 2, "compensation_runs": runs}
     assert {k: job.to_dict()[k] for k in counts} == counts
     assert job.attempts_label == f"2/2, compensation runs {runs}"
+    # Its handler saw the max_attempts declared, the compensation's runs apart, on every run.
+    assert seen == [(1, 2, 0), (2, 2, 0), *((2 + n, 2, n) for n in range(1, runs + 1))]
     monkeypatch.setenv("TICKQ_DATABASE_URL", database_url)
     capsys.readouterr()
     assert main(["show", str(job_id), "--json"]) == 0
