@@ -28,12 +28,15 @@ DETAIL_TYPES = {
 
 def lifecycle_event(job: Job, status: Status, error: str | None) -> str:
     """The outcome's `event` as the finish statement takes it (JSON text): the event a task
-    opted into, with the detail `Job Dead` carries."""
+    opted into, with the detail `Job Dead` carries (tickq.outbox_job_dead), its counts as
+    the views show them, not as a saga's compensation raised them."""
     detail = {
         "id": str(job.id),
         "type": job.type,
         "queue": job.queue,
-        "attempts": job.attempts,
+        "attempts": job.shown_attempts,
+        "max_attempts": job.shown_max_attempts,
+        "compensation_runs": job.compensation_runs,
         "error": error,
     }
     return json.dumps(

@@ -264,6 +264,8 @@ def test_a_job_going_dead_puts_a_job_dead_event_on_the_bus(
         "type": "convert",
         "queue": "media",
         "attempts": 1,
+        "max_attempts": 3,
+        "compensation_runs": 0,
         "error": "PermanentError: bad input file",
     }
 

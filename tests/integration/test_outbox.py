@@ -132,6 +132,8 @@ def test_opted_in_events_ride_on_the_finish_and_other_types_write_none(
         "type": "noisy",
         "queue": "default",
         "attempts": 2,
+        "max_attempts": 3,
+        "compensation_runs": 0,
         "error": None,
     }
 

@@ -247,6 +247,12 @@ def test_a_saga_whose_worker_dies_on_its_last_attempt_compensates_then_ends_dead
     counts = {"attempts": 2, "max_attempts": 2, "compensation_runs": runs}
     assert {k: job.to_dict()[k] for k in counts} == counts
     assert job.attempts_label == f"2/2, compensation runs {runs}"
+    # Its Job Dead event carries the same counts.
+    ((detail,),) = conn.execute(
+        "select detail from tickq.outbox where job_id = %s and detail_type = 'Job Dead'",
+        (job_id,),
+    ).fetchall()
+    assert {k: detail[k] for k in counts} == counts
     # Its handler saw the max_attempts declared, the compensation's runs apart, on every run.
     assert seen == [(1, 2, 0), (2, 2, 0), *((2 + n, 2, n) for n in range(1, runs + 1))]
     monkeypatch.setenv("TICKQ_DATABASE_URL", database_url)

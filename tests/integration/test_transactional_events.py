@@ -86,7 +86,15 @@ def test_a_transactional_success_writes_one_job_succeeded_event_in_the_handlers_
     assert events(conn) == [(job_id, "Job Succeeded")]
     detail = conn.execute("select detail from tickq.outbox").fetchone()
     assert detail == (
-        {"id": str(job_id), "type": "charge", "queue": "default", "attempts": 1, "error": None},
+        {
+            "id": str(job_id),
+            "type": "charge",
+            "queue": "default",
+            "attempts": 1,
+            "max_attempts": 3,
+            "compensation_runs": 0,
+            "error": None,
+        },
     )
     [(event_tx, charge_tx, job_tx)] = conn.execute(
         "select (select xmin::text from tickq.outbox), (select xmin::text from public.charges),"

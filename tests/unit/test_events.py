@@ -4,6 +4,7 @@ completion in a handler's transaction share."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -30,11 +31,29 @@ def test_an_opted_in_status_carries_its_event_with_the_jobs_detail() -> None:
             "type": job.type,
             "queue": job.queue,
             "attempts": job.attempts,
+            "max_attempts": job.max_attempts,
+            "compensation_runs": 0,
             "error": None,
         },
     }
     assert outcome.status == Status.SUCCEEDED
     assert outcome.result_json is not None and json.loads(outcome.result_json) == {"ok": 1}
+
+
+def test_a_compensating_sagas_event_carries_the_counts_its_views_show() -> None:
+    """Its second attempt of two failed, then it ran once to undo: 2 of the max_attempts 2
+    declared and one compensation run, not 3 of the 12 its compensation raised it to."""
+    job = replace(
+        running_job(), attempts=3, max_attempts=12, declared_max_attempts=2, compensation_attempts=2
+    )
+    outcome = with_opted_event(
+        event_statuses(["cancelled"]), job, transitions.cancelled_while_running(job)
+    )
+
+    assert outcome.event_json is not None
+    detail = json.loads(outcome.event_json)["detail"]
+    counts = {k: detail[k] for k in ("attempts", "max_attempts", "compensation_runs")}
+    assert counts == {"attempts": 2, "max_attempts": 2, "compensation_runs": 1}
 
 
 def test_an_outcome_of_another_status_is_left_as_it_is() -> None:
