@@ -5,15 +5,15 @@ call's outcomes; the loop's thread alone talks to the database, in one statement
 that saves the outcomes that ended and claims the slots that freed:
 
 - a job's outcome is saved when the job ends, with whatever else ended meanwhile, within
-  SAVE_WITHIN_SECONDS (at once when a claim goes out, or when a batch's worth ended), never
-  when its batch-mates end: a quick job beside a slow one is done when it is, and its lease
-  is never left to run down while it waits;
+  SAVE_WITHIN_SECONDS (at once when a claim goes out, or when a batch's worth or half of
+  the jobs held ahead ended), never when its batch-mates end: a quick job beside a slow
+  one is done when it is, and its lease is never left to run down while it waits;
 - claims fill the slots as they free up instead of waiting for a whole batch, and while
-  jobs are quick up to AHEAD_BATCHES batches more are claimed ahead (Runner.batch_size), as
-  many as keep a claimed job's wait for a thread within a second and a tenth of its lease,
-  so that no handler thread waits for a round trip; a job claimed ahead whose wait still
-  outgrew a third of its lease has its lease renewed before it starts, and is dropped if it
-  was lost meanwhile.
+  jobs are quick more are claimed ahead, enough to cover a few statements' round trips
+  (STATEMENTS_AHEAD) but never more than keep a claimed job's wait for a thread within a
+  second and a tenth of its lease, so that no handler thread waits for a round trip; a
+  job claimed ahead whose wait still outgrew a third of its lease has its lease renewed
+  before it starts, and is dropped if it was lost meanwhile.
 
 The statements are the batch loop's (Store.finish_and_claim_unparsed, fenced by the lease
 tokens), and so are the stop rule (StopRule), the resend after a lost connection and the
@@ -44,11 +44,16 @@ log = logging.getLogger("tickq")
 
 # The longest an ended job's outcome waits to be saved with others that end after it.
 SAVE_WITHIN_SECONDS = 0.1
-# At most this many batches are claimed ahead of the free slots while jobs are quick: with
-# 1 ms jobs, a statement's round trip is about as long as a job, and the threads ran idle
-# for a third of the time with one batch ahead (4 threads: 2,250 jobs/s against 3,400
-# with four batches ahead).
+# Jobs are claimed ahead of the free slots while calls are quick, as many as the threads
+# start within STATEMENTS_AHEAD statements' round trips at the calls' pace, so that no
+# thread waits for one, and at least AHEAD_BATCHES batches or AHEAD_JOBS jobs: a statement
+# costs the server about a millisecond plus a tenth per job, so statements of a few jobs
+# bound the loop (4 threads of 1 ms jobs, 16 jobs ahead in statements of 8: 2,900 jobs/s;
+# 64 ahead in statements of 32: 3,300). Whatever the pace, no job claimed ahead should
+# wait for a thread longer than a second or a tenth of its lease (QUICK_BATCH_SECONDS).
+STATEMENTS_AHEAD = 3
 AHEAD_BATCHES = 4
+AHEAD_JOBS = 64
 # While the queue is empty and handlers still run, a claim is tried again this often (a
 # worker that listens is woken sooner by an enqueue's notification)...
 RETRY_EMPTY_SECONDS = 1.0
@@ -216,6 +221,8 @@ class Loop:
         self.first_ended = 0.0
         self.short_since: float | None = None
         self.call_seconds: float | None = None  # a moving average of the calls' durations
+        self.statement_seconds = 0.0  # and of the statements' round trips
+        self.last_statement = 0.0  # when the last one came back
         self.wait_limit = QUICK_BATCH_SECONDS  # the longest a job claimed ahead should wait
         self.raised: BaseException | None = None
 
@@ -274,16 +281,15 @@ class Loop:
         return min(room, max(runner.batch_size, ahead))
 
     def _ahead(self) -> int:
-        """How many jobs to hold claimed beyond the threads: as many as the threads start
-        within `wait_limit` at the calls' pace, up to AHEAD_BATCHES batches; none before
-        a call has ended."""
+        """How many jobs to hold claimed beyond the threads (see STATEMENTS_AHEAD); none
+        before a call has ended."""
         if self.call_seconds is None:
             return 0
         runner = self.runner
-        cap = AHEAD_BATCHES * runner.batch_size
-        if self.call_seconds <= 0:
-            return cap
-        return min(cap, int(self.wait_limit * runner.concurrency / self.call_seconds))
+        pace = runner.concurrency / max(self.call_seconds, 1e-6)  # calls started per second
+        cover = int(STATEMENTS_AHEAD * self.statement_seconds * pace)
+        cap = max(AHEAD_BATCHES * runner.batch_size, AHEAD_JOBS, cover)
+        return min(cap, int(self.wait_limit * pace))
 
     def _try_again(self) -> bool:
         assert self.short_since is not None
@@ -295,16 +301,29 @@ class Loop:
         return bool(woken is not None and woken())
 
     def _save_due(self) -> bool:
+        """Save now? When nothing else runs, when a batch's worth ended and the loop has
+        been idle for as long as a statement takes (so that saves take at most about half
+        of its time), when half of the jobs held ahead ended, or SAVE_WITHIN_SECONDS after
+        the first of them ended."""
         if not self.jobs:
             return False
-        if self.in_hand == 0 or len(self.jobs) >= self.runner.batch_size:
+        if self.in_hand == 0:
             return True
-        return time.monotonic() - self.first_ended >= SAVE_WITHIN_SECONDS
+        now = time.monotonic()
+        ended, batch = len(self.jobs), self.runner.batch_size
+        if ended >= batch and now - self.last_statement >= self.statement_seconds:
+            return True
+        if ended >= max(batch, self._ahead() // 2):
+            return True
+        return now - self.first_ended >= SAVE_WITHIN_SECONDS
 
     def _await(self, claiming: bool) -> None:
         """Wait for a handler call to end, as long as nothing else is due."""
         if self.jobs:
-            timeout = max(0.0, self.first_ended + SAVE_WITHIN_SECONDS - time.monotonic())
+            due = self.first_ended + SAVE_WITHIN_SECONDS
+            if len(self.jobs) >= self.runner.batch_size:
+                due = min(due, self.last_statement + self.statement_seconds)
+            timeout = max(0.0, due - time.monotonic())
         elif claiming and self.short_since is not None:
             timeout = NOTICE_SECONDS
         else:
@@ -357,6 +376,7 @@ class Loop:
         jobs, outcomes = self.jobs, self.outcomes
         self.jobs, self.outcomes = [], []
         seed = os.urandom(16) if room else None
+        started = time.monotonic()
         try:
             with telemetry.span("tickq finish", **runner.span_attributes("settle", len(jobs))):
                 held, claimed = runner.store.finish_and_claim_unparsed(
@@ -374,6 +394,9 @@ class Loop:
         except DatabaseError:
             pipeline.failed((jobs, outcomes) if jobs else None, seed=seed)
             raise
+        self.last_statement = time.monotonic()
+        took = self.last_statement - started
+        self.statement_seconds = 0.8 * self.statement_seconds + 0.2 * took
         if jobs:
             report.record(jobs, outcomes, held)
             pipeline.note_released(jobs, outcomes)

@@ -2535,7 +2535,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 STREAM,
-                "        return time.monotonic() - self.first_ended >= SAVE_WITHIN_SECONDS\n",
+                "        now = time.monotonic()\n        ended, batch = len(self.jobs),"
+                " self.runner.batch_size\n",
                 "        return False\n",
             ),
         ),
