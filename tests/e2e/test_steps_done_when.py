@@ -100,7 +100,10 @@ def test_a_six_step_job_crosses_ticks_running_each_step_once(
     assert count >= 3, f"6 steps of 0.5 s with 1.5 s per tick took only {count} ticks"
     shown = ticks.tickq("show", str(job_id))
     assert [s["name"] for s in shown["steps"]] == [f"part:{i}" for i in range(6)]
-    assert shown["resumes"] == count - 1
+    # Each tick but the last suspends the job at least once. A tick with time left after a
+    # suspension may claim it again (its run_after is now), and a claim always stores one
+    # step before it may suspend, so there are at most five suspensions for six steps.
+    assert count - 1 <= shown["resumes"] <= 5, (count, shown["resumes"])
 
 
 def test_a_failed_second_step_reruns_only_that_step(ticks: Ticks, conn: psycopg.Connection) -> None:
