@@ -15,17 +15,29 @@ log = logging.getLogger("tickq")
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
-    """A job that went dead during a tick, for alerts (EventBridge, logs)."""
+    """A job that went dead during a tick, for alerts (EventBridge, logs). Its counts are the
+    ones the job views and the `Job Dead` event show: a saga's compensation's runs apart
+    from its own attempts, and the max_attempts it declared, not the one compensation raised."""
 
     id: UUID
     type: str
     queue: str
     attempts: int
     error: str | None
+    max_attempts: int | None = None
+    compensation_runs: int = 0
 
     @classmethod
     def of(cls, job: Job, error: str | None) -> DeadLetter:
-        return cls(job.id, job.type, job.queue, job.attempts, error)
+        return cls(
+            job.id,
+            job.type,
+            job.queue,
+            job.shown_attempts,
+            error,
+            job.shown_max_attempts,
+            job.compensation_runs,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -33,6 +45,8 @@ class DeadLetter:
             "type": self.type,
             "queue": self.queue,
             "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "compensation_runs": self.compensation_runs,
             "error": self.error,
         }
 

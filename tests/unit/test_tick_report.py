@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import UTC, datetime
 from uuid import uuid4
 
+from queue_core.model.jobs import Job, Status
 from queue_core.runner.report import DeadLetter, TickReport
 
 
@@ -27,5 +30,32 @@ def test_as_dict_is_json_ready_and_names_every_counter() -> None:
 
     assert data["claimed"] == 1 and data["dead"] == 1 and data["lost_leases"] == 0
     assert data["dead_letters"] == [
-        {"id": str(letter.id), "type": "embed", "queue": "default", "attempts": 3, "error": "boom"}
+        {
+            "id": str(letter.id),
+            "type": "embed",
+            "queue": "default",
+            "attempts": 3,
+            "max_attempts": None,
+            "compensation_runs": 0,
+            "error": "boom",
+        }
     ]
+
+
+def test_a_dead_letter_counts_as_the_job_views_do() -> None:
+    """A saga declared with 2 attempts whose compensation raised max_attempts to 12 and ran
+    once: 2 of 2 and one compensation run, not 3 of 12."""
+    now = datetime.now(UTC)
+    job = Job(
+        uuid4(), "default", "saga", None, Status.RUNNING, {}, None, 3, 12, 0, now, now,
+        uuid4(), None, None, None, [], None, 1.0, 2.0, 60.0, 0.1, False, now, now, now, None,
+        declared_max_attempts=2, compensation_attempts=2,
+    )  # fmt: skip
+
+    letter = DeadLetter.of(job, "undo failed")
+
+    assert (letter.attempts, letter.max_attempts, letter.compensation_runs) == (2, 2, 1)
+    plain = replace(job, attempts=3, max_attempts=3, declared_max_attempts=None,
+                    compensation_attempts=None)  # fmt: skip
+    assert DeadLetter.of(plain, "boom").as_dict()["attempts"] == 3
+    assert DeadLetter.of(plain, "boom").as_dict()["max_attempts"] == 3
