@@ -50,9 +50,13 @@ SAVE_WITHIN_SECONDS = 0.1
 # costs the server about a millisecond plus a tenth per job, so statements of a few jobs
 # bound the loop (4 threads of 1 ms jobs, 16 jobs ahead in statements of 8: 2,900 jobs/s;
 # 64 ahead in statements of 32: 3,300). Whatever the pace, no job claimed ahead should
-# wait for a thread longer than a second or a tenth of its lease (QUICK_BATCH_SECONDS).
+# wait for a thread longer than a second or a tenth of its lease (QUICK_BATCH_SECONDS),
+# and no more than AHEAD_MAX_BATCHES batches (or AHEAD_JOBS) are held: with calls of a few
+# microseconds, a second's pace is hundreds of thousands of jobs, and a longer statement
+# would ask for more jobs still.
 STATEMENTS_AHEAD = 3
 AHEAD_BATCHES = 4
+AHEAD_MAX_BATCHES = 16
 AHEAD_JOBS = 64
 # While the queue is empty and handlers still run, a claim is tried again this often (a
 # worker that listens is woken sooner by an enqueue's notification)...
@@ -288,8 +292,9 @@ class Loop:
         runner = self.runner
         pace = runner.concurrency / max(self.call_seconds, 1e-6)  # calls started per second
         cover = int(STATEMENTS_AHEAD * self.statement_seconds * pace)
-        cap = max(AHEAD_BATCHES * runner.batch_size, AHEAD_JOBS, cover)
-        return min(cap, int(self.wait_limit * pace))
+        most = max(AHEAD_MAX_BATCHES * runner.batch_size, AHEAD_JOBS)
+        held = min(max(AHEAD_BATCHES * runner.batch_size, AHEAD_JOBS, cover), most)
+        return min(held, int(self.wait_limit * pace))
 
     def _try_again(self) -> bool:
         assert self.short_since is not None
