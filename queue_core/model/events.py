@@ -34,9 +34,7 @@ def lifecycle_event(job: Job, status: Status, error: str | None) -> str:
         "id": str(job.id),
         "type": job.type,
         "queue": job.queue,
-        "attempts": job.shown_attempts,
-        "max_attempts": job.shown_max_attempts,
-        "compensation_runs": job.compensation_runs,
+        **job.shown_counts,
         "error": error,
     }
     return json.dumps(

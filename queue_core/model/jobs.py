@@ -125,6 +125,16 @@ class Job:
         return self.max_attempts if declared is None else declared
 
     @property
+    def shown_counts(self) -> dict[str, int]:
+        """attempts, max_attempts and compensation_runs as every view, event and report
+        shows them."""
+        return {
+            "attempts": self.shown_attempts,
+            "max_attempts": self.shown_max_attempts,
+            "compensation_runs": self.compensation_runs,
+        }
+
+    @property
     def attempts_label(self) -> str:
         """For tables: attempts against the max_attempts declared, a compensation's runs
         apart ("2/2, compensation runs 1")."""
@@ -174,9 +184,7 @@ class Job:
             out[name] = value
         # Counts that mean what they say: attempts against the max_attempts declared, the
         # runs a compensation added apart.
-        out["attempts"] = self.shown_attempts
-        out["max_attempts"] = self.shown_max_attempts
-        out["compensation_runs"] = self.compensation_runs
+        out.update(self.shown_counts)
         out["state"] = self.state
         # A timed-out last attempt: after how long and how its handler was stopped.
         out["timed_out"] = timed_out_view(self.error)

@@ -29,15 +29,7 @@ class DeadLetter:
 
     @classmethod
     def of(cls, job: Job, error: str | None) -> DeadLetter:
-        return cls(
-            job.id,
-            job.type,
-            job.queue,
-            job.shown_attempts,
-            error,
-            job.shown_max_attempts,
-            job.compensation_runs,
-        )
+        return cls(job.id, job.type, job.queue, error=error, **job.shown_counts)
 
     def as_dict(self) -> dict[str, Any]:
         return {

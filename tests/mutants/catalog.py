@@ -1264,8 +1264,8 @@ MUTANTS: tuple[Mutant, ...] = (
         (
             Edit(
                 "queue_core/model/jobs.py",
-                '        out["max_attempts"] = self.shown_max_attempts\n',
-                '        out["max_attempts"] = self.max_attempts\n',
+                '            "max_attempts": self.shown_max_attempts,\n',
+                '            "max_attempts": self.max_attempts,\n',
             ),
         ),
         targeted=(
