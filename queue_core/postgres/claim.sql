@@ -138,9 +138,12 @@ picked as materialized (
 -- The end of pick_runnable: best first, at most %(limit)s, each row locked. This order and
 -- pick_runnable's condition are the claim's rules: tests/unit/test_claim_order_shared.py
 -- holds the limited and fair claims' functions, the claim indexes and the Python batch
--- order to them.
+-- order to them. The limit is read through a subquery so that the planner prices it alike
+-- with or without its value: a prepared claim then keeps one generic plan, where a limit
+-- it can see makes every execution's own plan look cheaper, and each statement was
+-- planned again (about a millisecond of the server's time, half of a 12-job statement).
     order by priority desc, owner_priority desc, run_after, created_at
-    limit %(limit)s
+    limit (select %(limit)s::int)
     for update skip locked
 )
 

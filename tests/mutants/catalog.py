@@ -2285,12 +2285,25 @@ MUTANTS: tuple[Mutant, ...] = (
             Edit(
                 QUERIES,
                 "    order by priority desc, owner_priority desc, run_after, created_at\n"
-                "    limit %(limit)s\n",
+                "    limit (select %(limit)s::int)\n",
                 "    order by priority desc, run_after, owner_priority desc, created_at\n"
-                "    limit %(limit)s\n",
+                "    limit (select %(limit)s::int)\n",
             ),
         ),
         targeted=(CLAIM_ORDER,),
+    ),
+    Mutant(
+        "claim-limit-seen-by-planner",
+        "the plain claims give the planner their limit: every execution's own plan looks"
+        " cheaper than the generic one, and each statement is planned again",
+        (
+            Edit(
+                QUERIES,
+                "    limit (select %(limit)s::int)\n",
+                "    limit %(limit)s\n",
+            ),
+        ),
+        targeted=("tests/integration/test_claim_plan_cache.py",),
     ),
     Mutant(
         "claim-index-order-changed-alone",
