@@ -9,10 +9,12 @@ this tree's, so a change to the engine is measured before and after in the same 
 the time went. `--fast-commits` uses a throwaway server without fsync, where a commit costs
 next to nothing and the client's share of each batch shows most. `--overlap-switch` adds this
 tree's engine with the database-thread overlap taken for every quick batch (as before
-OVERLAP_MIN_SECONDS) and never taken.
+OVERLAP_MIN_SECONDS) and never taken. `--analyzed` analyzes each backlog before its drain, as
+autovacuum does once a table has grown: the planner then prices the statements' plans by
+the backlog (a fresh table has no statistics).
 
     python -m bench.overhead_cost [--jobs 5000] [--rounds 5] [--before REF] [--profile]
-                                  [--fast-commits] [--overlap-switch]
+                                  [--fast-commits] [--overlap-switch] [--analyzed]
 """
 
 from __future__ import annotations
@@ -126,6 +128,15 @@ def timed_drain(
     return int(done), float(seconds), float(cpu), text
 
 
+def analyze(url: str) -> None:
+    """Statistics of the backlog just enqueued: a fresh table has none, and the planner
+    prices a prepared statement's plans from them."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("analyze")
+
+
 @contextlib.contextmanager
 def server(url: str | None, fast_commits: bool) -> Iterator[str]:
     """The durable benchmark server, or with `fast_commits` one that never flushes."""
@@ -170,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also drain with this tree's overlap on for every quick batch, and off",
     )
+    parser.add_argument(
+        "--analyzed",
+        action="store_true",
+        help="ANALYZE each backlog before its drain, as autovacuum does once a table grew",
+    )
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -198,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
                 for drainer in columns[shift:] + columns[:shift]:
                     url = urls[drainer.label]
                     ENQUEUES[drainer.system](url, args.jobs)
+                    if args.analyzed:
+                        analyze(url)
                     done, seconds, cpu, _ = timed_drain(drainer, url, batch)
                     if done < args.jobs:
                         raise RuntimeError(f"{drainer.label} ran {done} of {args.jobs} jobs")
