@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from queue_core.model.fairness import tenant_of
@@ -193,8 +193,20 @@ class PlainClaimStore(PostgresStore):
         return False
 
 
+# A tenant of two groups, one holding a single job: split evenly over its groups, the
+# tenant's share left it one short while another tenant took one more (4, 5 and 3).
+TENANT_OF_A_SMALL_GROUP = [
+    ("burst", "", 4, 0, 0),
+    ("burst", "a", 5, 0, 0),
+    ("burst", "t", 3, 0, 0),
+    ("burst", "t/1", 1, 0, 0),
+    ("claim", 12),
+]
+
+
 @budget(ci=30, long=400)
 @given(steps=STEPS)
+@example(steps=TENANT_OF_A_SMALL_GROUP)
 def test_the_fair_claim_keeps_the_round_robin_bound(conn, steps):
     conn.execute("truncate tickq.jobs cascade")
     # Probing for groups before every claim: the bound holds from the first claim after a

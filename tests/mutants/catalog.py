@@ -731,8 +731,8 @@ MUTANTS: tuple[Mutant, ...] = (
                 function("claim_fair"),
                 "                        order by j.owner_priority desc,"
                 " j.run_after, j.created_at\n"
-                "                        limit g.quota\n",
-                "order by j.run_after, j.created_at\n                        limit g.quota\n",
+                "                        limit v_share\n",
+                "order by j.run_after, j.created_at\n                        limit v_share\n",
             ),
         ),
         targeted=(f"{VARIANTS}::test_a_claim_orders_an_owners_jobs_by_the_owners_priority",),
@@ -2258,8 +2258,8 @@ MUTANTS: tuple[Mutant, ...] = (
             Edit(
                 function("claim_fair"),
                 "order by j.owner_priority desc, j.run_after, j.created_at\n"
-                "                        limit g.quota\n",
-                "order by j.run_after, j.created_at\n                        limit g.quota\n",
+                "                        limit v_share\n",
+                "order by j.run_after, j.created_at\n                        limit v_share\n",
             ),
         ),
         targeted=(CLAIM_ORDER,),

@@ -27,7 +27,8 @@ RULES = {
     "finish back to the queue": "then clock.now + o.delay * interval '1 second'",
     "finished statuses": "finished_at = case when o.status in ('succeeded', 'dead', 'cancelled')",
     "plain pick order": (
-        "order by priority desc, owner_priority desc, run_after, created_at\n    limit (select %(limit)s::int)"
+        "order by priority desc, owner_priority desc, run_after, created_at\n"
+        "    limit (select %(limit)s::int)"
     ),
     "children settled": "case when bool_or(has_children) then tickq.jobs_settle(",
     # The type limits' rules, shared by the limited and the fair claim.

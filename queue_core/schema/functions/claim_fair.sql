@@ -9,9 +9,10 @@
 --      from the group this worker served last in it (p_positions, group keys, one per
 --      tenant at most; none: after its bare key, the key without '/', which comes back on
 --      the wrap), one group per job the tenant may take, and
---      locks each group's best jobs that no other claimer holds, ceil(tenant's share /
---      groups) per group (SKIP LOCKED: workers sweeping the same groups at once take the
---      next jobs): a backlog of any size in any number of groups is one tenant and gets one
+--      locks each group's best jobs that no other claimer holds, up to the tenant's share
+--      per group (SKIP LOCKED: workers sweeping the same groups at once take the next
+--      jobs), so that a group with fewer jobs leaves its part of the share to the tenant's
+--      other groups instead of leaving the tenant short: a backlog of any size in any number of groups is one tenant and gets one
 --      turn, so it delays another tenant's job by at most one slot per batch of each worker;
 --   3. when no limit concerns the candidates, leases the first ones in (rank within tenant,
 --      sweep order), the round-robin order, a tenant's rank being (rank within group, group
@@ -58,7 +59,6 @@ declare
     v_groups    text[];
     v_keys      text[];
     v_tenant_of integer[];
-    v_quotas    integer[];
     v_first     text;
     v_want      integer;
     v_share     integer;
@@ -129,11 +129,9 @@ begin
         v_after := v_tenants[cardinality(v_tenants)];
         v_share := (v_want + cardinality(v_tenants) - 1) / cardinality(v_tenants);
 
-        -- Each tenant's groups from where this worker served it last, and each group's
-        -- quota: the tenant's share spread over them.
+        -- Each tenant's groups from where this worker served it last.
         v_keys := '{}';
         v_tenant_of := '{}';
-        v_quotas := '{}';
         for i in 1 .. cardinality(v_tenants) loop
             -- Where the tenant's groups resume: after the group served last, or else after
             -- its bare key (the tenant's first group, which the wrap comes back to).
@@ -144,9 +142,6 @@ begin
             continue when cardinality(v_groups) = 0;
             v_keys := v_keys || v_groups;
             v_tenant_of := v_tenant_of || array_fill(i, array[cardinality(v_groups)]);
-            v_quotas := v_quotas || array_fill(
-                (v_share + cardinality(v_groups) - 1) / cardinality(v_groups),
-                array[cardinality(v_groups)]);
             -- The next pass of this claim goes on after the last of these groups.
             if v_at is null then
                 v_positions := v_positions || v_groups[cardinality(v_groups)];
@@ -165,8 +160,7 @@ begin
         from (select g.tenant, x.id, x.type,
                      row_number() over (partition by g.tenant order by x.rank, g.ord)
                          as tenant_rank
-              from unnest(v_keys, v_tenant_of, v_quotas) with ordinality
-                  g (group_key, tenant, quota, ord)
+              from unnest(v_keys, v_tenant_of) with ordinality g (group_key, tenant, ord)
               cross join lateral (
                   select y.id, y.type,
                          row_number() over (
@@ -180,7 +174,7 @@ begin
                           and j.run_after <= v_now
                           and not (j.flow_keys && v_keys_out)
                         order by j.owner_priority desc, j.run_after, j.created_at
-                        limit g.quota
+                        limit v_share
                         for update skip locked) y) x) c;
 
         if v_flowing and cardinality(v_ids) > 0 then
