@@ -1,6 +1,7 @@
 """What turns across tenants cost: a claim of 10 from a backlog shaped as one tenant (the
-plain claim), 1,000 tenants of one group each, and 10 tenants of 100 groups each, plus an
-enqueue of plain jobs (the claim indexes changed), with this tree's engine against another.
+plain claim), 1,000 tenants of one group each, 10 tenants of 100 groups each and 2 of 100
+groups each, plus an enqueue of plain jobs (the claim indexes changed), with this tree's
+engine against another.
 
     python -m bench.tenant_claim_cost --before REF [--backlog 20000] [--samples 150]
                                       [--rounds 3]
@@ -25,6 +26,8 @@ SHAPES = {
     "one tenant": "'solo'",
     "1,000 tenants x 1 group": "'t' || lpad((g %% 1000)::text, 4, '0')",
     "10 tenants x 100 groups": "'t' || (g %% 10) || '/g' || lpad((g / 10 %% 100)::text, 3, '0')",
+    # Few tenants of many groups: a tenant's share (5 of 10) is locked in each group swept.
+    "2 tenants x 100 groups": "'t' || (g %% 2) || '/g' || lpad((g / 2 %% 100)::text, 3, '0')",
 }
 ENQUEUE_BATCH = 500
 
