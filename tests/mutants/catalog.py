@@ -724,6 +724,24 @@ MUTANTS: tuple[Mutant, ...] = (
         targeted=(f"{VARIANTS}::test_a_claim_orders_an_owners_jobs_by_the_owners_priority",),
     ),
     Mutant(
+        "fair-claim-splits-share-over-groups",
+        "the fair claim splits a tenant's share evenly over its groups: a tenant of a group"
+        " with fewer jobs than its part comes out short while another tenant takes more",
+        (
+            Edit(
+                function("claim_fair"),
+                "                        limit v_share\n",
+                "                        limit (v_share + (select count(*)::int from"
+                " unnest(v_tenant_of) t where t = g.tenant) - 1) / (select count(*)::int"
+                " from unnest(v_tenant_of) t where t = g.tenant)\n",
+            ),
+        ),
+        targeted=(
+            "tests/integration/test_fairness_property.py::"
+            "test_the_fair_claim_keeps_the_round_robin_bound",
+        ),
+    ),
+    Mutant(
         "fair-claim-ignores-owner-priority",
         "the fair claim takes a group's oldest jobs, not its owner's first",
         (
