@@ -12,8 +12,9 @@
 --      locks each group's best jobs that no other claimer holds, up to the tenant's share
 --      per group (SKIP LOCKED: workers sweeping the same groups at once take the next
 --      jobs), so that a group with fewer jobs leaves its part of the share to the tenant's
---      other groups instead of leaving the tenant short: a backlog of any size in any number of groups is one tenant and gets one
---      turn, so it delays another tenant's job by at most one slot per batch of each worker;
+--      other groups instead of leaving the tenant short: a backlog of any size in any
+--      number of groups is one tenant and gets one turn, so it delays another tenant's job
+--      by at most one slot per batch of each worker;
 --   3. when no limit concerns the candidates, leases the first ones in (rank within tenant,
 --      sweep order), the round-robin order, a tenant's rank being (rank within group, group
 --      sweep order);
